@@ -1,0 +1,196 @@
+"""The dtype table: the one place that knows every scalar type tilecore supports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from .errors import TileNameError
+
+
+@dataclass(frozen=True)
+class DType:
+    """A scalar type: `kind` is 'float', 'int', 'uint' or 'bool'; `bits` its storage width."""
+
+    name: str
+    kind: str
+    bits: int
+
+    @property
+    def np(self) -> np.dtype:
+        """The NumPy dtype storing this type (ml_dtypes for bfloat16 and float8)."""
+        return _NUMPY[self.name]
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in ("int", "uint")
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "bool"
+
+    @property
+    def itemsize(self) -> int:
+        return max(1, self.bits // 8)
+
+    @property
+    def is_narrow_float(self) -> bool:
+        """Floats NumPy cannot compute in natively; the oracle computes them in float32."""
+        return self.kind == "float" and self.bits < 32
+
+    def __call__(self, value):
+        """`T.float32(x)`: a cast (or a typed constant) inside a kernel."""
+        from .ir.expr import cast
+
+        return cast(value, self)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"T.{self.name}"
+
+
+float16 = DType("float16", "float", 16)
+bfloat16 = DType("bfloat16", "float", 16)
+float32 = DType("float32", "float", 32)
+float64 = DType("float64", "float", 64)
+float8_e4m3fn = DType("float8_e4m3fn", "float", 8)
+float8_e5m2 = DType("float8_e5m2", "float", 8)
+int8 = DType("int8", "int", 8)
+int16 = DType("int16", "int", 16)
+int32 = DType("int32", "int", 32)
+int64 = DType("int64", "int", 64)
+uint8 = DType("uint8", "uint", 8)
+uint16 = DType("uint16", "uint", 16)
+uint32 = DType("uint32", "uint", 32)
+bool_ = DType("bool", "bool", 8)
+
+ALL: tuple[DType, ...] = (
+    float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2,
+    int8, int16, int32, int64, uint8, uint16, uint32, bool_,
+)
+BY_NAME: dict[str, DType] = {d.name: d for d in ALL}
+
+_NUMPY: dict[str, np.dtype] = {
+    "float16": np.dtype(np.float16),
+    "bfloat16": np.dtype(ml_dtypes.bfloat16),
+    "float32": np.dtype(np.float32),
+    "float64": np.dtype(np.float64),
+    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
+    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    "int8": np.dtype(np.int8),
+    "int16": np.dtype(np.int16),
+    "int32": np.dtype(np.int32),
+    "int64": np.dtype(np.int64),
+    "uint8": np.dtype(np.uint8),
+    "uint16": np.dtype(np.uint16),
+    "uint32": np.dtype(np.uint32),
+    "bool": np.dtype(np.bool_),
+}
+
+# Spellings accepted besides the canonical names (TileLang / TVM habits).
+ALIASES: dict[str, DType] = {
+    "float": float32, "half": float16, "double": float64, "fp16": float16, "fp32": float32,
+    "bf16": bfloat16, "fp64": float64, "int": int32, "float8_e4m3": float8_e4m3fn,
+    "e4m3_float8": float8_e4m3fn, "e5m2_float8": float8_e5m2, "fp8_e4m3": float8_e4m3fn,
+    "fp8_e5m2": float8_e5m2, "bool_": bool_, "uint": uint32,
+}
+
+_TORCH_NAMES = {
+    "float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "float64": "float64",
+    "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2", "int8": "int8",
+    "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8", "uint16": "uint16",
+    "uint32": "uint32", "bool": "bool",
+}
+
+
+def as_dtype(value) -> DType:
+    """Turn a user's dtype spelling (DType, str, NumPy or torch dtype) into a DType.
+
+    Raises TileNameError listing the valid names for anything else.
+    """
+    if isinstance(value, DType):
+        return value
+    if isinstance(value, str):
+        if value in BY_NAME:
+            return BY_NAME[value]
+        if value in ALIASES:
+            return ALIASES[value]
+    else:
+        try:
+            npd = np.dtype(value)
+        except TypeError:
+            npd = None
+        if npd is not None:
+            for d in ALL:
+                if _NUMPY[d.name] == npd:
+                    return d
+        tname = str(value)
+        if tname.startswith("torch."):
+            short = tname[len("torch."):]
+            for name, tn in _TORCH_NAMES.items():
+                if tn == short:
+                    return BY_NAME[name]
+    raise TileNameError(
+        f"unknown dtype {value!r}",
+        hint="use one of " + ", ".join(d.name for d in ALL),
+    )
+
+
+def from_numpy(npd: np.dtype) -> DType:
+    """The DType stored as NumPy dtype `npd`."""
+    return as_dtype(npd)
+
+
+def torch_dtype(d: DType):
+    """The torch dtype for `d` (imports torch: call only when a tensor is at hand)."""
+    import torch
+
+    return getattr(torch, _TORCH_NAMES[d.name])
+
+
+def promote(a: DType, b: DType) -> DType:
+    """The result type of a binary operation (TVM's rules: float beats int, wider beats narrower)."""
+    if a == b:
+        return a
+    if a.is_float != b.is_float:
+        return a if a.is_float else b
+    if a.is_bool:
+        return b
+    if b.is_bool:
+        return a
+    if a.bits != b.bits:
+        return a if a.bits > b.bits else b
+    if a.is_float:
+        return float32  # bfloat16 with float16: neither holds the other
+    return a if a.kind == "int" else b
+
+
+def max_value(d: DType):
+    """The largest finite value of `d` as a Python number."""
+    if d.is_float:
+        return float(ml_dtypes.finfo(d.np).max)
+    if d.is_bool:
+        return True
+    return int(np.iinfo(d.np).max)
+
+
+def min_value(d: DType):
+    """The most negative finite value of `d` as a Python number."""
+    if d.is_float:
+        return float(ml_dtypes.finfo(d.np).min)
+    if d.is_bool:
+        return False
+    return int(np.iinfo(d.np).min)
+
+
+def has_infinity(d: DType) -> bool:
+    """float8_e4m3fn has no infinity; every other float does."""
+    return d.is_float and d.name != "float8_e4m3fn"

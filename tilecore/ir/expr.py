@@ -1,0 +1,412 @@
+"""Scalar expressions of both IR levels: constants, variables, arithmetic, casts, selects, loads.
+
+Nodes are frozen dataclasses validated on construction. `Var` and `Buffer` compare by identity
+(two loops may both call their variable `i`); every other node compares structurally.
+Python operators on expressions build nodes, with Python scalars converted to the other
+operand's dtype (TVM's convention), so `by * 128 + 3` works inside and outside kernels.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Union
+
+from .. import dtypes as dt
+from ..dtypes import DType
+from ..errors import TileTypeError
+
+ARITH_OPS = ("add", "sub", "mul", "div", "mod", "min", "max", "pow")
+CMP_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
+LOGIC_OPS = ("and", "or")
+BIN_OPS = ARITH_OPS + CMP_OPS + LOGIC_OPS
+# Unary functions: name -> whether the argument must be a float.
+UNARY_FUNCS = {
+    "neg": False, "not": False, "abs": False, "exp": True, "exp2": True, "log": True, "log2": True,
+    "sqrt": True, "rsqrt": True, "tanh": True, "sigmoid": True, "erf": True, "floor": True,
+    "ceil": True, "sin": True, "cos": True, "round": True, "trunc": True,
+}
+OP_SYMBOLS = {
+    "add": "+", "sub": "-", "mul": "*", "div": "/", "mod": "%", "lt": "<", "le": "<=", "gt": ">",
+    "ge": ">=", "eq": "==", "ne": "!=", "and": "and", "or": "or",
+}
+
+
+class Expr:
+    """Base class of scalar expressions; every subclass has a `dtype` field."""
+
+    dtype: DType
+
+    def __add__(self, o):
+        return binop("add", self, o)
+
+    def __radd__(self, o):
+        return binop("add", o, self)
+
+    def __sub__(self, o):
+        return binop("sub", self, o)
+
+    def __rsub__(self, o):
+        return binop("sub", o, self)
+
+    def __mul__(self, o):
+        return binop("mul", self, o)
+
+    def __rmul__(self, o):
+        return binop("mul", o, self)
+
+    def __truediv__(self, o):
+        return binop("div", self, o)
+
+    def __rtruediv__(self, o):
+        return binop("div", o, self)
+
+    def __floordiv__(self, o):
+        return binop("div", self, o) if _is_intlike(self, o) else unary("floor", binop("div", self, o))
+
+    def __rfloordiv__(self, o):
+        return binop("div", o, self) if _is_intlike(o, self) else unary("floor", binop("div", o, self))
+
+    def __mod__(self, o):
+        return binop("mod", self, o)
+
+    def __rmod__(self, o):
+        return binop("mod", o, self)
+
+    def __neg__(self):
+        return unary("neg", self)
+
+    def __bool__(self):
+        raise TileTypeError(
+            "a kernel value has no Python truth value",
+            hint="compare inside the kernel body (the frontend turns `if` on kernel values into "
+            "IR), or use T.if_then_else",
+        )
+
+
+Scalar = Union[int, float, bool]
+ExprLike = Union[Expr, int, float, bool]
+
+
+def _is_intlike(a, b) -> bool:
+    def isint(x):
+        return isinstance(x, int) or (isinstance(x, Expr) and x.dtype.is_int)
+
+    return isint(a) and isint(b)
+
+
+@dataclass(frozen=True, eq=True)
+class Const(Expr):
+    """A typed literal."""
+
+    value: Scalar
+    dtype: DType
+
+    def __post_init__(self):
+        if not isinstance(self.dtype, DType):
+            raise TypeError("Const.dtype must be a DType")
+        if isinstance(self.value, bool) or self.dtype.is_bool:
+            object.__setattr__(self, "value", bool(self.value))
+        elif self.dtype.is_int:
+            object.__setattr__(self, "value", int(self.value))
+        else:
+            object.__setattr__(self, "value", float(self.value))
+
+
+@dataclass(frozen=True, eq=False)
+class Var(Expr):
+    """A scalar variable: loop index, block index, let binding or symbolic shape dimension."""
+
+    name: str
+    dtype: DType = dt.int32
+
+    def __repr__(self) -> str:
+        return f"Var({self.name})"
+
+
+@dataclass(frozen=True)
+class BinOp(Expr):
+    """`a op b`; arithmetic on ints is C-style (division and remainder truncate toward zero)."""
+
+    op: str
+    a: Expr
+    b: Expr
+    dtype: DType
+
+    def __post_init__(self):
+        if self.op not in BIN_OPS:
+            raise TypeError(f"unknown binary op {self.op}")
+
+
+@dataclass(frozen=True)
+class Unary(Expr):
+    """A one-argument function: negation, logical not, abs, exp, exp2, log, ..."""
+
+    op: str
+    a: Expr
+    dtype: DType
+
+    def __post_init__(self):
+        if self.op not in UNARY_FUNCS:
+            raise TypeError(f"unknown unary function {self.op}")
+
+
+@dataclass(frozen=True)
+class Cast(Expr):
+    """Conversion of `value` to `dtype` (round to nearest even for floats, C conversion for ints)."""
+
+    value: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Select(Expr):
+    """`T.if_then_else(cond, a, b)`: only the chosen operand is evaluated (loads stay safe)."""
+
+    cond: Expr
+    true_value: Expr
+    false_value: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Load(Expr):
+    """An element read `buffer[indices]`."""
+
+    buffer: object  # ir.buffer.Buffer (kept untyped here to avoid an import cycle)
+    indices: tuple
+    dtype: DType = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self):
+        if self.dtype is None:
+            object.__setattr__(self, "dtype", self.buffer.dtype)
+        if len(self.indices) != len(self.buffer.shape):
+            raise TypeError(
+                f"{self.buffer.name} has rank {len(self.buffer.shape)}, indexed with {len(self.indices)}"
+            )
+
+
+# --------------------------------------------------------------------------- construction helpers
+
+
+def const(value: Scalar, dtype: DType | None = None) -> Const:
+    """A Const from a Python scalar; dtype defaults to int32/int64, float32 or bool."""
+    if dtype is None:
+        if isinstance(value, bool):
+            dtype = dt.bool_
+        elif isinstance(value, int):
+            dtype = dt.int32 if -(2**31) <= value < 2**31 else dt.int64
+        elif isinstance(value, float):
+            dtype = dt.float32
+        else:
+            raise TileTypeError(f"cannot use {value!r} ({type(value).__name__}) as a kernel value")
+    return Const(value, dtype)
+
+
+def as_expr(value: ExprLike, like: DType | None = None) -> Expr:
+    """An Expr from `value`; Python scalars take dtype `like` when given (TVM's convention)."""
+    if isinstance(value, Expr):
+        return value
+    if hasattr(value, "as_expr"):
+        return value.as_expr()
+    if isinstance(value, (bool, int, float)) and not isinstance(value, Expr):
+        if like is not None and not isinstance(value, bool):
+            if like.is_int and isinstance(value, float):
+                return const(value)
+            if like.is_bool:
+                return const(value)
+            return Const(value, like)
+        return const(value)
+    try:
+        import numpy as np
+
+        if isinstance(value, np.generic):
+            return Const(value.item(), dt.from_numpy(value.dtype))
+    except Exception:  # pragma: no cover - numpy always present
+        pass
+    raise TileTypeError(f"cannot use {value!r} ({type(value).__name__}) as a kernel value")
+
+
+def _fold(op: str, a: Scalar, b: Scalar, dtype: DType):
+    if op == "add":
+        r = a + b
+    elif op == "sub":
+        r = a - b
+    elif op == "mul":
+        r = a * b
+    elif op == "div":
+        if dtype.is_int:
+            if b == 0:
+                return None
+            q = abs(a) // abs(b)
+            r = q if (a >= 0) == (b >= 0) else -q
+        else:
+            return None  # leave float division to the target's rounding
+    elif op == "mod":
+        if not dtype.is_int or b == 0:
+            return None
+        r = int(math.fmod(a, b))
+    elif op == "min":
+        r = min(a, b)
+    elif op == "max":
+        r = max(a, b)
+    else:
+        return None
+    return r
+
+
+def binop(op: str, a: ExprLike, b: ExprLike) -> Expr:
+    """Build `a op b`, converting Python scalars and promoting dtypes; folds integer constants."""
+    if not isinstance(a, Expr) and hasattr(a, "as_expr"):
+        a = a.as_expr()
+    if not isinstance(b, Expr) and hasattr(b, "as_expr"):
+        b = b.as_expr()
+    if isinstance(a, Expr) and not isinstance(b, Expr):
+        b = as_expr(b, a.dtype)
+    elif isinstance(b, Expr) and not isinstance(a, Expr):
+        a = as_expr(a, b.dtype)
+    else:
+        a, b = as_expr(a), as_expr(b)
+    if op in LOGIC_OPS:
+        a, b = _to_bool(a), _to_bool(b)
+        return BinOp(op, a, b, dt.bool_)
+    t = dt.promote(a.dtype, b.dtype)
+    if a.dtype != t:
+        a = cast(a, t)
+    if b.dtype != t:
+        b = cast(b, t)
+    if isinstance(a, Const) and isinstance(b, Const) and t.is_int:
+        r = _fold(op, a.value, b.value, t)
+        if r is not None:
+            return Const(r, t)
+    if t.is_int and op in ("add", "sub", "mul"):
+        simplified = _simplify_identity(op, a, b)
+        if simplified is not None:
+            return simplified
+    out = dt.bool_ if op in CMP_OPS else t
+    return BinOp(op, a, b, out)
+
+
+def _simplify_identity(op: str, a: Expr, b: Expr) -> Expr | None:
+    """x+0, 0+x, x-0, x*1, 1*x, x*0: keeps index arithmetic readable in printed IR."""
+    def is_c(e, v):
+        return isinstance(e, Const) and e.value == v
+
+    if op == "add":
+        if is_c(b, 0):
+            return a
+        if is_c(a, 0):
+            return b
+    elif op == "sub":
+        if is_c(b, 0):
+            return a
+    elif op == "mul":
+        if is_c(b, 1):
+            return a
+        if is_c(a, 1):
+            return b
+        if is_c(a, 0) or is_c(b, 0):
+            return Const(0, a.dtype)
+    return None
+
+
+def _to_bool(e: Expr) -> Expr:
+    return e if e.dtype.is_bool else binop("ne", e, 0)
+
+
+def unary(op: str, a: ExprLike) -> Expr:
+    """Build a unary function application; float functions on ints compute in float32."""
+    a = as_expr(a)
+    if op == "not":
+        return Unary("not", _to_bool(a), dt.bool_)
+    if UNARY_FUNCS.get(op) and not a.dtype.is_float:
+        a = cast(a, dt.float32)
+    if op not in UNARY_FUNCS:
+        raise TileTypeError(f"unknown function {op}")
+    if isinstance(a, Const) and op == "neg" and a.dtype.is_int:
+        return Const(-a.value, a.dtype)
+    return Unary(op, a, a.dtype)
+
+
+def cast(value: ExprLike, dtype) -> Expr:
+    """`T.cast(value, dtype)`; a Python scalar becomes a typed constant."""
+    dtype = dt.as_dtype(dtype)
+    if not isinstance(value, Expr) and not hasattr(value, "as_expr"):
+        if dtype.is_bool:
+            return Const(bool(value), dtype)
+        if dtype.is_int:
+            return Const(int(value), dtype)
+        return Const(float(value), dtype)
+    value = as_expr(value)
+    if value.dtype == dtype:
+        return value
+    if isinstance(value, Const) and dtype.is_int and value.dtype.is_int:
+        return Const(value.value, dtype)
+    return Cast(value, dtype)
+
+
+def select(cond: ExprLike, a: ExprLike, b: ExprLike) -> Expr:
+    """`T.if_then_else`: operands promoted to a common dtype."""
+    cond = _to_bool(as_expr(cond))
+    if isinstance(a, Expr) and not isinstance(b, Expr):
+        b = as_expr(b, a.dtype)
+    elif isinstance(b, Expr) and not isinstance(a, Expr):
+        a = as_expr(a, b.dtype)
+    a, b = as_expr(a), as_expr(b)
+    t = dt.promote(a.dtype, b.dtype)
+    return Select(cond, cast(a, t), cast(b, t), t)
+
+
+def const_int(e) -> int | None:
+    """The value of `e` when it is a compile-time integer, else None."""
+    if isinstance(e, bool):
+        return None
+    if isinstance(e, int):
+        return e
+    if isinstance(e, Const) and e.dtype.is_int:
+        return int(e.value)
+    lin = linear(e)
+    if lin is not None and not lin[0]:
+        return lin[1]
+    return None
+
+
+def linear(e) -> tuple[dict, int] | None:
+    """`e` as ({atom: coeff}, constant) when it is an integer-affine form, else None.
+
+    Atoms are variables and any non-affine subexpression; used to prove extents constant
+    (`(b+1)*64 - b*64 == 64`) and offsets contiguous.
+    """
+    if isinstance(e, int) and not isinstance(e, bool):
+        return {}, e
+    if not isinstance(e, Expr) or not e.dtype.is_int:
+        return None
+    if isinstance(e, Const):
+        return {}, int(e.value)
+    if isinstance(e, BinOp) and e.op in ("add", "sub", "mul"):
+        la, lb = linear(e.a), linear(e.b)
+        if la is None or lb is None:
+            return {e: 1}, 0
+        if e.op == "mul":
+            if not la[0]:
+                k = la[1]
+                return {a: c * k for a, c in lb[0].items() if c * k}, lb[1] * k
+            if not lb[0]:
+                k = lb[1]
+                return {a: c * k for a, c in la[0].items() if c * k}, la[1] * k
+            return {e: 1}, 0
+        sign = 1 if e.op == "add" else -1
+        terms = dict(la[0])
+        for a, c in lb[0].items():
+            terms[a] = terms.get(a, 0) + sign * c
+            if terms[a] == 0:
+                del terms[a]
+        return terms, la[1] + sign * lb[1]
+    if isinstance(e, Unary) and e.op == "neg":
+        la = linear(e.a)
+        if la is None:
+            return None
+        return {a: -c for a, c in la[0].items()}, -la[1]
+    if isinstance(e, Cast) and e.value.dtype.is_int:
+        return linear(e.value)
+    return {e: 1}, 0

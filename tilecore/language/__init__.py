@@ -1,0 +1,97 @@
+"""`import tilecore.language as T`: the kernel language, with TileLang's names and meanings."""
+
+from ..dtypes import (
+    bfloat16,
+    bool_,
+    float8_e4m3fn,
+    float8_e5m2,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+)
+from ..ir.expr import cast
+from .builder import builtin
+from .ops import (
+    Buffer_ as Buffer,
+)
+from .ops import (
+    GemmWarpPolicy,
+    Kernel,
+    Parallel,
+    Pipelined,
+    Tensor,
+    alloc_fragment,
+    alloc_local,
+    alloc_shared,
+    alloc_var,
+    annotate_layout,
+    atomic_add,
+    ceil,
+    ceildiv,
+    clear,
+    copy,
+    cos,
+    cumsum,
+    dynamic,
+    erf,
+    exp,
+    exp2,
+    fill,
+    floor,
+    gemm,
+    if_then_else,
+    infinity,
+    log,
+    log2,
+    max_value,
+    min_value,
+    reduce_abssum,
+    reduce_absmax,
+    reduce_max,
+    reduce_min,
+    reduce_sum,
+    region,
+    rsqrt,
+    serial,
+    sigmoid,
+    sin,
+    sqrt,
+    sync_threads,
+    tanh,
+    trunc,
+    unroll,
+    use_swizzle,
+    vectorized,
+)
+from .ops import abs as abs  # noqa: A004 - T.abs mirrors TileLang
+from .ops import max as max  # noqa: A004
+from .ops import min as min  # noqa: A004
+from .ops import pow as pow  # noqa: A004
+from .ops import round_ as round  # noqa: A004
+from .parser import macro, prim_func
+
+cast = builtin(cast)
+symbolic = dynamic
+float8_e4m3 = float8_e4m3fn
+bool = bool_  # noqa: A001
+half = float16
+float = float32  # noqa: A001
+
+__all__ = [
+    "Buffer", "GemmWarpPolicy", "Kernel", "Parallel", "Pipelined", "Tensor", "abs", "alloc_fragment",
+    "alloc_local", "alloc_shared", "alloc_var", "annotate_layout", "atomic_add", "bfloat16", "bool",
+    "bool_", "cast", "ceil", "ceildiv", "clear", "copy", "cos", "cumsum", "dynamic", "erf", "exp",
+    "exp2", "fill", "float16", "float32", "float64", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
+    "floor", "gemm", "if_then_else", "infinity", "int8", "int16", "int32", "int64", "log", "log2",
+    "macro", "max", "max_value", "min", "min_value", "pow", "prim_func", "reduce_abssum",
+    "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum", "region", "round", "rsqrt", "serial",
+    "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "trunc", "uint8", "uint16", "uint32",
+    "unroll", "use_swizzle", "vectorized", "half", "float",
+]

@@ -1,0 +1,497 @@
+"""The T.* functions a kernel calls: allocation, tile operations, loops, math."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import dtypes as dt
+from ..errors import TileShapeError, TileTypeError
+from ..ir.buffer import Buffer, Region
+from ..ir.expr import Expr, Var, as_expr, binop, cast, const_int, select, unary
+from ..ir.stmt import AtomicAdd, AtomicAddRegion, Copy, CumSum, Fill, Gemm, Reduce
+from .builder import builtin, current
+from .refs import Ref, buffer_of, region_of, shape_of, squeezed
+
+# ----------------------------------------------------------------------------- signatures
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """`T.Tensor(shape, dtype)` in a parameter annotation."""
+
+    shape: tuple
+    dtype: dt.DType
+
+
+def Tensor(shape, dtype="float32") -> TensorSpec:
+    """Annotate a kernel parameter as a global tensor of `shape` (ints or T.dynamic vars)."""
+    if isinstance(shape, (int, Var)):
+        shape = (shape,)
+    shape = tuple(shape)
+    for s in shape:
+        if isinstance(s, bool) or not isinstance(s, (int, Var)):
+            raise TileShapeError(
+                f"tensor dimension {s!r} is neither an int nor a T.dynamic variable",
+                hint="use T.dynamic('n') for a dimension known only at call time",
+            )
+    return TensorSpec(shape, dt.as_dtype(dtype))
+
+
+Buffer_ = Tensor
+
+
+def dynamic(name: str, dtype="int32") -> Var:
+    """A symbolic dimension, bound from the arguments' shapes at call time."""
+    return Var(name, dt.as_dtype(dtype))
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """The arguments of `T.Kernel(*grid, threads=...)`."""
+
+    grid: tuple
+    threads: tuple
+    annotations: tuple = ()
+
+
+@builtin
+def Kernel(*grid, threads=128, prelude=None, is_cpu=False) -> KernelSpec:
+    """Launch a grid of blocks, each running the `with` body with `threads` threads."""
+    if not grid:
+        raise TileShapeError("T.Kernel needs at least one grid dimension")
+    if len(grid) > 3:
+        raise TileShapeError(f"T.Kernel takes at most 3 grid dimensions, got {len(grid)}")
+    if isinstance(threads, int):
+        threads = (threads,)
+    threads = tuple(threads)
+    for t in threads:
+        if not isinstance(t, int) or t < 1:
+            raise TileShapeError(f"threads must be positive compile-time ints, got {threads!r}")
+    g = tuple(as_expr(x) for x in grid)
+    for x in g:
+        if not x.dtype.is_int:
+            raise TileTypeError("grid dimensions must be integers")
+    return KernelSpec(g, threads)
+
+
+@dataclass(frozen=True)
+class LoopSpec:
+    """A `for` iterator: T.Parallel / T.Pipelined / T.serial / T.unroll / range."""
+
+    kind: str
+    starts: tuple
+    stops: tuple
+    step: int = 1
+    annotations: tuple = ()
+
+
+def _range_args(start, stop, what):
+    if stop is None:
+        start, stop = 0, start
+    return as_expr(start), as_expr(stop)
+
+
+@builtin
+def Parallel(*extents, coalesced_width=None, loop_layout=None) -> LoopSpec:
+    """An n-d loop whose iterations are independent; the compiler maps it onto threads."""
+    if not extents:
+        raise TileShapeError("T.Parallel needs at least one extent")
+    for e in extents:
+        if const_int(e) is None:
+            raise TileShapeError(
+                "T.Parallel extents must be compile-time constants",
+                hint="loop over the tile shape and mask with `if` for partial tiles",
+            )
+    return LoopSpec("parallel", tuple(as_expr(0) for _ in extents), tuple(as_expr(e) for e in extents))
+
+
+@builtin
+def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None, group=None) -> LoopSpec:
+    """A serial loop the compiler may software-pipeline `num_stages` deep."""
+    s, e = _range_args(start, stop, "T.Pipelined")
+    return LoopSpec("pipelined", (s,), (e,), 1, (("num_stages", int(num_stages)),))
+
+
+@builtin
+def serial(start, stop=None, step=1) -> LoopSpec:
+    """A sequential loop."""
+    s, e = _range_args(start, stop, "T.serial")
+    return LoopSpec("serial", (s,), (e,), _const_step(step))
+
+
+@builtin
+def unroll(start, stop=None, step=1, explicit=False, unroll_factor=None) -> LoopSpec:
+    """A sequential loop the compiler unrolls."""
+    s, e = _range_args(start, stop, "T.unroll")
+    return LoopSpec("unroll", (s,), (e,), _const_step(step))
+
+
+def _const_step(step) -> int:
+    v = const_int(step)
+    if v is None or v == 0:
+        raise TileShapeError("a loop step must be a non-zero compile-time integer")
+    return v
+
+
+vectorized = serial
+
+# ----------------------------------------------------------------------------- allocation
+
+
+def _shape(shape, what) -> tuple[int, ...]:
+    if isinstance(shape, (int, Expr)):
+        shape = (shape,)
+    out = []
+    for s in shape:
+        v = const_int(s)
+        if v is None:
+            raise TileShapeError(
+                f"the shape of {what} must be made of compile-time constants, got {s!r}",
+                hint="tile shapes are fixed when the kernel is built; pass sizes as Python ints",
+            )
+        if v < 1:
+            raise TileShapeError(f"the shape of {what} has a non-positive dimension {v}")
+        out.append(v)
+    return tuple(out)
+
+
+def _alloc(shape, dtype, scope, fn) -> Buffer:
+    b = current()
+    name = b.unique_name(b.pending_name() or scope)
+    return b.allocate(Buffer(name, _shape(shape, f"{fn} {name}"), dt.as_dtype(dtype), scope))
+
+
+@builtin
+def alloc_shared(shape, dtype, scope="shared.dyn") -> Buffer:
+    """A tile in shared memory, visible to every thread of the block."""
+    return _alloc(shape, dtype, "shared", "T.alloc_shared")
+
+
+@builtin
+def alloc_fragment(shape, dtype, scope="local.fragment") -> Buffer:
+    """A tile in registers, distributed over the block's threads by layout inference."""
+    return _alloc(shape, dtype, "fragment", "T.alloc_fragment")
+
+
+@builtin
+def alloc_local(shape, dtype, scope="local") -> Buffer:
+    """A small array held per thread."""
+    return _alloc(shape, dtype, "local", "T.alloc_local")
+
+
+@builtin
+def alloc_var(dtype, init=None, scope="local.var"):
+    """A scalar variable, read and assigned by plain name (`v = v + 1`)."""
+    b = current()
+    name = b.unique_name(b.pending_name() or "var")
+    buf = b.allocate(Buffer(name, (1,), dt.as_dtype(dtype), "local", is_var=True))
+    if init is not None:
+        from ..ir.stmt import Store
+
+        b.emit(Store(buf, (as_expr(0),), cast(init, buf.dtype), b.loc))
+    return buf
+
+
+# ----------------------------------------------------------------------------- tile operations
+
+
+@builtin
+def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None) -> None:
+    """Copy a tile between global, shared and fragment memory (start-corner or slice form)."""
+    b = current()
+    src_shape, dst_shape = shape_of(src), shape_of(dst)
+    if src_shape is None and dst_shape is None:
+        raise TileShapeError(
+            "T.copy cannot infer the tile shape: both sides are start corners or symbolic",
+            hint="make one side a whole buffer or a slice with constant extents",
+        )
+    sr = region_of(src, dst_shape, "copy source")
+    dr = region_of(dst, src_shape if src_shape is not None else squeezed(sr.extents), "copy destination")
+    if sr.squeezed_shape != dr.squeezed_shape:
+        raise TileShapeError(
+            f"T.copy extents do not match: source {sr.buffer.name} region {sr.extents} vs "
+            f"destination {dr.buffer.name} region {dr.extents}",
+            hint="both sides must hold the same number of elements in the same shape",
+        )
+    b.emit(Copy(sr, dr, b.loc))
+
+
+_ACCUM_OK = {
+    "float16": ("float16", "float32"), "bfloat16": ("float32",), "float32": ("float32",),
+    "float64": ("float64",), "float8_e4m3fn": ("float32", "float16"),
+    "float8_e5m2": ("float32", "float16"), "int8": ("int32",), "uint8": ("int32",),
+}
+
+
+class GemmWarpPolicy:
+    """How gemm splits its tile over warps (accepted on every target; a hint for GPUs)."""
+
+    Square = "square"
+    FullRow = "full_row"
+    FullCol = "full_col"
+
+
+@builtin
+def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,
+         clear_accum=False, k_pack=1, wg_wait=0) -> None:
+    """C (+)= op(A) @ op(B) on tiles; A and B in shared or fragment memory, C a fragment."""
+    b = current()
+    ra, rb, rc = region_of(A, None, "gemm A"), region_of(B, None, "gemm B"), region_of(C, None, "gemm C")
+    for r, n in ((ra, "A"), (rb, "B"), (rc, "C")):
+        if len(r.squeezed_shape) != 2 and not (len(r.extents) >= 2 and len(r.squeezed_shape) < 2):
+            raise TileShapeError(f"gemm {n} ({r.buffer.name}) must be a 2-D tile, got {r.extents}")
+        if r.buffer.scope == "global":
+            raise TileTypeError(
+                f"gemm {n} ({r.buffer.name}) is in global memory",
+                hint="T.copy the tile into T.alloc_shared / T.alloc_fragment first",
+            )
+    if rc.buffer.scope not in ("fragment", "local"):
+        raise TileTypeError(
+            f"gemm C ({rc.buffer.name}) must be a fragment (T.alloc_fragment), not {rc.buffer.scope}"
+        )
+    g = Gemm(ra, rb, rc, bool(transpose_A), bool(transpose_B), bool(clear_accum), str(policy), b.loc)
+    m, n, k = g.mnk
+    bk = rb.extents[-1] if transpose_B else rb.extents[-2]
+    if k != bk:
+        raise TileShapeError(
+            f"gemm K mismatch: A {ra.buffer.name}{ra.extents} has K={k} but B "
+            f"{rb.buffer.name}{rb.extents} has K={bk}",
+            hint="check transpose_A / transpose_B and the tile shapes",
+        )
+    cm, cn = rc.extents[-2], rc.extents[-1]
+    if (cm, cn) != (m, n):
+        raise TileShapeError(
+            f"gemm C {rc.buffer.name}{rc.extents} does not match the product shape ({m}, {n})"
+        )
+    da, db, dc = ra.buffer.dtype, rb.buffer.dtype, rc.buffer.dtype
+    if da != db:
+        raise TileTypeError(f"gemm A is {da} but B is {db}; both operands must have one dtype")
+    if dc.name not in _ACCUM_OK.get(da.name, (da.name,)):
+        raise TileTypeError(
+            f"gemm accumulates {da} into C of dtype {dc}",
+            hint=f"allocate C as one of {_ACCUM_OK.get(da.name, (da.name,))}",
+        )
+    b.emit(g)
+
+
+@builtin
+def fill(buffer, value) -> None:
+    """Set every element of a buffer or region to `value`."""
+    b = current()
+    r = region_of(buffer, None, "fill target")
+    b.emit(Fill(r, cast(as_expr(value, r.buffer.dtype), r.buffer.dtype), b.loc))
+
+
+@builtin
+def clear(buffer) -> None:
+    """Set every element to zero."""
+    fill(buffer, 0)
+
+
+def _reduce(kind, src, dst, dim, clear):
+    b = current()
+    s, d = buffer_of(src, f"reduce_{kind} source"), buffer_of(dst, f"reduce_{kind} destination")
+    for x in (s, d):
+        if x.scope == "global":
+            raise TileTypeError(f"reduce_{kind} operand {x.name} is in global memory",
+                                hint="copy it into a fragment or shared buffer first")
+    rank = len(s.shape)
+    if not isinstance(dim, int) or not -rank <= dim < rank:
+        raise TileShapeError(f"reduce_{kind} dim={dim!r} is out of range for {s.name} of rank {rank}")
+    dim = dim % rank
+    expect = tuple(x for i, x in enumerate(s.shape) if i != dim) or (1,)
+    if squeezed(d.shape) != squeezed(expect):
+        raise TileShapeError(
+            f"reduce_{kind} of {s.name}{tuple(s.shape)} along dim {dim} gives shape {expect}, "
+            f"but {d.name} has shape {tuple(d.shape)}"
+        )
+    b.emit(Reduce(s, d, kind, dim, bool(clear), b.loc))
+
+
+@builtin
+def reduce_max(buffer, out, dim=-1, clear=True):
+    """out = max of buffer along dim (combined with out's contents when clear=False)."""
+    _reduce("max", buffer, out, dim, clear)
+
+
+@builtin
+def reduce_min(buffer, out, dim=-1, clear=True):
+    """out = min of buffer along dim."""
+    _reduce("min", buffer, out, dim, clear)
+
+
+@builtin
+def reduce_sum(buffer, out, dim=-1, clear=True):
+    """out = sum of buffer along dim, accumulated in float32 for narrow floats."""
+    _reduce("sum", buffer, out, dim, clear)
+
+
+@builtin
+def reduce_abssum(buffer, out, dim=-1, clear=True):
+    """out = sum of |buffer| along dim."""
+    _reduce("abssum", buffer, out, dim, clear)
+
+
+@builtin
+def reduce_absmax(buffer, out, dim=-1, clear=True):
+    """out = max of |buffer| along dim."""
+    _reduce("absmax", buffer, out, dim, clear)
+
+
+@builtin
+def cumsum(src, dst=None, dim=0, reverse=False):
+    """Inclusive prefix sum of src along dim into dst (in place when dst is omitted)."""
+    b = current()
+    s = buffer_of(src, "cumsum source")
+    d = s if dst is None else buffer_of(dst, "cumsum destination")
+    if tuple(s.shape) != tuple(d.shape):
+        raise TileShapeError(f"cumsum source {s.name}{tuple(s.shape)} and destination "
+                             f"{d.name}{tuple(d.shape)} differ in shape")
+    rank = len(s.shape)
+    if not isinstance(dim, int) or not -rank <= dim < rank:
+        raise TileShapeError(f"cumsum dim={dim!r} is out of range for rank {rank}")
+    b.emit(CumSum(s, d, dim % rank, bool(reverse), b.loc))
+
+
+@builtin
+def atomic_add(dst, value, memory_order=None, return_prev=False):
+    """Atomically add `value` into `dst`: an element (scalar form) or a tile (region form)."""
+    b = current()
+    if isinstance(value, (Buffer,)) or (isinstance(value, Ref) and not value.is_element):
+        src = region_of(value, None, "atomic_add value")
+        dr = region_of(dst, src.squeezed_shape, "atomic_add destination")
+        if dr.squeezed_shape != src.squeezed_shape:
+            raise TileShapeError(f"atomic_add region {dr.extents} does not match the tile {src.extents}")
+        b.emit(AtomicAddRegion(dr, src, b.loc))
+        return
+    if not isinstance(dst, Ref) or not dst.is_element:
+        raise TileTypeError("atomic_add destination must be an element like C[i, j] or a region "
+                            "matched by a tile value")
+    v = cast(as_expr(value, dst.buffer.dtype), dst.buffer.dtype)
+    b.emit(AtomicAdd(dst.buffer, tuple(as_expr(i) for i in dst.items), v, b.loc))
+
+
+@builtin
+def use_swizzle(panel_size=8, order="row", enable=True):
+    """Block rasterization for L2 reuse: changes block order only, never values."""
+    return None
+
+
+@builtin
+def annotate_layout(layout_map):
+    """A layout hint for shared/fragment buffers: changes placement only, never values."""
+    return None
+
+
+@builtin
+def sync_threads():
+    """A block-wide barrier; the compiler inserts the ones tile ops need by itself."""
+    return None
+
+
+# ----------------------------------------------------------------------------- math
+
+
+def _math(op):
+    @builtin
+    def f(x):
+        return unary(op, x)
+
+    f.__name__ = op
+    f.__doc__ = f"Element-wise {op}."
+    return f
+
+
+exp, exp2, log, log2, sqrt, rsqrt, tanh, sigmoid, erf, floor, ceil, sin, cos, round_, trunc = (
+    _math(o) for o in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "erf",
+                       "floor", "ceil", "sin", "cos", "round", "trunc"))
+
+
+@builtin
+def abs(x):  # noqa: A001 - mirrors T.abs
+    """Absolute value."""
+    if isinstance(x, (int, float)):
+        return x if x >= 0 else -x
+    return unary("abs", x)
+
+
+@builtin
+def max(a, *rest):  # noqa: A001 - mirrors T.max
+    """The larger of the arguments."""
+    out = a
+    for r in rest:
+        out = binop("max", out, r)
+    return out
+
+
+@builtin
+def min(a, *rest):  # noqa: A001 - mirrors T.min
+    """The smaller of the arguments."""
+    out = a
+    for r in rest:
+        out = binop("min", out, r)
+    return out
+
+
+@builtin
+def pow(a, b):  # noqa: A001 - mirrors T.pow
+    """a ** b."""
+    a = as_expr(a)
+    if not a.dtype.is_float:
+        a = cast(a, dt.float32)
+    return binop("pow", a, b)
+
+
+@builtin
+def if_then_else(cond, a, b):
+    """`a` where cond holds else `b`; only the chosen side is evaluated."""
+    if isinstance(cond, bool):
+        return a if cond else b
+    return select(cond, a, b)
+
+
+@builtin
+def infinity(dtype):
+    """+inf of a float dtype."""
+    d = dt.as_dtype(dtype)
+    if not dt.has_infinity(d):
+        raise TileTypeError(f"{d} has no infinity", hint="use T.max_value / T.min_value")
+    return cast(float("inf"), d)
+
+
+@builtin
+def max_value(dtype):
+    """The largest finite value of dtype."""
+    d = dt.as_dtype(dtype)
+    return cast(dt.max_value(d), d)
+
+
+@builtin
+def min_value(dtype):
+    """The most negative finite value of dtype."""
+    d = dt.as_dtype(dtype)
+    return cast(dt.min_value(d), d)
+
+
+@builtin
+def ceildiv(a, b):
+    """(a + b - 1) // b for non-negative integers."""
+    if isinstance(a, int) and isinstance(b, int):
+        return -(-a // b)
+    return binop("div", binop("sub", binop("add", a, b), 1), b)
+
+
+@builtin
+def cast_(value, dtype):
+    """Convert value to dtype."""
+    return cast(value, dtype)
+
+
+def region(buffer_ref, access_type, *extents):
+    """TileLang's explicit region: `T.region(A[i, j], "r", 64, 64)`."""
+    if not isinstance(buffer_ref, Ref):
+        raise TileTypeError("T.region takes an element reference like A[i, j]")
+    ext = tuple(int(e) for e in extents)
+    rank = len(buffer_ref.buffer.shape)
+    ext = (1,) * (rank - len(ext)) + ext
+    return Region(buffer_ref.buffer, tuple(as_expr(i) for i in buffer_ref.items), ext)

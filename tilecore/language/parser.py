@@ -1,0 +1,676 @@
+"""The frontend: parse a decorated Python function's AST into tile IR.
+
+The kernel body is never executed by Python. Each statement is translated: `with T.Kernel`
+opens the launch, `for ... in T.Parallel/T.Pipelined/range` become loops, `if` on kernel values
+becomes IR (on Python values it is decided now), assignments bind names or store into buffers,
+and T.* calls emit tile operations. Anything else is a TileSyntaxError naming the line.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import difflib
+import inspect
+import math
+import textwrap
+
+from .. import dtypes as dt
+from ..errors import (
+    SourceLoc,
+    TileBindingError,
+    TileError,
+    TileNameError,
+    TileShapeError,
+    TileSyntaxError,
+    TileTypeError,
+)
+from ..ir.buffer import Buffer
+from ..ir.expr import Const, Expr, Load, Var, as_expr, binop, cast, const_int, select, unary
+from ..ir.module import PrimFunc
+from ..ir.stmt import For, IfThenElse, KernelLaunch, LetStmt, SeqStmt, Store
+from . import builder as bld
+from .ops import KernelSpec, LoopSpec, TensorSpec
+from .refs import Ref, SliceItem
+
+_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Mod: "mod",
+           ast.Pow: "pow", ast.FloorDiv: "floordiv", ast.BitAnd: "bitand", ast.BitOr: "bitor"}
+_CMPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+_PY_CMP = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
+           "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
+_PY_SAFE = {builtins.int, builtins.float, builtins.bool, builtins.len, builtins.range,
+            builtins.tuple, builtins.list, builtins.zip, builtins.enumerate, builtins.isinstance}
+_UNSUPPORTED = {
+    ast.While: ("`while` loops are not supported in kernels",
+                "use `for i in T.serial(n)` with a bound, and `if` inside it"),
+    ast.Break: ("`break` is not supported in kernels", "guard the loop body with `if`"),
+    ast.Continue: ("`continue` is not supported in kernels", "guard the loop body with `if`"),
+    ast.Return: ("`return` is not supported inside a kernel", "outputs are written to tensors"),
+    ast.Try: ("`try` is not supported in kernels", None),
+    ast.Raise: ("`raise` is not supported in kernels", None),
+    ast.Assert: ("`assert` is not supported in kernels", "check inputs before calling the kernel"),
+    ast.FunctionDef: ("nested function definitions are not supported in kernels",
+                      "define it outside and decorate it with @T.macro"),
+    ast.Lambda: ("lambdas are not supported in kernels", None),
+    ast.Import: ("imports are not supported in kernels", None),
+    ast.Global: ("`global` is not supported in kernels", None),
+    ast.Delete: ("`del` is not supported in kernels", None),
+}
+
+
+class Macro:
+    """A Python function whose body is inlined into kernels that call it (`@T.macro`)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.__doc__ = fn.__doc__
+        self.__name__ = fn.__name__
+
+
+class _Scope:
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.vars: dict[str, object] = {}
+
+
+class Parser:
+    """Translates one function (kernel or macro) into statements of the current builder."""
+
+    def __init__(self, fn, builder: bld.Builder | None = None, let_vars: set | None = None):
+        self.fn = fn
+        try:
+            lines, start = inspect.getsourcelines(fn)
+        except (OSError, TypeError) as e:
+            raise TileSyntaxError(
+                f"cannot read the source of {getattr(fn, '__name__', fn)!r}: {e}",
+                hint="define kernels in a .py file (not in an interactive prompt or exec)",
+            ) from e
+        self.file = inspect.getsourcefile(fn) or "<unknown>"
+        self.line0 = start
+        self.tree = ast.parse(textwrap.dedent("".join(lines)))
+        self.globals = fn.__globals__
+        self.closure = {}
+        if fn.__closure__:
+            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+                try:
+                    self.closure[name] = cell.cell_contents
+                except ValueError:  # empty cell: the name is assigned later
+                    pass
+        self.scopes: list[_Scope] = [_Scope("function")]
+        self.b = builder or bld.Builder()
+        self.let_vars = let_vars if let_vars is not None else set()
+        self.kernel_seen = False
+
+    # ------------------------------------------------------------------ helpers
+    def loc(self, node) -> SourceLoc:
+        return SourceLoc(self.file, self.line0 + getattr(node, "lineno", 1) - 1)
+
+    def lookup(self, name: str, node):
+        for sc in reversed(self.scopes):
+            if name in sc.vars:
+                return sc.vars[name]
+        if name in self.closure:
+            return self.closure[name]
+        if name in self.globals:
+            return self.globals[name]
+        if hasattr(builtins, name):
+            return getattr(builtins, name)
+        known = [n for sc in self.scopes for n in sc.vars] + list(self.closure)
+        close = difflib.get_close_matches(name, known, n=1)
+        raise TileNameError(f"name {name!r} is not defined", self.loc(node),
+                            hint=f"did you mean {close[0]!r}?" if close else None)
+
+    def _scope_of(self, name: str) -> int | None:
+        for i in range(len(self.scopes) - 1, -1, -1):
+            if name in self.scopes[i].vars:
+                return i
+        return None
+
+    # ------------------------------------------------------------------ entry points
+    def parse_prim_func(self) -> PrimFunc:
+        fdef = self.tree.body[0]
+        if not isinstance(fdef, ast.FunctionDef):
+            raise TileSyntaxError("@T.prim_func must decorate a function", self.loc(fdef))
+        params = []
+        annotations = getattr(self.fn, "__annotations__", {})
+        a = fdef.args
+        if a.vararg or a.kwarg or a.kwonlyargs:
+            raise TileSyntaxError("kernel parameters must be plain positional tensors", self.loc(fdef))
+        for arg in a.args:
+            ann = annotations.get(arg.arg)
+            if isinstance(ann, str):
+                ann = eval(ann, self.globals, dict(self.closure))  # noqa: S307 - user's own annotation
+            if not isinstance(ann, TensorSpec):
+                raise TileTypeError(
+                    f"kernel parameter {arg.arg!r} is not annotated with T.Tensor(shape, dtype)",
+                    self.loc(arg), hint=f"write `{arg.arg}: T.Tensor((M, N), 'float16')`",
+                )
+            buf = Buffer(arg.arg, ann.shape, ann.dtype, "global")
+            self.b.names.add(arg.arg)
+            self.scopes[0].vars[arg.arg] = buf
+            params.append(buf)
+        bld.push(self.b)
+        try:
+            body = self.block(fdef.body, "function")
+        finally:
+            bld.pop()
+        if not self.kernel_seen:
+            raise TileSyntaxError("the kernel body has no `with T.Kernel(...)`", self.loc(fdef),
+                                  hint="wrap the body in `with T.Kernel(grid..., threads=128) as (bx, by):`")
+        return PrimFunc(fdef.name, tuple(params), body, self.loc(fdef))
+
+    def inline_macro(self, args, kwargs, node):
+        """Parse this (macro) function's body into the caller's current block."""
+        fdef = self.tree.body[0]
+        try:
+            sig = inspect.signature(self.fn).bind(*args, **kwargs)
+        except TypeError as e:
+            raise TileSyntaxError(f"bad arguments to macro {self.fn.__name__}: {e}") from e
+        sig.apply_defaults()
+        self.scopes = [_Scope("macro")]
+        self.scopes[0].vars.update(sig.arguments)
+        for s in fdef.body:
+            self.stmt(s)
+
+    # ------------------------------------------------------------------ statements
+    def block(self, stmts, kind: str) -> SeqStmt:
+        self.b.blocks.append([])
+        self.scopes.append(_Scope(kind))
+        try:
+            for s in stmts:
+                self.stmt(s)
+        finally:
+            self.scopes.pop()
+            out = self.b.blocks.pop()
+        return SeqStmt(tuple(out))
+
+    def stmt(self, node):
+        loc = self.loc(node)
+        self.b.loc = loc
+        try:
+            self._stmt(node)
+        except TileError as e:
+            raise e.with_loc(loc) from None
+        except RecursionError:
+            raise
+        except (TypeError, ValueError) as e:
+            raise TileSyntaxError(f"invalid kernel statement: {e}", loc) from None
+
+    def _stmt(self, node):
+        for kind, (msg, hint) in _UNSUPPORTED.items():
+            if isinstance(node, kind):
+                raise TileSyntaxError(msg, self.loc(node), hint=hint)
+        if isinstance(node, ast.Expr):
+            if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                return  # docstring
+            v = self.ev(node.value)
+            if v is not None:
+                raise TileSyntaxError("this expression's value is discarded", self.loc(node),
+                                      hint="assign it to a buffer element or a name")
+        elif isinstance(node, ast.Assign):
+            if len(node.targets) != 1:
+                raise TileSyntaxError("chained assignment `a = b = ...` is not supported", self.loc(node))
+            self.assign(node.targets[0], node.value)
+        elif isinstance(node, ast.AugAssign):
+            op = _BINOPS.get(type(node.op))
+            if op is None:
+                raise TileSyntaxError(f"operator {type(node.op).__name__} is not supported", self.loc(node))
+            cur = self.ev(node.target)
+            self.assign_value(node.target, self.arith(op, cur, self.ev(node.value)))
+        elif isinstance(node, ast.AnnAssign):
+            if node.value is None:
+                raise TileSyntaxError("an annotated name needs a value", self.loc(node))
+            ann = self.ev(node.annotation)
+            val = self.ev(node.value)
+            if isinstance(ann, dt.DType):
+                val = cast(val, ann)
+            self.assign_value(node.target, val)
+        elif isinstance(node, ast.For):
+            self.for_(node)
+        elif isinstance(node, ast.If):
+            self.if_(node)
+        elif isinstance(node, ast.With):
+            self.with_(node)
+        elif isinstance(node, ast.Pass):
+            return
+        else:
+            raise TileSyntaxError(f"`{type(node).__name__}` statements are not supported in kernels",
+                                  self.loc(node))
+
+    def assign(self, target, value_node):
+        if isinstance(target, ast.Name):
+            self.b.pending = target.id
+        try:
+            value = self.ev(value_node)
+        finally:
+            self.b.pending = None
+        self.assign_value(target, value)
+
+    def assign_value(self, target, value):
+        if isinstance(target, ast.Name):
+            self.assign_name(target.id, value, target)
+        elif isinstance(target, ast.Subscript):
+            ref = self.ev(target)
+            if not isinstance(ref, Ref):
+                raise TileSyntaxError("only buffer elements can be assigned by subscript", self.loc(target))
+            if not ref.is_element:
+                raise TileShapeError(
+                    f"cannot assign to a slice of {ref.buffer.name}",
+                    hint="use T.fill for a constant, T.copy for a tile, or a T.Parallel loop",
+                )
+            buf = ref.buffer
+            val = self.value_expr(value, buf.dtype)
+            self.b.emit(Store(buf, tuple(as_expr(i) for i in ref.items), cast(val, buf.dtype), self.b.loc))
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if not isinstance(value, (tuple, list)) or len(value) != len(target.elts):
+                raise TileSyntaxError("tuple assignment needs a tuple of the same length", self.loc(target))
+            for t, v in zip(target.elts, value):
+                self.assign_value(t, v)
+        else:
+            raise TileSyntaxError(f"cannot assign to {type(target).__name__}", self.loc(target))
+
+    def value_expr(self, value, like=None) -> Expr:
+        if isinstance(value, Buffer):
+            if value.is_var:
+                return Load(value, (as_expr(0),))
+            raise TileTypeError(f"{value.name} is a whole tile, not a value",
+                                hint="use T.copy to move tiles, or index it inside T.Parallel")
+        try:
+            return as_expr(value, like)
+        except TileTypeError:
+            raise
+
+    def assign_name(self, name: str, value, node):
+        idx = self._scope_of(name)
+        existing = self.scopes[idx].vars[name] if idx is not None else None
+        if isinstance(existing, Buffer) and existing.is_var and not (isinstance(value, Buffer)):
+            self.b.emit(Store(existing, (as_expr(0),), cast(self.value_expr(value, existing.dtype),
+                                                           existing.dtype), self.b.loc))
+            return
+        if isinstance(value, Ref):
+            value = value.as_expr()
+        if isinstance(value, Buffer) and value.is_var:
+            value = Load(value, (as_expr(0),)) if isinstance(existing, (Var, Expr)) else value
+        if isinstance(value, Expr) and not isinstance(value, Const):
+            if isinstance(existing, Var) and existing in self.let_vars:
+                inner = max((i for i, s in enumerate(self.scopes) if s.kind in ("loop", "if")), default=-1)
+                if idx is not None and idx < inner:
+                    raise TileBindingError(
+                        f"{name!r} is reassigned inside a loop or branch but was defined outside it",
+                        hint=f"declare it with `{name} = T.alloc_var(dtype)` to make it mutable",
+                    )
+            if isinstance(value, Var) and value not in self.let_vars:
+                self.scopes[-1].vars[name] = value
+                return
+            var = Var(name, value.dtype)
+            self.let_vars.add(var)
+            self.b.emit(LetStmt(var, value, self.b.loc))
+            self.scopes[-1].vars[name] = var
+            return
+        self.scopes[-1].vars[name] = value
+
+    def for_(self, node: ast.For):
+        if node.orelse:
+            raise TileSyntaxError("`for ... else` is not supported", self.loc(node))
+        it = self.ev(node.iter)
+        if isinstance(it, range):
+            it = LoopSpec("serial", (as_expr(it.start),), (as_expr(it.stop),), it.step)
+        if isinstance(it, (tuple, list)):
+            # A loop over a Python sequence unrolls now (meta-programming).
+            for v in it:
+                self.scopes.append(_Scope("static"))
+                try:
+                    self.assign_value(node.target, v)
+                    for s in node.body:
+                        self.stmt(s)
+                finally:
+                    self.scopes.pop()
+            return
+        if not isinstance(it, LoopSpec):
+            raise TileSyntaxError(
+                "a kernel loop must iterate over T.Parallel, T.Pipelined, T.serial, T.unroll or range",
+                self.loc(node.iter),
+            )
+        names = [node.target] if isinstance(node.target, ast.Name) else (
+            list(node.target.elts) if isinstance(node.target, ast.Tuple) else None)
+        if names is None or not all(isinstance(n, ast.Name) for n in names):
+            raise TileSyntaxError("loop variables must be plain names", self.loc(node.target))
+        if len(names) != len(it.stops):
+            raise TileBindingError(
+                f"the loop binds {len(names)} name(s) but iterates over {len(it.stops)} dimension(s)",
+                self.loc(node.target),
+            )
+        if it.kind != "parallel" and self.b.parallel_depth:
+            pass  # a serial loop inside T.Parallel runs per element
+        vars_ = [Var(n.id, dt.int32) for n in names]
+        self.b.blocks.append([])
+        self.scopes.append(_Scope("loop"))
+        if it.kind == "parallel":
+            self.b.parallel_depth += 1
+        try:
+            for n, v in zip(names, vars_):
+                self.scopes[-1].vars[n.id] = v
+            for s in node.body:
+                self.stmt(s)
+        finally:
+            if it.kind == "parallel":
+                self.b.parallel_depth -= 1
+            self.scopes.pop()
+            body = SeqStmt(tuple(self.b.blocks.pop()))
+        loc = self.loc(node)
+        for v, start, stop in reversed(list(zip(vars_, it.starts, it.stops))):
+            if not (start.dtype.is_int and stop.dtype.is_int):
+                raise TileTypeError("loop bounds must be integers", loc)
+            body = For(v, start, stop, it.step, it.kind, body, it.annotations, loc)
+        self.b.emit(body)
+
+    def if_(self, node: ast.If):
+        cond = self.ev(node.test)
+        if isinstance(cond, Ref):
+            cond = cond.as_expr()
+        if not isinstance(cond, Expr):
+            taken = node.body if cond else node.orelse
+            for s in taken:
+                self.stmt(s)
+            return
+        if isinstance(cond, Const):
+            taken = node.body if cond.value else node.orelse
+            for s in taken:
+                self.stmt(s)
+            return
+        loc = self.loc(node)
+        then = self.block(node.body, "if")
+        other = self.block(node.orelse, "if") if node.orelse else None
+        if not cond.dtype.is_bool:
+            cond = binop("ne", cond, 0)
+        self.b.emit(IfThenElse(cond, then, other, loc))
+
+    def with_(self, node: ast.With):
+        if len(node.items) != 1:
+            raise TileSyntaxError("`with` takes exactly one T.Kernel(...)", self.loc(node))
+        item = node.items[0]
+        spec = self.ev(item.context_expr)
+        if not isinstance(spec, KernelSpec):
+            raise TileSyntaxError("the only `with` supported in kernels is `with T.Kernel(...)`",
+                                  self.loc(node))
+        if self.kernel_seen or self.b.kernel is not None:
+            raise TileSyntaxError("a kernel may contain only one `with T.Kernel(...)`", self.loc(node))
+        if len(self.scopes) > 2:
+            raise TileSyntaxError("`with T.Kernel(...)` must be at the top of the function body",
+                                  self.loc(node))
+        self.kernel_seen = True
+        tgt = item.optional_vars
+        ndim = len(spec.grid)
+        if tgt is None:
+            names = []
+        elif isinstance(tgt, ast.Name):
+            names = [tgt]
+        elif isinstance(tgt, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name) for e in tgt.elts):
+            names = list(tgt.elts)
+        else:
+            raise TileBindingError("bind block indices to plain names: `as (bx, by)`", self.loc(node))
+        if names and len(names) != ndim:
+            raise TileBindingError(
+                f"T.Kernel has {ndim} grid dimension(s) but `as` binds {len(names)} name(s)",
+                self.loc(node), hint=f"write `as ({', '.join(['bx', 'by', 'bz'][:ndim])})`",
+            )
+        default = ["bx", "by", "bz"]
+        block_vars = tuple(Var(names[i].id if names else default[i], dt.int32) for i in range(ndim))
+        frame = bld.KernelFrame(threads=spec.threads)
+        self.b.kernel = frame
+        self.b.blocks.append([])
+        self.scopes.append(_Scope("kernel"))
+        try:
+            for n, v in zip(names, block_vars):
+                self.scopes[-1].vars[n.id] = v
+            for s in node.body:
+                self.stmt(s)
+        finally:
+            self.scopes.pop()
+            body = SeqStmt(tuple(self.b.blocks.pop()))
+            self.b.kernel = None
+        self.b.emit(KernelLaunch(spec.grid, block_vars, spec.threads, tuple(frame.allocs), body,
+                                 spec.annotations, self.loc(node)))
+
+    # ------------------------------------------------------------------ expressions
+    def ev(self, node):
+        m = getattr(self, "ev_" + type(node).__name__, None)
+        if m is None:
+            raise TileSyntaxError(f"`{type(node).__name__}` expressions are not supported in kernels",
+                                  self.loc(node))
+        return m(node)
+
+    def ev_Constant(self, node):
+        return node.value
+
+    def ev_Name(self, node):
+        v = self.lookup(node.id, node)
+        if isinstance(v, Buffer) and v.is_var:
+            return Load(v, (as_expr(0),))
+        return v
+
+    def ev_Attribute(self, node):
+        base = self.ev(node.value)
+        if isinstance(base, Load) and base.buffer.is_var:
+            base = base.buffer
+        try:
+            return getattr(base, node.attr)
+        except AttributeError:
+            mod = getattr(base, "__name__", type(base).__name__)
+            names = [n for n in dir(base) if not n.startswith("_")]
+            close = difflib.get_close_matches(node.attr, names, n=1)
+            raise TileNameError(f"{mod}.{node.attr} does not exist", self.loc(node),
+                                hint=f"did you mean {close[0]!r}?" if close else None) from None
+
+    def ev_Subscript(self, node):
+        base = self.ev(node.value)
+        if isinstance(base, Load) and base.buffer.is_var:
+            base = base.buffer
+        sl = node.slice
+        items = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+        vals = [self.ev(i) for i in items]
+        if isinstance(base, Buffer):
+            vals = [v.as_expr() if isinstance(v, Ref) else v for v in vals]
+            if len(vals) != len(base.shape):
+                raise TileShapeError(
+                    f"{base.name} has {len(base.shape)} dimension(s) but is indexed with {len(vals)}",
+                    self.loc(node))
+            for v in vals:
+                if not isinstance(v, SliceItem) and not isinstance(v, (int, Expr)) or isinstance(v, bool):
+                    raise TileTypeError(f"index {v!r} of {base.name} is not an integer", self.loc(node))
+                if isinstance(v, Expr) and not v.dtype.is_int:
+                    raise TileTypeError(f"index of {base.name} has dtype {v.dtype}; indices must be integers",
+                                        self.loc(node), hint="wrap it in T.cast(..., 'int32')")
+            return Ref(base, tuple(vals))
+        if isinstance(base, (tuple, list, dict, str)):
+            key = vals[0] if len(vals) == 1 else tuple(vals)
+            if isinstance(key, Expr):
+                k = const_int(key)
+                if k is None:
+                    raise TileTypeError("a Python sequence can only be indexed by a constant", self.loc(node))
+                key = k
+            return base[key]
+        raise TileTypeError(f"{type(base).__name__} cannot be subscripted in a kernel", self.loc(node))
+
+    def ev_Slice(self, node):
+        if node.step is not None:
+            raise TileShapeError("strided slices are not supported", self.loc(node))
+        lo = self.ev(node.lower) if node.lower is not None else None
+        hi = self.ev(node.upper) if node.upper is not None else None
+        return SliceItem(lo, hi)
+
+    def ev_Tuple(self, node):
+        return tuple(self.ev(e) for e in node.elts)
+
+    ev_List = ev_Tuple
+
+    def arith(self, op, a, b):
+        if isinstance(a, Ref):
+            a = a.as_expr()
+        if isinstance(b, Ref):
+            b = b.as_expr()
+        py = lambda x: isinstance(x, (int, float, bool)) and not isinstance(x, Expr)  # noqa: E731
+        if py(a) and py(b):
+            return {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
+                    "div": lambda: a / b, "mod": lambda: a % b, "pow": lambda: a ** b,
+                    "floordiv": lambda: a // b, "bitand": lambda: a & b, "bitor": lambda: a | b}[op]()
+        for x in (a, b):
+            if isinstance(x, Buffer):
+                raise TileTypeError(f"{x.name} is a whole tile; arithmetic needs elements",
+                                    hint=f"index it inside T.Parallel: {x.name}[i, j]")
+            if not isinstance(x, (Expr, int, float, bool)):
+                raise TileTypeError(f"cannot use {type(x).__name__} in kernel arithmetic")
+        if op == "floordiv":
+            ea, eb = as_expr(a) if isinstance(a, Expr) else a, b
+            if (isinstance(ea, Expr) and ea.dtype.is_int or isinstance(ea, int)) and (
+                    isinstance(eb, Expr) and eb.dtype.is_int or isinstance(eb, int)):
+                return binop("div", a, b)
+            return unary("floor", binop("div", a, b))
+        if op in ("bitand", "bitor"):
+            ea = as_expr(a) if not isinstance(a, Expr) else a
+            eb = as_expr(b) if not isinstance(b, Expr) else b
+            if ea.dtype.is_bool and eb.dtype.is_bool:
+                return binop("and" if op == "bitand" else "or", ea, eb)
+            raise TileTypeError("bitwise & and | are only supported on conditions")
+        if op == "pow":
+            ea = as_expr(a)
+            if not ea.dtype.is_float:
+                ea = cast(ea, dt.float32)
+            return binop("pow", ea, b)
+        return binop(op, a, b)
+
+    def ev_BinOp(self, node):
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            raise TileSyntaxError(f"operator {type(node.op).__name__} is not supported in kernels",
+                                  self.loc(node))
+        return self.arith(op, self.ev(node.left), self.ev(node.right))
+
+    def ev_UnaryOp(self, node):
+        v = self.ev(node.operand)
+        if isinstance(v, Ref):
+            v = v.as_expr()
+        if isinstance(node.op, ast.UAdd):
+            return v
+        if isinstance(node.op, ast.USub):
+            return -v if not isinstance(v, Expr) else unary("neg", v)
+        if isinstance(node.op, ast.Not):
+            return (not v) if not isinstance(v, Expr) else unary("not", v)
+        raise TileSyntaxError("operator ~ is not supported in kernels", self.loc(node))
+
+    def ev_Compare(self, node):
+        left = self.ev(node.left)
+        result = None
+        for op, right_node in zip(node.ops, node.comparators):
+            name = _CMPS.get(type(op))
+            if name is None:
+                raise TileSyntaxError(f"comparison {type(op).__name__} is not supported in kernels",
+                                      self.loc(node))
+            right = self.ev(right_node)
+            a = left.as_expr() if isinstance(left, Ref) else left
+            b = right.as_expr() if isinstance(right, Ref) else right
+            if not isinstance(a, Expr) and not isinstance(b, Expr):
+                r = _PY_CMP[name](a, b)
+            else:
+                r = binop(name, a, b)
+            result = r if result is None else self.logic("and", result, r)
+            left = right
+        return result
+
+    def logic(self, op, a, b):
+        if not isinstance(a, Expr) and not isinstance(b, Expr):
+            return (a and b) if op == "and" else (a or b)
+        if not isinstance(a, Expr):
+            if op == "and":
+                return b if a else False
+            return True if a else b
+        if not isinstance(b, Expr):
+            if op == "and":
+                return a if b else False
+            return True if b else a
+        return binop(op, a, b)
+
+    def ev_BoolOp(self, node):
+        op = "and" if isinstance(node.op, ast.And) else "or"
+        vals = [self.ev(v) for v in node.values]
+        vals = [v.as_expr() if isinstance(v, Ref) else v for v in vals]
+        out = vals[0]
+        for v in vals[1:]:
+            out = self.logic(op, out, v)
+        return out
+
+    def ev_IfExp(self, node):
+        c = self.ev(node.test)
+        if isinstance(c, Ref):
+            c = c.as_expr()
+        if not isinstance(c, Expr):
+            return self.ev(node.body) if c else self.ev(node.orelse)
+        return select(c, self.value_expr(self.ev(node.body)), self.value_expr(self.ev(node.orelse)))
+
+    def ev_Call(self, node):
+        fn = self.ev(node.func)
+        args = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                args.extend(self.ev(a.value))
+            else:
+                args.append(self.ev(a))
+        kwargs = {}
+        for k in node.keywords:
+            if k.arg is None:
+                kwargs.update(self.ev(k.value))
+            else:
+                kwargs[k.arg] = self.ev(k.value)
+        name = getattr(fn, "__name__", type(fn).__name__)
+        if getattr(fn, "__tile_builtin__", False):
+            try:
+                inspect.signature(fn).bind(*args, **kwargs)
+            except TypeError as e:
+                raise TileSyntaxError(f"bad arguments to T.{name}: {e}", self.loc(node)) from None
+            return fn(*args, **kwargs)
+        if isinstance(fn, Macro):
+            sub = Parser(fn.fn, self.b, self.let_vars)
+            sub.kernel_seen = True
+            sub.inline_macro(args, kwargs, node)
+            self.b.loc = self.loc(node)
+            return None
+        if isinstance(fn, dt.DType):
+            if len(args) != 1 or kwargs:
+                raise TileSyntaxError(f"T.{fn.name}(x) takes one value", self.loc(node))
+            return cast(self.value_expr(args[0]), fn)
+        py_vals = all(not isinstance(a, (Expr, Ref, Buffer)) for a in list(args) + list(kwargs.values()))
+        if fn in (builtins.min, builtins.max):
+            if py_vals:
+                return fn(*args, **kwargs)
+            out = self.value_expr(args[0])
+            for a in args[1:]:
+                out = binop(fn.__name__, out, self.value_expr(a))
+            return out
+        if fn is builtins.abs:
+            return abs(args[0]) if py_vals else unary("abs", self.value_expr(args[0]))
+        if fn in _PY_SAFE and py_vals:
+            return fn(*args, **kwargs)
+        if getattr(fn, "__module__", None) == "math" or fn in vars(math).values():
+            if py_vals:
+                return fn(*args, **kwargs)
+        raise TileSyntaxError(
+            f"call to Python function `{name}` inside a kernel is not supported",
+            self.loc(node),
+            hint="compute the value outside the kernel and pass it in, or decorate the helper with "
+            "@T.macro to inline it",
+        )
+
+
+def prim_func(fn) -> PrimFunc:
+    """`@T.prim_func`: parse the decorated function into a tile-level PrimFunc."""
+    if isinstance(fn, PrimFunc):
+        return fn
+    return Parser(fn).parse_prim_func()
+
+
+def macro(fn) -> Macro:
+    """`@T.macro`: a helper whose body is inlined wherever a kernel calls it."""
+    return Macro(fn)
+
+
+__all__ = ["prim_func", "macro", "Macro", "Parser", "TileError"]
