@@ -429,8 +429,8 @@ class Parser:
             self.scopes.pop()
             body = SeqStmt(tuple(self.b.blocks.pop()))
             self.b.kernel = None
-        self.b.emit(KernelLaunch(spec.grid, block_vars, spec.threads, tuple(frame.allocs), body,
-                                 spec.annotations, self.loc(node)))
+        self.b.blocks[-1].append(KernelLaunch(spec.grid, block_vars, spec.threads, tuple(frame.allocs),
+                                              body, spec.annotations, self.loc(node)))
 
     # ------------------------------------------------------------------ expressions
     def ev(self, node):

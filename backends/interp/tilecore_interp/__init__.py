@@ -1,0 +1,1 @@
+"""tilecore's NumPy interpreter backend (target `interp`): the exact oracle."""

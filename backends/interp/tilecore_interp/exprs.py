@@ -1,0 +1,250 @@
+"""Compile scalar expressions to Python closures `fn(env, mask) -> value`.
+
+The same closure serves scalar mode (outside T.Parallel: values are NumPy/Python scalars) and
+vector mode (inside T.Parallel: loop variables are broadcastable aranges, values arrays).
+`mask` is None or a boolean array of active iterations: loads of inactive lanes are clamped
+and never fault, and only the chosen side of a select is evaluated per lane.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tilecore.errors import SourceLoc, TileRuntimeError
+from tilecore.ir.expr import BinOp, Cast, Const, Load, Select, Unary, Var
+
+from .values import cast_value, compute_np, from_storage, round_to
+
+_erf_vec = np.frompyfunc(math.erf, 1, 1)
+
+
+def _erf(x):
+    if np.ndim(x) == 0:
+        return math.erf(float(x))
+    return _erf_vec(x).astype(np.float64)
+
+
+def _c_div(a, b):
+    if np.ndim(a) == 0 and np.ndim(b) == 0:
+        a, b = int(a), int(b)
+        if b == 0:
+            raise ZeroDivisionError
+        q = abs(a) // abs(b)
+        return q if (a >= 0) == (b >= 0) else -q
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    if np.any(b == 0):
+        raise ZeroDivisionError
+    q = np.abs(a) // np.abs(b)
+    return np.where((a >= 0) == (b >= 0), q, -q)
+
+
+def _c_mod(a, b):
+    if np.ndim(a) == 0 and np.ndim(b) == 0:
+        a, b = int(a), int(b)
+        if b == 0:
+            raise ZeroDivisionError
+        return int(math.fmod(a, b))
+    b = np.asarray(b, dtype=np.int64)
+    if np.any(b == 0):
+        raise ZeroDivisionError
+    return np.fmod(np.asarray(a, dtype=np.int64), b)
+
+
+_FLOAT_BIN = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+    "min": np.minimum, "max": np.maximum, "pow": np.power, "mod": np.fmod,
+}
+_INT_BIN = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "div": _c_div, "mod": _c_mod, "min": np.minimum, "max": np.maximum,
+    "pow": lambda a, b: a ** b,
+}
+_CMP = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+        "eq": np.equal, "ne": np.not_equal}
+_UNARY = {
+    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x), "tanh": np.tanh,
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "erf": _erf, "floor": np.floor,
+    "ceil": np.ceil, "sin": np.sin, "cos": np.cos, "round": np.rint, "trunc": np.trunc,
+    "abs": np.abs,
+}
+
+
+class Slots:
+    """Maps Vars and Buffers (by identity) to indices of the environment list."""
+
+    def __init__(self):
+        self.index: dict[int, int] = {}
+        self.keep: list = []  # keeps the keyed objects alive so ids stay unique
+
+    def __call__(self, obj) -> int:
+        k = id(obj)
+        if k not in self.index:
+            self.index[k] = len(self.index)
+            self.keep.append(obj)
+        return self.index[k]
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+
+def oob_error(buf, idx, loc: SourceLoc | None, what: str = "read") -> TileRuntimeError:
+    return TileRuntimeError(
+        f"out-of-bounds {what} of {buf.scope} buffer {buf.name}{tuple(buf.shape)} at index {idx}",
+        loc, hint="guard the access with `if` or T.if_then_else, or size the grid to the tensor",
+    )
+
+
+def check_bounds(arr, buf, idx: list, mask, loc, what="read"):
+    """Raise when any active index lies outside `arr`; returns indices safe to use (clamped)."""
+    out = []
+    for d, (ix, n) in enumerate(zip(idx, arr.shape)):
+        if np.ndim(ix) == 0:
+            if not 0 <= ix < n:
+                if mask is None or np.any(mask):
+                    raise oob_error(buf, tuple(int(i) if np.ndim(i) == 0 else "..." for i in idx), loc, what)
+                ix = 0
+            out.append(int(ix))
+            continue
+        bad = (ix < 0) | (ix >= n)
+        if mask is not None:
+            bad = bad & mask
+        if bad.any():
+            where = np.argwhere(np.broadcast_to(bad, np.broadcast_shapes(*[np.shape(i) for i in idx])))[0]
+            sample = tuple(int(np.broadcast_to(i, bad.shape)[tuple(where)]) if np.ndim(i) else int(i)
+                           for i in idx) if bad.ndim else idx
+            raise oob_error(buf, sample, loc, what)
+        if mask is not None:
+            ix = np.where(mask, ix, 0)
+        out.append(ix)
+    return out
+
+
+def compile_expr(e, slots: Slots, loc: SourceLoc | None):
+    """A closure evaluating `e`; `loc` names the statement for runtime faults."""
+    if isinstance(e, Const):
+        if e.dtype.is_int:
+            v = int(e.value)
+        elif e.dtype.is_bool:
+            v = bool(e.value)
+        else:
+            v = round_to(e.value, e.dtype)
+        return lambda env, mask: v
+    if isinstance(e, Var):
+        s = slots(e)
+        return lambda env, mask: env[s]
+    if isinstance(e, Load):
+        return _compile_load(e, slots, loc)
+    if isinstance(e, Cast):
+        f = compile_expr(e.value, slots, loc)
+        src, dst = e.value.dtype, e.dtype
+        return lambda env, mask: cast_value(f(env, mask), src, dst)
+    if isinstance(e, BinOp):
+        return _compile_binop(e, slots, loc)
+    if isinstance(e, Unary):
+        return _compile_unary(e, slots, loc)
+    if isinstance(e, Select):
+        return _compile_select(e, slots, loc)
+    raise TypeError(f"interp cannot evaluate {type(e).__name__}")
+
+
+def _compile_load(e: Load, slots, loc):
+    buf = e.buffer
+    s = slots(buf)
+    idx_fns = [compile_expr(i, slots, loc) for i in e.indices]
+    d = buf.dtype
+
+    def load(env, mask):
+        arr = env[s]
+        idx = check_bounds(arr, buf, [f(env, mask) for f in idx_fns], mask, loc)
+        return from_storage(arr[tuple(idx)], d)
+
+    return load
+
+
+def _compile_binop(e: BinOp, slots, loc):
+    fa = compile_expr(e.a, slots, loc)
+    fb = compile_expr(e.b, slots, loc)
+    t = e.a.dtype
+    if e.op in _CMP:
+        op = _CMP[e.op]
+        return lambda env, mask: op(fa(env, mask), fb(env, mask))
+    if e.op == "and":
+        return lambda env, mask: np.logical_and(fa(env, mask), fb(env, mask))
+    if e.op == "or":
+        return lambda env, mask: np.logical_or(fa(env, mask), fb(env, mask))
+    if t.is_int or t.is_bool:
+        op = _INT_BIN[e.op]
+
+        def int_op(env, mask):
+            try:
+                return op(fa(env, mask), fb(env, mask))
+            except ZeroDivisionError:
+                raise TileRuntimeError("integer division by zero", loc) from None
+
+        return int_op
+    op = _FLOAT_BIN[e.op]
+    if t.name in ("float32", "float64"):
+        def float_op(env, mask):
+            with np.errstate(all="ignore"):
+                return op(fa(env, mask), fb(env, mask))
+
+        return float_op
+
+    def narrow_op(env, mask):
+        with np.errstate(all="ignore"):
+            return round_to(op(fa(env, mask), fb(env, mask)), t)
+
+    return narrow_op
+
+
+def _compile_unary(e: Unary, slots, loc):
+    fa = compile_expr(e.a, slots, loc)
+    t = e.dtype
+    if e.op == "not":
+        return lambda env, mask: np.logical_not(fa(env, mask))
+    if e.op == "neg":
+        if t.is_int:
+            return lambda env, mask: -fa(env, mask)
+        return lambda env, mask: np.negative(fa(env, mask))
+    if e.op == "abs" and t.is_int:
+        def iabs(env, mask):
+            v = fa(env, mask)
+            return abs(v) if np.ndim(v) == 0 else np.abs(v)
+
+        return iabs
+    op = _UNARY[e.op]
+    cnp = compute_np(t)
+
+    def un(env, mask):
+        with np.errstate(all="ignore"):
+            r = op(fa(env, mask))
+        if t.is_narrow_float:
+            return round_to(r, t)
+        return r.astype(cnp) if np.ndim(r) else cnp.type(r)
+
+    return un
+
+
+def _compile_select(e: Select, slots, loc):
+    fc = compile_expr(e.cond, slots, loc)
+    ft = compile_expr(e.true_value, slots, loc)
+    ff = compile_expr(e.false_value, slots, loc)
+
+    def sel(env, mask):
+        c = fc(env, mask)
+        if np.ndim(c) == 0:
+            return ft(env, mask) if c else ff(env, mask)
+        mt = c if mask is None else (c & mask)
+        mf = ~c if mask is None else (~c & mask)
+        a = ft(env, mt) if mt.any() else None
+        b = ff(env, mf) if mf.any() else None
+        if a is None:
+            return b if b is not None else ft(env, mt)
+        if b is None:
+            return a
+        return np.where(c, a, b)
+
+    return sel

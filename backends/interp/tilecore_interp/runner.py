@@ -1,0 +1,461 @@
+"""The interpreter: compiles tile IR into closures once, then runs one block at a time with
+every tile a whole NumPy array (vectorized over T.Parallel iterations)."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import random
+
+import numpy as np
+
+from tilecore.errors import TileRuntimeError
+from tilecore.ir.buffer import Region
+from tilecore.ir.stmt import (
+    AtomicAdd,
+    AtomicAddRegion,
+    Copy,
+    CumSum,
+    Fill,
+    For,
+    Gemm,
+    IfThenElse,
+    KernelLaunch,
+    LetStmt,
+    Reduce,
+    SeqStmt,
+    Store,
+)
+from tilecore.ir.visit import walk
+
+from .exprs import Slots, check_bounds, compile_expr
+from .values import cast_value, compute_np, poison_value, wrap_int
+
+_OPTIONS = {"seed": None, "poison": "nan"}
+
+
+@contextlib.contextmanager
+def options(seed: int | None = None, poison: str = "nan"):
+    """Run kernels with blocks in a seeded random order and/or a non-NaN poison pattern.
+
+    Conformance uses this to show a program's result does not depend on block order or on
+    uninitialized memory. Also settable by env TILECORE_INTERP_SEED / TILECORE_INTERP_POISON.
+    """
+    old = dict(_OPTIONS)
+    _OPTIONS.update(seed=seed, poison=poison)
+    try:
+        yield
+    finally:
+        _OPTIONS.update(old)
+
+
+def _current_options():
+    seed = _OPTIONS["seed"]
+    if seed is None and os.environ.get("TILECORE_INTERP_SEED"):
+        seed = int(os.environ["TILECORE_INTERP_SEED"])
+    poison = os.environ.get("TILECORE_INTERP_POISON", _OPTIONS["poison"])
+    return seed, poison
+
+
+class InterpArtifact:
+    """The `tile_build` result for target interp: source is the tile program itself."""
+
+    array_api = "numpy"
+
+    def __init__(self, module):
+        self.func = module.func
+        self.source = self.func.script()
+        self.program = Program(self.func)
+
+    def run(self, args, dyn) -> None:
+        """Execute on NumPy arrays (parameter order); `dyn` binds symbolic dimensions."""
+        self.program.run(args, dyn)
+
+
+class Program:
+    """Closure-compiled form of one PrimFunc."""
+
+    def __init__(self, func):
+        self.func = func
+        self.slots = Slots()
+        self.param_slots = [self.slots(p) for p in func.params]
+        self.dyn_slots = [(v.name, self.slots(v)) for v in func.dyn_vars]
+        self.body = self.stmt(func.body, vec=False)
+
+    def run(self, args, dyn):
+        env: list = [None] * len(self.slots)
+        for s, a in zip(self.param_slots, args):
+            env[s] = a
+        for name, s in self.dyn_slots:
+            env[s] = int(dyn[name])
+        with np.errstate(all="ignore"):
+            self.body(env, None)
+
+    # ------------------------------------------------------------------ statements
+    def stmt(self, s, vec: bool):
+        m = getattr(self, "s_" + type(s).__name__, None)
+        if m is None:
+            raise TypeError(f"interp cannot run {type(s).__name__}")
+        return m(s, vec)
+
+    def s_SeqStmt(self, s: SeqStmt, vec):
+        fns = [self.stmt(x, vec) for x in s.stmts]
+
+        def seq(env, mask):
+            for f in fns:
+                f(env, mask)
+
+        return seq
+
+    def s_LetStmt(self, s: LetStmt, vec):
+        slot, f = self.slots(s.var), compile_expr(s.value, self.slots, s.loc)
+
+        def let(env, mask):
+            env[slot] = f(env, mask)
+
+        return let
+
+    def s_KernelLaunch(self, s: KernelLaunch, vec):
+        grid = [compile_expr(g, self.slots, s.loc) for g in s.grid]
+        bslots = [self.slots(v) for v in s.block_vars]
+        allocs = [(self.slots(b), b) for b in s.allocs]
+        body = self.stmt(s.body, vec=False)
+
+        def launch(env, mask):
+            seed, poison = _current_options()
+            extents = [int(g(env, None)) for g in grid]
+            bufs = []
+            for slot, b in allocs:
+                arr = np.empty(b.static_shape, dtype=b.dtype.np)
+                bufs.append((slot, arr, poison_value(b.dtype, poison)))
+            order = itertools.product(*[range(n) for n in reversed(extents)])
+            if seed is not None:
+                order = list(order)
+                random.Random(seed).shuffle(order)
+            for blk in order:
+                for slot, v in zip(bslots, reversed(blk)):
+                    env[slot] = v
+                for slot, arr, pv in bufs:
+                    arr.fill(pv)
+                    env[slot] = arr
+                body(env, None)
+
+        return launch
+
+    def s_For(self, s: For, vec):
+        if s.kind == "parallel":
+            return self._parallel(s, vec)
+        slot = self.slots(s.var)
+        fs, fe = compile_expr(s.start, self.slots, s.loc), compile_expr(s.stop, self.slots, s.loc)
+        body = self.stmt(s.body, vec)
+        step = s.step
+
+        def loop(env, mask):
+            a, b = fs(env, mask), fe(env, mask)
+            if np.ndim(a) == 0 and np.ndim(b) == 0:
+                for v in range(int(a), int(b), step):
+                    env[slot] = v
+                    body(env, mask)
+                return
+            # bounds that vary across T.Parallel lanes: run the union, mask per lane
+            lo, hi = int(np.min(a)), int(np.max(b))
+            for v in range(lo, hi, step):
+                m = (np.asarray(a) <= v) & (v < np.asarray(b)) if step > 0 else (v <= np.asarray(a)) & (v > np.asarray(b))
+                if mask is not None:
+                    m = m & mask
+                if m.any():
+                    env[slot] = v
+                    body(env, m)
+
+        return loop
+
+    def _parallel(self, s: For, vec):
+        # Each parallel loop of a nest owns one array axis; the outermost one fixes the rank.
+        if not vec:
+            nest = [n for n in walk(s) if isinstance(n, For) and n.kind == "parallel"]
+            self._axes = {id(n): i for i, n in enumerate(nest)}
+            self._rank = len(nest)
+        axis, rank = self._axes[id(s)], self._rank
+        slot = self.slots(s.var)
+        fs = compile_expr(s.start, self.slots, s.loc)
+        stop = s.stop
+        from tilecore.ir.expr import const_int
+
+        n = const_int(stop)
+        shape = [1] * rank
+        shape[axis] = n
+        base = np.arange(n, dtype=np.int64).reshape(shape)
+        body = self.stmt(s.body, vec=True)
+
+        def par(env, mask):
+            a = fs(env, mask)
+            env[slot] = base + int(a) if np.ndim(a) == 0 and a else base if np.ndim(a) == 0 else base + a
+            body(env, mask)
+
+        return par
+
+    def s_IfThenElse(self, s: IfThenElse, vec):
+        fc = compile_expr(s.cond, self.slots, s.loc)
+        ft = self.stmt(s.then_body, vec)
+        fe = self.stmt(s.else_body, vec) if s.else_body is not None else None
+
+        def branch(env, mask):
+            c = fc(env, mask)
+            if np.ndim(c) == 0:
+                if c:
+                    ft(env, mask)
+                elif fe is not None:
+                    fe(env, mask)
+                return
+            mt = c if mask is None else c & mask
+            if mt.any():
+                ft(env, mt)
+            if fe is not None:
+                mf = ~c if mask is None else ~c & mask
+                if mf.any():
+                    fe(env, mf)
+
+        return branch
+
+    def s_Store(self, s: Store, vec):
+        return self._elementwise(s, accumulate=False)
+
+    def s_AtomicAdd(self, s: AtomicAdd, vec):
+        return self._elementwise(s, accumulate=True)
+
+    def _elementwise(self, s, accumulate: bool):
+        buf, loc = s.buffer, s.loc
+        bslot = self.slots(buf)
+        idx_fns = [compile_expr(i, self.slots, loc) for i in s.indices]
+        vf = compile_expr(s.value, self.slots, loc)
+        d = buf.dtype
+
+        def to_storage(v):
+            return wrap_int(v, d) if d.is_int else v
+
+        def store(env, mask):
+            arr = env[bslot]
+            raw = [f(env, mask) for f in idx_fns]
+            val = vf(env, mask)
+            if mask is None and np.ndim(val) == 0 and all(np.ndim(i) == 0 for i in raw):
+                idx = tuple(check_bounds(arr, buf, raw, None, loc, "write"))
+                if accumulate:
+                    cur = arr[idx]
+                    val = cast_value(np.asarray(cur).astype(compute_np(d)) + val, d, d)
+                arr[idx] = to_storage(val)
+                return
+            shapes = [np.shape(i) for i in raw] + [np.shape(val)] + ([np.shape(mask)] if mask is not None else [])
+            shape = np.broadcast_shapes(*shapes)
+            idx = check_bounds(arr, buf, raw, mask, loc, "write")
+            idx = [np.broadcast_to(i, shape) for i in idx]
+            v = np.broadcast_to(val, shape)
+            if mask is not None:
+                sel = np.broadcast_to(mask, shape)
+                idx = [i[sel] for i in idx]
+                v = v[sel]
+            if accumulate:
+                _atomic_add_many(arr, tuple(idx), v, d)
+            else:
+                arr[tuple(idx)] = to_storage(v)
+
+        return store
+
+    # ------------------------------------------------------------------ tile operations
+    def s_Copy(self, s: Copy, vec):
+        read = self._region_reader(s.src, s.loc)
+        write = self._region_writer(s.dst, s.loc)
+        shape = s.dst.extents
+
+        def copy(env, mask):
+            write(env, read(env).reshape(shape))
+
+        return copy
+
+    def s_Fill(self, s: Fill, vec):
+        write = self._region_writer(s.dst, s.loc)
+        vf = compile_expr(s.value, self.slots, s.loc)
+        shape = s.dst.extents
+        d = s.dst.buffer.dtype
+
+        def fill(env, mask):
+            v = vf(env, None)
+            write(env, np.full(shape, wrap_int(v, d) if d.is_int else v, dtype=compute_np(d)))
+
+        return fill
+
+    def s_Gemm(self, s: Gemm, vec):
+        ra, rb = self._region_reader(s.a, s.loc), self._region_reader(s.b, s.loc)
+        rc, wc = self._region_reader(s.c, s.loc), self._region_writer(s.c, s.loc)
+        cd = s.c.buffer.dtype
+        m, n, k = s.mnk
+        exact_int = cd.is_int
+        cnp = np.float64 if (exact_int or cd.bits == 64) else np.float32
+
+        def gemm(env, mask):
+            a = ra(env).astype(cnp).reshape((k, m) if s.transpose_a else (m, k))
+            b = rb(env).astype(cnp).reshape((n, k) if s.transpose_b else (k, n))
+            if s.transpose_a:
+                a = a.T
+            if s.transpose_b:
+                b = b.T
+            prod = a @ b
+            if exact_int:
+                prod = prod.astype(np.int64)
+            if not s.clear_accum:
+                prod = rc(env).reshape(m, n).astype(prod.dtype) + prod
+            if exact_int:
+                prod = wrap_int(prod, cd)
+            wc(env, prod.reshape(s.c.extents))
+
+        return gemm
+
+    def s_Reduce(self, s: Reduce, vec):
+        src, dst = self.slots(s.src), self.slots(s.dst)
+        d_src, d_dst = s.src.dtype, s.dst.dtype
+        kind, dim, clear = s.kind, s.dim, s.clear
+        shape = s.dst.static_shape
+
+        def reduce(env, mask):
+            x = env[src].astype(compute_np(d_src))
+            if kind in ("abssum", "absmax"):
+                x = np.abs(x)
+            if kind in ("sum", "abssum"):
+                r = np.sum(x, axis=dim, dtype=x.dtype)
+            elif kind in ("max", "absmax"):
+                r = np.max(x, axis=dim)
+            else:
+                r = np.min(x, axis=dim)
+            r = cast_value(r, d_src, d_dst).reshape(shape)
+            if not clear:
+                cur = env[dst].astype(compute_np(d_dst))
+                if kind in ("sum", "abssum"):
+                    r = cur + r
+                elif kind in ("max", "absmax"):
+                    r = np.maximum(cur, r)
+                else:
+                    r = np.minimum(cur, r)
+            env[dst][...] = wrap_int(r, d_dst) if d_dst.is_int else r
+
+        return reduce
+
+    def s_CumSum(self, s: CumSum, vec):
+        src, dst = self.slots(s.src), self.slots(s.dst)
+        d_src, d_dst, dim = s.src.dtype, s.dst.dtype, s.dim
+
+        def cumsum(env, mask):
+            x = env[src].astype(compute_np(d_src))
+            if s.reverse:
+                x = np.flip(x, axis=dim)
+            r = np.cumsum(x, axis=dim, dtype=x.dtype)
+            if d_src.is_narrow_float:
+                # accumulate in float32, round once per output element
+                pass
+            if s.reverse:
+                r = np.flip(r, axis=dim)
+            r = cast_value(r, d_src, d_dst)
+            env[dst][...] = wrap_int(r, d_dst) if d_dst.is_int else r
+
+        return cumsum
+
+    def s_AtomicAddRegion(self, s: AtomicAddRegion, vec):
+        read = self._region_reader(s.src, s.loc)
+        cur = self._region_reader(s.dst, s.loc)
+        write = self._region_writer(s.dst, s.loc)
+        d = s.dst.buffer.dtype
+
+        def atomic(env, mask):
+            v = read(env).astype(compute_np(d)).reshape(s.dst.extents)
+            c = cur(env).astype(compute_np(d)).reshape(s.dst.extents)
+            write(env, cast_value(c + v, d, d))
+
+        return atomic
+
+    # ------------------------------------------------------------------ regions
+    def _region_bounds(self, r: Region, loc):
+        starts = [compile_expr(x, self.slots, loc) for x in r.starts]
+        buf = r.buffer
+
+        def bounds(env):
+            arr = env[self.slots.index[id(buf)]]
+            out = []
+            for f, n, size in zip(starts, r.extents, arr.shape):
+                lo = int(f(env, None))
+                out.append((lo, lo + n, size))
+            return arr, out
+
+        return bounds
+
+    def _region_reader(self, r: Region, loc):
+        """A function env -> array of the region's extents (zeros outside a global tensor)."""
+        bounds = self._region_bounds(r, loc)
+        buf = r.buffer
+        self.slots(buf)
+
+        def read(env):
+            arr, bs = bounds(env)
+            if all(0 <= lo and hi <= size for lo, hi, size in bs):
+                return arr[tuple(slice(lo, hi) for lo, hi, _ in bs)]
+            if buf.scope != "global":
+                raise _region_oob(buf, bs, loc, "read")
+            out = np.zeros(r.extents, dtype=arr.dtype)
+            src = tuple(slice(max(lo, 0), min(hi, size)) for lo, hi, size in bs)
+            dst = tuple(slice(max(lo, 0) - lo, min(hi, size) - lo) for lo, hi, size in bs)
+            if all(s.start < s.stop for s in src):
+                out[dst] = arr[src]
+            return out
+
+        return read
+
+    def _region_writer(self, r: Region, loc):
+        """A function (env, data) writing data (region-shaped) into the region; writes outside a
+        global tensor are dropped."""
+        bounds = self._region_bounds(r, loc)
+        buf = r.buffer
+        self.slots(buf)
+        d = buf.dtype
+
+        def write(env, data):
+            arr, bs = bounds(env)
+            if d.is_int and data.dtype.kind == "f":
+                data = cast_value(data, _float_dtype(data), d)
+            if all(0 <= lo and hi <= size for lo, hi, size in bs):
+                arr[tuple(slice(lo, hi) for lo, hi, _ in bs)] = data
+                return
+            if buf.scope != "global":
+                raise _region_oob(buf, bs, loc, "write")
+            dst = tuple(slice(max(lo, 0), min(hi, size)) for lo, hi, size in bs)
+            src = tuple(slice(max(lo, 0) - lo, min(hi, size) - lo) for lo, hi, size in bs)
+            if all(s.start < s.stop for s in dst):
+                arr[dst] = data[src]
+
+        return write
+
+
+def _float_dtype(a: np.ndarray):
+    from tilecore import dtypes
+
+    return dtypes.from_numpy(a.dtype)
+
+
+def _region_oob(buf, bs, loc, what):
+    rng = ", ".join(f"{lo}:{hi}" for lo, hi, _ in bs)
+    return TileRuntimeError(
+        f"tile {what} [{rng}] lies outside {buf.scope} buffer {buf.name}{tuple(buf.shape)}", loc,
+        hint="tile regions of shared/fragment buffers must stay inside the buffer",
+    )
+
+
+def _atomic_add_many(arr, idx, v, d):
+    """Sequential accumulation of possibly repeated indices (what atomics guarantee)."""
+    if d.is_narrow_float:
+        flat = [tuple(int(x[k]) for x in idx) for k in range(len(v))]
+        for k, ix in enumerate(flat):
+            arr[ix] = np.float32(arr[ix]) + np.float32(v[k])
+        return
+    if d.is_int:
+        tmp = arr.astype(np.int64)
+        np.add.at(tmp, idx, np.asarray(v, dtype=np.int64))
+        arr[...] = wrap_int(tmp, d)
+        return
+    np.add.at(arr, idx, np.asarray(v, dtype=arr.dtype))

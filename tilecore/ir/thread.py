@@ -1,0 +1,268 @@
+"""Thread-level IR: the per-thread SIMT program of one block, after lowering.
+
+One `ThreadKernel` replaces the tile program's `KernelLaunch`. Its body runs once per thread of
+every block, with `thread_var` (threadIdx.x, flattened) and `block_vars` (blockIdx.x/y/z) bound.
+Memory is explicit and flat: every access names a buffer and a *flat element offset*:
+
+- global tensors are the PrimFunc's parameters (row-major; symbolic dims are kernel arguments);
+- shared buffers (scope "shared", 1-D) are listed in `ThreadKernel.shared`, one copy per block;
+- register arrays (scope "local", 1-D) are listed in `ThreadKernel.registers`, one copy per
+  thread. Lowering indexes them with compile-time constants wherever it can, so a C compiler
+  keeps them in registers.
+
+The tile-level `SeqStmt`, `LetStmt`, `For` (kinds serial and unroll only), and `IfThenElse` are
+reused with per-thread meaning; scalar expressions are `tilecore.ir.expr` nodes, except that
+memory is read with `MemLoad` (never `expr.Load`). Target instructions are data
+(`IntrinsicCall` holding a `tilecore.ir.intrinsic.Intrinsic`), so an emulator executes them
+without knowing any vendor.
+
+Control flow that guards a `Barrier`, `Shuffle` or `IntrinsicCall` is uniform (the same for every
+thread of the block, resp. of the warp): lowering guarantees it, and the emulator checks it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import dtypes as dt
+from ..dtypes import DType
+from ..errors import SourceLoc
+from .buffer import Buffer
+from .expr import Expr, Var
+from .stmt import Stmt
+
+SHUFFLE_MODES = ("xor", "idx")
+ATOMIC_OPS = ("add",)
+
+
+def _check_expr(what: str, e) -> None:
+    if not isinstance(e, Expr):
+        raise TypeError(f"{what} must be an Expr, got {e!r}")
+
+
+def _check_pred(p) -> None:
+    if p is not None and (not isinstance(p, Expr) or not p.dtype.is_bool):
+        raise TypeError(f"a predicate must be a bool Expr or None, got {p!r}")
+
+
+# ----------------------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True)
+class MemLoad(Expr):
+    """`buffer[offset]` at a flat element offset; when `pred` is false nothing is read and it is 0."""
+
+    buffer: Buffer
+    offset: Expr
+    pred: Expr | None = None
+    dtype: DType = None  # type: ignore[assignment]
+
+    def __post_init__(self):
+        if not isinstance(self.buffer, Buffer):
+            raise TypeError("MemLoad.buffer must be a Buffer")
+        _check_expr("MemLoad.offset", self.offset)
+        _check_pred(self.pred)
+        if self.dtype is None:
+            object.__setattr__(self, "dtype", self.buffer.dtype)
+
+
+@dataclass(frozen=True)
+class Shuffle(Expr):
+    """Warp shuffle: `value` as computed by lane `lane ^ arg` (xor) or by lane `arg` (idx).
+
+    Lanes are counted within groups of `width` (a power of two <= the warp size); every lane of
+    the warp executes it (uniform control flow)."""
+
+    value: Expr
+    mode: str
+    arg: Expr
+    width: int
+    dtype: DType = None  # type: ignore[assignment]
+
+    def __post_init__(self):
+        if self.mode not in SHUFFLE_MODES:
+            raise TypeError(f"unknown shuffle mode {self.mode}")
+        _check_expr("Shuffle.value", self.value)
+        _check_expr("Shuffle.arg", self.arg)
+        if self.width < 1 or self.width & (self.width - 1):
+            raise TypeError("Shuffle.width must be a power of two")
+        if self.dtype is None:
+            object.__setattr__(self, "dtype", self.value.dtype)
+
+
+@dataclass(frozen=True)
+class LaneTable(Expr):
+    """`values[index]`: a constant integer table read per thread (lane maps no formula fits)."""
+
+    values: tuple
+    index: Expr
+    dtype: DType = dt.int32
+
+    def __post_init__(self):
+        if not self.values or not all(isinstance(v, int) for v in self.values):
+            raise TypeError("LaneTable.values must be a non-empty tuple of ints")
+        _check_expr("LaneTable.index", self.index)
+
+
+# ----------------------------------------------------------------------------- statements
+
+
+@dataclass(frozen=True)
+class ThreadKernel(Stmt):
+    """The lowered kernel: `body` runs for every thread of every block of `grid`.
+
+    `num_threads` threads per block, flattened into `thread_var`; warps are consecutive groups of
+    `warp_size` threads. `shared` lists the block's shared buffers, `registers` each thread's
+    register arrays (all 1-D)."""
+
+    grid: tuple
+    block_vars: tuple
+    thread_var: Var
+    num_threads: int
+    warp_size: int
+    shared: tuple
+    registers: tuple
+    body: Stmt
+    loc: SourceLoc | None = None
+
+    def __post_init__(self):
+        if len(self.grid) != len(self.block_vars):
+            raise TypeError("grid and block variables differ in number")
+        for b in self.shared:
+            if b.scope != "shared" or len(b.shape) != 1 or not isinstance(b.shape[0], int):
+                raise TypeError(f"shared buffer {b.name} must be 1-D shared with a static size")
+        for b in self.registers:
+            if b.scope != "local" or len(b.shape) != 1 or not isinstance(b.shape[0], int):
+                raise TypeError(f"register array {b.name} must be 1-D local with a static size")
+        if self.num_threads < 1 or self.warp_size < 1:
+            raise TypeError("num_threads and warp_size must be positive")
+
+
+@dataclass(frozen=True)
+class MemStore(Stmt):
+    """`buffer[offset] = value` (rounded to the buffer's dtype); skipped when `pred` is false."""
+
+    buffer: Buffer
+    offset: Expr
+    value: Expr
+    pred: Expr | None = None
+    loc: SourceLoc | None = None
+
+    def __post_init__(self):
+        _check_expr("MemStore.offset", self.offset)
+        _check_expr("MemStore.value", self.value)
+        _check_pred(self.pred)
+
+
+@dataclass(frozen=True)
+class VecMove(Stmt):
+    """Copy `lanes` consecutive elements `src[src_offset:+lanes]` to `dst[dst_offset:+lanes]` as
+    one access of `lanes * itemsize` bytes (<= 16, offsets aligned to it).
+
+    When `pred` is false nothing is read; the destination gets zeros if `zero_fill`, else it is
+    left unchanged. Source and destination have the same dtype."""
+
+    dst: Buffer
+    dst_offset: Expr
+    src: Buffer
+    src_offset: Expr
+    lanes: int
+    pred: Expr | None = None
+    zero_fill: bool = False
+    loc: SourceLoc | None = None
+
+    def __post_init__(self):
+        _check_expr("VecMove.dst_offset", self.dst_offset)
+        _check_expr("VecMove.src_offset", self.src_offset)
+        _check_pred(self.pred)
+        if self.src.dtype != self.dst.dtype:
+            raise TypeError("VecMove source and destination dtypes differ")
+        if self.lanes < 1 or self.lanes & (self.lanes - 1) or self.lanes * self.src.dtype.itemsize > 16:
+            raise TypeError("VecMove moves a power-of-two number of elements, at most 16 bytes")
+
+
+@dataclass(frozen=True)
+class Barrier(Stmt):
+    """Block-wide barrier (`__syncthreads()`): `reason` says which access needs it."""
+
+    reason: str = ""
+    loc: SourceLoc | None = None
+
+
+@dataclass(frozen=True)
+class Atomic(Stmt):
+    """Atomic read-modify-write `buffer[offset] op= value`; skipped when `pred` is false."""
+
+    op: str
+    buffer: Buffer
+    offset: Expr
+    value: Expr
+    pred: Expr | None = None
+    loc: SourceLoc | None = None
+
+    def __post_init__(self):
+        if self.op not in ATOMIC_OPS:
+            raise TypeError(f"unknown atomic op {self.op}")
+        _check_expr("Atomic.offset", self.offset)
+        _check_expr("Atomic.value", self.value)
+        _check_pred(self.pred)
+
+
+@dataclass(frozen=True)
+class OperandRef:
+    """Where an intrinsic operand lives: register elements `buffer[offset : offset + elems]`, or for
+    a memory operand the flat element offset this lane addresses in `buffer`."""
+
+    buffer: Buffer
+    offset: Expr
+
+    def __post_init__(self):
+        _check_expr("OperandRef.offset", self.offset)
+
+
+@dataclass(frozen=True)
+class IntrinsicCall(Stmt):
+    """A warp-wide target instruction; `operands` match `intrinsic.operands` one to one.
+
+    Every lane of the warp executes it (uniform control flow); its meaning is the intrinsic's
+    declared lane maps and operation (see tilecore.ir.intrinsic)."""
+
+    intrinsic: object  # tilecore.ir.intrinsic.Intrinsic (untyped here: it imports this module)
+    operands: tuple
+    loc: SourceLoc | None = None
+
+    def __post_init__(self):
+        ops = self.intrinsic.operands
+        if len(ops) != len(self.operands):
+            raise TypeError(f"{self.intrinsic.name} takes {len(ops)} operands, got {len(self.operands)}")
+        for spec, ref in zip(ops, self.operands):
+            if not isinstance(ref, OperandRef):
+                raise TypeError("IntrinsicCall operands must be OperandRefs")
+            want = "local" if spec.space == "reg" else spec.space
+            if ref.buffer.scope != want:
+                raise TypeError(f"operand {spec.name} of {self.intrinsic.name} must be in {want} memory, "
+                                f"got {ref.buffer.name} ({ref.buffer.scope})")
+            if ref.buffer.dtype != spec.dtype:
+                raise TypeError(f"operand {spec.name} of {self.intrinsic.name} must be {spec.dtype}, "
+                                f"got {ref.buffer.name} ({ref.buffer.dtype})")
+
+
+THREAD_STMTS = (ThreadKernel, MemStore, VecMove, Barrier, Atomic, IntrinsicCall)
+THREAD_EXPRS = (MemLoad, Shuffle, LaneTable)
+
+
+def find_kernel(body: Stmt) -> ThreadKernel | None:
+    """The ThreadKernel inside a lowered function body, or None for a tile-level one."""
+    from .visit import walk
+
+    for n in walk(body):
+        if isinstance(n, ThreadKernel):
+            return n
+    return None
+
+
+def thread_printer(module) -> str:
+    """Printer hook for lowered modules (`Module.attr("printer")`)."""
+    from .thread_printer import print_thread_func
+
+    return print_thread_func(module.func)
