@@ -1,0 +1,102 @@
+"""Print thread-level IR as readable C-like pseudo code (what `kernel.get_ir(stage)` shows)."""
+
+from __future__ import annotations
+
+from .expr import Expr
+from .module import PrimFunc
+from .printer import Printer
+from .stmt import For, IfThenElse, LetStmt, SeqStmt
+from .thread import (
+    Atomic,
+    Barrier,
+    IntrinsicCall,
+    LaneTable,
+    MemLoad,
+    MemStore,
+    Shuffle,
+    ThreadKernel,
+    VecMove,
+)
+
+
+class ThreadPrinter(Printer):
+    """The tile printer extended with thread-level nodes."""
+
+    def expr(self, e, prec: int = 0) -> str:
+        if isinstance(e, MemLoad):
+            s = f"{self.name(e.buffer)}[{self.expr(e.offset)}]"
+            return s if e.pred is None else f"({self.expr(e.pred)} ? {s} : 0)"
+        if isinstance(e, Shuffle):
+            return f"shfl_{e.mode}({self.expr(e.value)}, {self.expr(e.arg)}, width={e.width})"
+        if isinstance(e, LaneTable):
+            return f"table{list(e.values)}[{self.expr(e.index)}]"
+        return super().expr(e, prec)
+
+    def _pred(self, p) -> str:
+        return "" if p is None else f"if ({self.expr(p)}) "
+
+    def stmt(self, s, depth: int):
+        if isinstance(s, ThreadKernel):
+            grid = ", ".join(f"{self.name(v)} < {self.expr(g)}" for v, g in zip(s.block_vars, s.grid))
+            self.emit(depth, f"kernel grid({grid}) threads({self.name(s.thread_var)} < {s.num_threads}, "
+                             f"warp {s.warp_size}):")
+            for b in s.shared:
+                self.emit(depth + 1, f"shared {b.dtype.name} {self.name(b)}[{b.shape[0]}]")
+            for b in s.registers:
+                self.emit(depth + 1, f"reg {b.dtype.name} {self.name(b)}[{b.shape[0]}]")
+            self.stmt(s.body, depth + 1)
+        elif isinstance(s, MemStore):
+            self.emit(depth, f"{self._pred(s.pred)}{self.name(s.buffer)}[{self.expr(s.offset)}] = "
+                             f"{self.expr(s.value)}")
+        elif isinstance(s, VecMove):
+            zf = " else zero" if s.zero_fill else ""
+            dst = f"{self.name(s.dst)}[{self.expr(s.dst_offset)} : +{s.lanes}]"
+            src = f"{self.name(s.src)}[{self.expr(s.src_offset)} : +{s.lanes}]"
+            self.emit(depth, f"{self._pred(s.pred)}{dst} = {src}{zf}")
+        elif isinstance(s, Barrier):
+            self.emit(depth, f"barrier()  # {s.reason}" if s.reason else "barrier()")
+        elif isinstance(s, Atomic):
+            ref = f"{self.name(s.buffer)}[{self.expr(s.offset)}]"
+            self.emit(depth, f"{self._pred(s.pred)}atomic_{s.op}({ref}, {self.expr(s.value)})")
+        elif isinstance(s, IntrinsicCall):
+            args = ", ".join(f"{o.name}={self.name(r.buffer)}[{self.expr(r.offset)}]"
+                             for o, r in zip(s.intrinsic.operands, s.operands))
+            self.emit(depth, f"{s.intrinsic.name}({args})")
+        elif isinstance(s, For) and s.kind in ("serial", "unroll"):
+            step = "" if s.step == 1 else f", step {s.step}"
+            self.emit(depth, f"for {self.name(s.var)} in {s.kind}({self.expr(s.start)}, "
+                             f"{self.expr(s.stop)}{step}):")
+            self.stmt(s.body, depth + 1)
+        elif isinstance(s, IfThenElse):
+            self.emit(depth, f"if {self.expr(s.cond)}:")
+            self.stmt(s.then_body, depth + 1)
+            if s.else_body is not None:
+                self.emit(depth, "else:")
+                self.stmt(s.else_body, depth + 1)
+        elif isinstance(s, (SeqStmt, LetStmt)):
+            super().stmt(s, depth)
+        else:
+            super().stmt(s, depth)
+
+
+def print_thread_func(f: PrimFunc) -> str:
+    """A lowered function: parameters, symbolic dimensions, then the thread program."""
+    p = ThreadPrinter()
+    params = []
+    for b in f.params:
+        shape = ", ".join(p.expr(s) for s in b.shape)
+        params.append(f"{b.dtype.name} {p.name(b)}[{shape}]")
+    for v in f.dyn_vars:
+        params.append(f"int {p.name(v)}")
+    p.emit(0, f"thread_func {f.name}({', '.join(params)}):")
+    p.stmt(f.body, 1)
+    return "\n".join(p.lines) + "\n"
+
+
+def print_thread_node(node) -> str:
+    """One thread-level statement or expression as text."""
+    p = ThreadPrinter()
+    if isinstance(node, Expr):
+        return p.expr(node)
+    p.stmt(node, 0)
+    return "\n".join(p.lines)
