@@ -96,7 +96,7 @@ class Kernel:
                 raise TileCallError(
                     f"argument {pos} ({p.name}) has shape {shape}, kernel expects rank {len(p.shape)} "
                     f"shape {self._fmt(p)}", caller_loc())
-            for dim, (want, got) in enumerate(zip(p.shape, shape)):
+            for want, got in zip(p.shape, shape):
                 if isinstance(want, Var):
                     prev = dyn.get(id(want))
                     if prev is not None and prev[1] != got:

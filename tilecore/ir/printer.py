@@ -130,7 +130,8 @@ class Printer:
             grid = ", ".join(self.expr(g) for g in s.grid)
             threads = s.threads[0] if len(s.threads) == 1 else tuple(s.threads)
             names = ", ".join(self.name(v) for v in s.block_vars)
-            self.emit(depth, f"with T.Kernel({grid}, threads={threads}) as ({names}{',' if len(s.block_vars) == 1 else ''}):")
+            comma = "," if len(s.block_vars) == 1 else ""
+            self.emit(depth, f"with T.Kernel({grid}, threads={threads}) as ({names}{comma}):")
             for b in s.allocs:
                 self.alloc(b, depth + 1)
             self.stmt(s.body, depth + 1)

@@ -100,7 +100,7 @@ def oob_error(buf, idx, loc: SourceLoc | None, what: str = "read") -> TileRuntim
 def check_bounds(arr, buf, idx: list, mask, loc, what="read"):
     """Raise when any active index lies outside `arr`; returns indices safe to use (clamped)."""
     out = []
-    for d, (ix, n) in enumerate(zip(idx, arr.shape)):
+    for ix, n in zip(idx, arr.shape):
         if np.ndim(ix) == 0:
             if not 0 <= ix < n:
                 if mask is None or np.any(mask):

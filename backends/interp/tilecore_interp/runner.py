@@ -161,7 +161,8 @@ class Program:
             # bounds that vary across T.Parallel lanes: run the union, mask per lane
             lo, hi = int(np.min(a)), int(np.max(b))
             for v in range(lo, hi, step):
-                m = (np.asarray(a) <= v) & (v < np.asarray(b)) if step > 0 else (v <= np.asarray(a)) & (v > np.asarray(b))
+                lo_a, hi_b = np.asarray(a), np.asarray(b)
+                m = (lo_a <= v) & (v < hi_b) if step > 0 else (v <= lo_a) & (v > hi_b)
                 if mask is not None:
                     m = m & mask
                 if m.any():
@@ -190,7 +191,10 @@ class Program:
 
         def par(env, mask):
             a = fs(env, mask)
-            env[slot] = base + int(a) if np.ndim(a) == 0 and a else base if np.ndim(a) == 0 else base + a
+            if np.ndim(a) == 0:
+                env[slot] = base + int(a) if a else base
+            else:
+                env[slot] = base + a
             body(env, mask)
 
         return par
@@ -245,7 +249,9 @@ class Program:
                     val = cast_value(np.asarray(cur).astype(compute_np(d)) + val, d, d)
                 arr[idx] = to_storage(val)
                 return
-            shapes = [np.shape(i) for i in raw] + [np.shape(val)] + ([np.shape(mask)] if mask is not None else [])
+            shapes = [np.shape(i) for i in raw] + [np.shape(val)]
+            if mask is not None:
+                shapes.append(np.shape(mask))
             shape = np.broadcast_shapes(*shapes)
             idx = check_bounds(arr, buf, raw, mask, loc, "write")
             idx = [np.broadcast_to(i, shape) for i in idx]

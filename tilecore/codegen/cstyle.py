@@ -1,0 +1,274 @@
+"""The C-style renderer base: thread-level IR to C-like source, shared by CUDA, HIP and Metal.
+
+In the spirit of tinygrad's `renderer/cstyle.py`: one base class walks the IR and prints C;
+a language is a small subclass that supplies type names, qualifiers and the spellings of
+barriers, shuffles and intrinsics. Rendering dispatches on the node's class name
+(`expr_<Class>` / `stmt_<Class>`), so a new node kind needs one method, not a visitor.
+
+Semantics follow the `interp` oracle exactly where C allows:
+- narrow floats (fp16, bf16, fp8) are stored narrow but every operation computes in float32 and
+  rounds back to the narrow type after each operation;
+- integer division and remainder are C's (truncating), which is what the IR means;
+- ints narrower than 32 bits are re-wrapped to their width after each arithmetic operation
+  (C would otherwise compute them as int).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..dtypes import DType
+from ..errors import TileInternalError
+from ..ir.expr import BinOp, Cast, Const, Select, Unary, Var
+
+# The one table of C spellings of tilecore dtypes; languages override the entries they spell
+# differently (CUDA's __half, Metal's bfloat) through `type_overrides`.
+C_TYPES: dict[str, str] = {
+    "float32": "float", "float64": "double", "int8": "signed char", "int16": "short",
+    "int32": "int", "int64": "long long", "uint8": "unsigned char", "uint16": "unsigned short",
+    "uint32": "unsigned int", "bool": "bool",
+}
+
+_C_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "mod": "%", "lt": "<", "le": "<=",
+          "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&&", "or": "||"}
+_CMP = ("lt", "le", "gt", "ge", "eq", "ne")
+
+# Float functions by name: (float32 spelling, float64 spelling); `{}` is the argument.
+FLOAT_FUNCS: dict[str, tuple[str, str]] = {
+    "exp": ("expf({})", "exp({})"), "exp2": ("exp2f({})", "exp2({})"),
+    "log": ("logf({})", "log({})"), "log2": ("log2f({})", "log2({})"),
+    "sqrt": ("sqrtf({})", "sqrt({})"), "rsqrt": ("(1.0f / sqrtf({}))", "(1.0 / sqrt({}))"),
+    "tanh": ("tanhf({})", "tanh({})"), "erf": ("erff({})", "erf({})"),
+    "sigmoid": ("(1.0f / (1.0f + expf(-({}))))", "(1.0 / (1.0 + exp(-({}))))"),
+    "floor": ("floorf({})", "floor({})"), "ceil": ("ceilf({})", "ceil({})"),
+    "sin": ("sinf({})", "sin({})"), "cos": ("cosf({})", "cos({})"),
+    # NumPy's rint: round half to even, as the oracle does.
+    "round": ("rintf({})", "rint({})"), "trunc": ("truncf({})", "trunc({})"),
+    "abs": ("fabsf({})", "fabs({})"),
+}
+# Float binary functions: (float32, float64).
+FLOAT_BIN_FUNCS: dict[str, tuple[str, str]] = {
+    "min": ("fminf({}, {})", "fmin({}, {})"), "max": ("fmaxf({}, {})", "fmax({}, {})"),
+    "pow": ("powf({}, {})", "pow({}, {})"), "mod": ("fmodf({}, {})", "fmod({}, {})"),
+}
+
+
+class CStyleRenderer:
+    """Renders thread-level IR to C-like source; subclasses supply the language's spellings.
+
+    Subclass attributes: `type_overrides` (dtype name -> C type), `kernel_prefix`, `restrict`.
+    Subclass methods for what differs per language: `to_float` / `from_float` (narrow-float
+    conversion), `float_literal_special` (inf / nan), and the statement hooks of thread IR nodes.
+    """
+
+    type_overrides: dict[str, str] = {}
+    kernel_prefix = ""
+    restrict = ""
+    indent_unit = "  "
+
+    def __init__(self):
+        self.types = {**C_TYPES, **self.type_overrides}
+        self.lines: list[str] = []
+        self.depth = 0
+        self.names: dict[int, str] = {}
+        self._used_names: set[str] = set()
+
+    # ------------------------------------------------------------------ names and types
+    def type_name(self, d: DType) -> str:
+        """The C spelling of dtype `d`."""
+        try:
+            return self.types[d.name]
+        except KeyError:
+            raise TileInternalError(f"{type(self).__name__} has no C type for {d}") from None
+
+    def name_of(self, obj) -> str:
+        """A unique C identifier for a Var or Buffer (compared by identity in the IR)."""
+        key = id(obj)
+        got = self.names.get(key)
+        if got is not None:
+            return got
+        base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in obj.name) or "v"
+        if base[0].isdigit():
+            base = "_" + base
+        name, n = base, 1
+        while name in self._used_names:
+            name = f"{base}_{n}"
+            n += 1
+        self._used_names.add(name)
+        self.names[key] = name
+        return name
+
+    def reserve(self, *names: str) -> None:
+        """Keep generated identifiers (kernel name, helper names) from being reused."""
+        self._used_names.update(names)
+
+    # ------------------------------------------------------------------ narrow floats
+    def to_float(self, d: DType, s: str) -> str:
+        """Convert a value stored as narrow float `d` to float32 (subclasses spell it)."""
+        return f"((float)({s}))"
+
+    def from_float(self, d: DType, s: str) -> str:
+        """Round a float32 value to narrow float `d`, nearest even (subclasses spell it)."""
+        return f"(({self.type_name(d)})({s}))"
+
+    def compute(self, e) -> str:
+        """`e` rendered in its compute type: float32 for narrow floats, itself otherwise."""
+        s = self.expr(e)
+        return self.to_float(e.dtype, s) if e.dtype.is_narrow_float else s
+
+    # ------------------------------------------------------------------ expressions
+    def expr(self, e) -> str:
+        """C text of expression `e`, dispatched on its class name."""
+        fn = getattr(self, f"expr_{type(e).__name__}", None)
+        if fn is None:
+            raise TileInternalError(f"{type(self).__name__} cannot render expression {type(e).__name__}")
+        return fn(e)
+
+    def float_literal_special(self, value: float, d: DType) -> str:
+        """inf / -inf / nan as a float32 (or double) expression."""
+        one = "1.0" if d.name == "float64" else "1.0f"
+        zero = "0.0" if d.name == "float64" else "0.0f"
+        if math.isnan(value):
+            return f"({zero} / {zero})"
+        return f"({'-' if value < 0 else ''}{one} / {zero})"
+
+    def float_literal(self, value: float, d: DType) -> str:
+        """A float constant of dtype `d` (narrow floats as float32 literals, then rounded)."""
+        cd = dt.float64 if d.name == "float64" else dt.float32
+        if math.isinf(value) or math.isnan(value):
+            text = self.float_literal_special(value, cd)
+        elif cd is dt.float64:
+            text = repr(float(value))
+        else:
+            text = repr(float(np.float32(value))) + "f"
+        if d.is_narrow_float:
+            return self.from_float(d, text)
+        return text
+
+    def expr_Const(self, e: Const) -> str:
+        d = e.dtype
+        if d.is_bool:
+            return "true" if e.value else "false"
+        if d.is_int:
+            v = int(e.value)
+            if d.name in ("int64",):
+                return f"{v}LL"
+            if d.kind == "uint":
+                return f"{v}u"
+            if v == -(2**31):
+                return "(-2147483647 - 1)"
+            return str(v) if d.name == "int32" else f"(({self.type_name(d)}){v})"
+        return self.float_literal(float(e.value), d)
+
+    def expr_Var(self, e: Var) -> str:
+        return self.name_of(e)
+
+    def wrap_int(self, d: DType, s: str) -> str:
+        """Re-wrap a C int-promoted result to `d`'s width (no-op for 32/64-bit ints)."""
+        if d.is_int and d.bits < 32:
+            return f"(({self.type_name(d)})({s}))"
+        return s
+
+    def expr_BinOp(self, e: BinOp) -> str:
+        t = e.a.dtype
+        if e.op in ("and", "or"):
+            return f"({self.expr(e.a)} {_C_OPS[e.op]} {self.expr(e.b)})"
+        if e.op in _CMP:
+            return f"({self.compute(e.a)} {_C_OPS[e.op]} {self.compute(e.b)})"
+        if t.is_float:
+            a, b = self.compute(e.a), self.compute(e.b)
+            prec = 1 if t.name == "float64" else 0
+            if e.op in FLOAT_BIN_FUNCS:
+                text = FLOAT_BIN_FUNCS[e.op][prec].format(a, b)
+            else:
+                text = f"({a} {_C_OPS[e.op]} {b})"
+            return self.from_float(t, text) if t.is_narrow_float else text
+        a, b = self.expr(e.a), self.expr(e.b)
+        if e.op in ("min", "max"):
+            cmp = "<" if e.op == "min" else ">"
+            return f"(({a}) {cmp} ({b}) ? ({a}) : ({b}))"
+        if e.op == "pow":
+            text = f"(({self.type_name(t)})pow((double)({a}), (double)({b})))"
+        else:
+            text = f"({a} {_C_OPS[e.op]} {b})"
+        return self.wrap_int(t, text)
+
+    def expr_Unary(self, e: Unary) -> str:
+        t = e.dtype
+        if e.op == "not":
+            return f"(!{self.expr(e.a)})"
+        if t.is_int or t.is_bool:
+            a = self.expr(e.a)
+            if e.op == "neg":
+                return self.wrap_int(t, f"(-{a})")
+            if e.op == "abs":
+                return self.wrap_int(t, f"(({a}) < 0 ? -({a}) : ({a}))")
+            raise TileInternalError(f"unary {e.op} on integer {t}")
+        a = self.compute(e.a)
+        if e.op == "neg":
+            text = f"(-{a})"
+        else:
+            text = FLOAT_FUNCS[e.op][1 if t.name == "float64" else 0].format(a)
+        return self.from_float(t, text) if t.is_narrow_float else text
+
+    def expr_Cast(self, e: Cast) -> str:
+        src, dst = e.value.dtype, e.dtype
+        v = self.expr(e.value)
+        if dst.is_narrow_float:
+            f = self.to_float(src, v) if src.is_narrow_float else f"((float)({v}))"
+            return self.from_float(dst, f)
+        if src.is_narrow_float:
+            v = self.to_float(src, v)
+        if dst.is_bool:
+            return f"(({v}) != 0)"
+        return f"(({self.type_name(dst)})({v}))"
+
+    def expr_Select(self, e: Select) -> str:
+        return f"({self.expr(e.cond)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
+
+    # ------------------------------------------------------------------ statements
+    def emit(self, line: str) -> None:
+        """Append one line at the current indentation."""
+        self.lines.append(self.indent_unit * self.depth + line if line else "")
+
+    def stmt(self, s) -> None:
+        """Render statement `s`, dispatched on its class name."""
+        fn = getattr(self, f"stmt_{type(s).__name__}", None)
+        if fn is None:
+            raise TileInternalError(f"{type(self).__name__} cannot render statement {type(s).__name__}")
+        fn(s)
+
+    def block(self, s) -> None:
+        """Render `s` one indentation level deeper."""
+        self.depth += 1
+        self.stmt(s)
+        self.depth -= 1
+
+    def stmt_SeqStmt(self, s) -> None:
+        for x in s.stmts:
+            self.stmt(x)
+
+    def stmt_LetStmt(self, s) -> None:
+        self.emit(f"const {self.type_name(s.var.dtype)} {self.name_of(s.var)} = {self.expr(s.value)};")
+
+    def stmt_For(self, s) -> None:
+        v = self.name_of(s.var)
+        ty = self.type_name(s.var.dtype)
+        if s.kind == "unroll":
+            self.emit("#pragma unroll")
+        cmp = "<" if s.step > 0 else ">"
+        step = f"{v}++" if s.step == 1 else f"{v} += {s.step}"
+        self.emit(f"for ({ty} {v} = {self.expr(s.start)}; {v} {cmp} {self.expr(s.stop)}; {step}) {{")
+        self.block(s.body)
+        self.emit("}")
+
+    def stmt_IfThenElse(self, s) -> None:
+        self.emit(f"if ({self.expr(s.cond)}) {{")
+        self.block(s.then_body)
+        if s.else_body is not None:
+            self.emit("} else {")
+            self.block(s.else_body)
+        self.emit("}")
