@@ -100,3 +100,17 @@ def test_jit_factory_caches_per_parameters():
     k2 = scale(8, 2.0)
     assert k1 is k2 and calls == [8]
     np.testing.assert_array_equal(k1(np.ones(8, np.float32)), 2 * np.ones(8, np.float32))
+
+
+def test_readme_quickstart_runs(tmp_path):
+    import os
+    import re
+
+    root = os.path.join(os.path.dirname(__file__), "..")
+    readme = open(os.path.join(root, "README.md")).read()
+    code = re.search(r"## Quickstart\n\n```python\n(.*?)```", readme, re.S).group(1)
+    path = tmp_path / "quickstart.py"
+    path.write_text(code)
+    r = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert float(r.stdout.splitlines()[0]) < 0.1
