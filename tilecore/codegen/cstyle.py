@@ -23,6 +23,8 @@ from .. import dtypes as dt
 from ..dtypes import DType
 from ..errors import TileInternalError
 from ..ir.expr import BinOp, Cast, Const, Select, Unary, Var
+from ..ir.thread import ThreadKernel, find_kernel
+from .spec import KernelParam, RenderedKernel
 
 # The one table of C spellings of tilecore dtypes; languages override the entries they spell
 # differently (CUDA's __half, Metal's bfloat) through `type_overrides`.
@@ -65,8 +67,6 @@ class CStyleRenderer:
     """
 
     type_overrides: dict[str, str] = {}
-    kernel_prefix = ""
-    restrict = ""
     indent_unit = "  "
 
     def __init__(self):
@@ -75,12 +75,17 @@ class CStyleRenderer:
         self.depth = 0
         self.names: dict[int, str] = {}
         self._used_names: set[str] = set()
+        self.used_types: set[str] = set()  # dtype names rendered (decides the headers needed)
+        self.tables: dict[tuple, str] = {}  # LaneTable values -> name of its constant array
+        self.kernel: ThreadKernel | None = None
 
     # ------------------------------------------------------------------ names and types
     def type_name(self, d: DType) -> str:
         """The C spelling of dtype `d`."""
         try:
-            return self.types[d.name]
+            name = self.types[d.name]
+            self.used_types.add(d.name)
+            return name
         except KeyError:
             raise TileInternalError(f"{type(self).__name__} has no C type for {d}") from None
 
@@ -272,3 +277,139 @@ class CStyleRenderer:
             self.emit("} else {")
             self.block(s.else_body)
         self.emit("}")
+
+    # ------------------------------------------------------------------ thread-level nodes
+    def zero(self, d: DType) -> str:
+        """The value 0 of dtype `d`."""
+        if d.is_bool:
+            return "false"
+        return self.float_literal(0.0, d) if d.is_float else f"(({self.type_name(d)})0)"
+
+    def converted(self, value, d: DType) -> str:
+        """`value` rendered and rounded to dtype `d` (memory writes round to the buffer's dtype)."""
+        return self.expr(value if value.dtype == d else Cast(value, d))
+
+    def ref(self, buf, offset) -> str:
+        """The element `buf[offset]` as an lvalue."""
+        return f"{self.name_of(buf)}[{self.expr(offset)}]"
+
+    def expr_MemLoad(self, e) -> str:
+        if e.dtype != e.buffer.dtype:
+            raise TileInternalError(f"MemLoad of {e.buffer.name} as {e.dtype}, stored as {e.buffer.dtype}")
+        text = self.ref(e.buffer, e.offset)
+        if e.pred is None:
+            return text
+        return f"({self.expr(e.pred)} ? {text} : {self.zero(e.dtype)})"
+
+    def expr_LaneTable(self, e) -> str:
+        name = self.tables.get(e.values)
+        if name is None:
+            name = f"lane_table_{len(self.tables)}"
+            self.reserve(name)
+            self.tables[e.values] = name
+        return f"{name}[{self.expr(e.index)}]"
+
+    def guarded(self, pred, line: str) -> None:
+        """Emit `line`, under `if (pred)` when there is a predicate."""
+        self.emit(line if pred is None else f"if ({self.expr(pred)}) {line}")
+
+    def stmt_MemStore(self, s) -> None:
+        self.guarded(s.pred, f"{self.ref(s.buffer, s.offset)} = {self.converted(s.value, s.buffer.dtype)};")
+
+    def stmt_Barrier(self, s) -> None:
+        self.emit(self.barrier_text() + (f"  // {s.reason}" if s.reason else ""))
+
+    def stmt_VecMove(self, s) -> None:
+        nbytes = s.lanes * s.src.dtype.itemsize
+        vt = self.vector_type(nbytes)
+        dst = f"*reinterpret_cast<{vt}*>(&{self.ref(s.dst, s.dst_offset)})"
+        src = f"*reinterpret_cast<const {vt}*>(&{self.ref(s.src, s.src_offset)})"
+        if s.pred is None:
+            self.emit(f"{dst} = {src};")
+            return
+        self.emit(f"if ({self.expr(s.pred)}) {{")
+        self.emit(f"{self.indent_unit}{dst} = {src};")
+        if s.zero_fill:
+            self.emit("} else {")
+            self.emit(f"{self.indent_unit}{dst} = {self.vector_zero(nbytes)};")
+        self.emit("}")
+
+    def stmt_ThreadKernel(self, s) -> None:
+        raise TileInternalError("a ThreadKernel nested inside the kernel body")
+
+    # ------------------------------------------------------------------ language hooks
+    def barrier_text(self) -> str:
+        """The block-wide barrier statement."""
+        raise NotImplementedError
+
+    def vector_type(self, nbytes: int) -> str:
+        """A type of `nbytes` (1, 2, 4, 8, 16) bytes moved in one access."""
+        raise NotImplementedError
+
+    def vector_zero(self, nbytes: int) -> str:
+        """A zero value of `vector_type(nbytes)`."""
+        raise NotImplementedError
+
+    def prelude(self) -> list[str]:
+        """Lines before everything else (headers, helpers); may depend on `used_types`."""
+        return []
+
+    def table_decl(self, name: str, values: tuple) -> str:
+        """A constant int array readable by every thread."""
+        return f"static const int {name}[{len(values)}] = {{{', '.join(map(str, values))}}};"
+
+    def signature(self, name: str, params: list[str], kernel: ThreadKernel) -> str:
+        """The kernel's signature line (without the opening brace)."""
+        raise NotImplementedError
+
+    def param_decl(self, p: KernelParam, c_name: str) -> str:
+        """One parameter's declaration: a pointer to the tensor's elements, or a value."""
+        t = self.type_name(p.dtype)
+        return f"{t}* {c_name}" if p.is_pointer else f"{t} {c_name}"
+
+    def index_bindings(self, kernel: ThreadKernel) -> list[str]:
+        """Declarations of the thread and block index variables."""
+        raise NotImplementedError
+
+    def shared_decls(self, kernel: ThreadKernel) -> tuple[list[str], int]:
+        """Declarations of the block's shared buffers, and the dynamic shared bytes they take."""
+        raise NotImplementedError
+
+    def register_decl(self, buf) -> str:
+        """A per-thread register array."""
+        return f"{self.type_name(buf.dtype)} {self.name_of(buf)}[{buf.shape[0]}];"
+
+    # ------------------------------------------------------------------ driver
+    def render(self, module) -> RenderedKernel:
+        """The source of `module` (a lowered Module) and how to launch it."""
+        func = module.func
+        kernel = func.body if isinstance(func.body, ThreadKernel) else None
+        if kernel is None:
+            found = find_kernel(func.body)
+            raise TileInternalError(
+                f"{type(self).__name__} renders lowered kernels whose body is one ThreadKernel; "
+                f"{func.name} has {'a tile-level body' if found is None else 'statements around it'}")
+        if len(kernel.grid) > 3:
+            raise TileInternalError(f"{func.name} has a {len(kernel.grid)}-D grid; at most 3 are launchable")
+        self.kernel = kernel
+        entry = self.name_of(func)
+        params = [KernelParam(self.name_of(p), p.dtype, True) for p in func.params]
+        params += [KernelParam(self.name_of(v), v.dtype, False) for v in func.dyn_vars]
+        decls = [self.param_decl(p, p.name) for p in params]
+        self.depth = 1
+        self.lines = []
+        for line in self.index_bindings(kernel):
+            self.emit(line)
+        shared_lines, smem = self.shared_decls(kernel)
+        for line in shared_lines:
+            self.emit(line)
+        for buf in kernel.registers:
+            self.emit(self.register_decl(buf))
+        self.stmt(kernel.body)
+        body = self.lines
+        head = self.prelude()
+        head += [self.table_decl(n, v) for v, n in self.tables.items()]
+        src = "\n".join(head + ["", self.signature(entry, decls, kernel) + " {"] + body + ["}", ""])
+        grid = tuple(kernel.grid) + (Const(1, dt.int32),) * (3 - len(kernel.grid))
+        return RenderedKernel(src, entry, grid, (kernel.num_threads, 1, 1), smem, tuple(params))
+

@@ -1,0 +1,213 @@
+"""Compile CUDA C++ to a cubin with NVRTC (cuda-bindings) or nvcc, cached on disk.
+
+The cache key is the source, the arch, the compiler's identity (NVRTC or nvcc version) and the
+options, so a toolkit upgrade or a codegen change never serves a stale cubin. A compile error in
+generated code is a bug in tilecore, so it raises :class:`CudaCompileError` (a
+TileInternalError) carrying the compiler's log and the path where the source was kept.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+
+from tilecore.errors import TileInternalError
+
+STD = "c++17"
+
+
+class CudaCompileError(TileInternalError):
+    """Generated CUDA source that the compiler rejected (a tilecore bug); holds the log."""
+
+    def __init__(self, message: str, log: str, source_path: str | None):
+        self.log = log
+        self.source_path = source_path
+        where = f"\n(source kept at {source_path})" if source_path else ""
+        super().__init__(f"{message}{where}\n{log}")
+
+
+def cache_dir() -> str:
+    """Where cubins are cached: $TILECORE_CACHE_DIR/cuda, else ~/.cache/tilecore/cuda."""
+    root = os.environ.get("TILECORE_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "tilecore")
+    return os.path.join(root, "cuda")
+
+
+def gencode(arch: str) -> str:
+    """nvcc's `-gencode` flag for `sm_XX[a]`: machine code for exactly that arch.
+
+    The `-gencode` form is used rather than `-arch=sm_90a`, which also runs a plain sm_90 pass
+    that rejects sm_90a-only instructions on some nvcc versions.
+    """
+    num = arch.removeprefix("sm_")
+    return f"-gencode=arch=compute_{num},code=sm_{num}"
+
+
+# --------------------------------------------------------------------------- compilers
+
+
+def _nvrtc():
+    """The cuda-bindings NVRTC module, or None when it (or libnvrtc) cannot be loaded."""
+    try:
+        from cuda.bindings import nvrtc
+
+        err, _, _ = nvrtc.nvrtcVersion()
+        if int(err) != 0:
+            return None
+        return nvrtc
+    except Exception:  # ImportError, or the shared library missing: fall back to nvcc
+        return None
+
+
+def nvcc_path() -> str | None:
+    """The nvcc executable: $CUDA_HOME/bin/nvcc, else the one on PATH, else /usr/local/cuda's."""
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")):
+        if root and os.path.isfile(os.path.join(root, "bin", "nvcc")):
+            return os.path.join(root, "bin", "nvcc")
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    if os.path.isfile("/usr/local/cuda/bin/nvcc"):
+        return "/usr/local/cuda/bin/nvcc"
+    return None
+
+
+@functools.cache
+def _nvcc_version(path: str) -> str:
+    out = subprocess.run([path, "--version"], capture_output=True, text=True, check=False).stdout
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    return lines[-1] if lines else "nvcc-unknown"
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_include_dirs() -> tuple[str, ...]:
+    """Directories holding cuda_fp16.h & co., which NVRTC needs passed explicitly."""
+    dirs: list[str] = []
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+
+        d = find_nvidia_header_directory("cudart")
+        if d:
+            dirs.append(d)
+    except Exception:  # older cuda-pathfinder, or none: try the usual places
+        pass
+    nvcc = nvcc_path()
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
+                  os.path.dirname(os.path.dirname(nvcc)) if nvcc else None, "/usr/local/cuda"]
+    for root in candidates:
+        if root:
+            inc = os.path.join(root, "include")
+            if os.path.isfile(os.path.join(inc, "cuda_fp16.h")) and inc not in dirs:
+                dirs.append(inc)
+    return tuple(dirs)
+
+
+def compiler_id(compiler: str) -> str:
+    """A string naming the compiler and its version (part of the cache key)."""
+    if compiler == "nvrtc":
+        nvrtc = _nvrtc()
+        if nvrtc is None:
+            raise TileInternalError("NVRTC is not loadable (pip install cuda-bindings)")
+        _, major, minor = nvrtc.nvrtcVersion()
+        return f"nvrtc-{major}.{minor}"
+    path = nvcc_path()
+    if path is None:
+        raise TileInternalError("nvcc not found (set CUDA_HOME or put nvcc on PATH)")
+    return f"nvcc:{_nvcc_version(path)}"
+
+
+def default_compiler() -> str:
+    """'nvrtc' when cuda-bindings' NVRTC loads, else 'nvcc'; $TILECORE_CUDA_COMPILER overrides."""
+    forced = os.environ.get("TILECORE_CUDA_COMPILER")
+    if forced in ("nvrtc", "nvcc"):
+        return forced
+    return "nvrtc" if _nvrtc() is not None else "nvcc"
+
+
+def _keep_source(source: str, name: str) -> str:
+    d = os.path.join(cache_dir(), "failed")
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, f"{name}.cu")
+    with open(path, "w") as f:
+        f.write(source)
+    return path
+
+
+def _check_nvrtc(nvrtc, res, what: str) -> None:
+    err = res[0] if isinstance(res, tuple) else res
+    if int(err) != 0:
+        raise TileInternalError(f"NVRTC {what} failed: {err}")
+
+
+def _compile_nvrtc(source: str, arch: str, options: tuple[str, ...], name: str) -> bytes:
+    nvrtc = _nvrtc()
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], [])
+    _check_nvrtc(nvrtc, err, "program creation")
+    try:
+        opts = [f"--gpu-architecture={arch}", f"-std={STD}", *options]
+        opts += [f"--include-path={d}" for d in cuda_include_dirs()]
+        res = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
+        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        log = b" " * size
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        log_text = log.decode(errors="replace").rstrip("\x00 \n")
+        if int(res[0]) != 0:
+            raise CudaCompileError(f"NVRTC could not compile generated kernel {name} for {arch}",
+                                   log_text, _keep_source(source, name))
+        res = nvrtc.nvrtcGetCUBINSize(prog)
+        _check_nvrtc(nvrtc, res, "cubin size")
+        size = res[1]
+        cubin = b" " * size
+        _check_nvrtc(nvrtc, nvrtc.nvrtcGetCUBIN(prog, cubin), "cubin read")
+        return bytes(cubin)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def _compile_nvcc(source: str, arch: str, options: tuple[str, ...], name: str) -> bytes:
+    path = nvcc_path()
+    if path is None:
+        raise TileInternalError("nvcc not found (set CUDA_HOME or put nvcc on PATH)")
+    with tempfile.TemporaryDirectory(prefix="tilecore_nvcc_") as tmp:
+        src = os.path.join(tmp, f"{name}.cu")
+        out = os.path.join(tmp, f"{name}.cubin")
+        with open(src, "w") as f:
+            f.write(source)
+        cmd = [path, "-cubin", gencode(arch), f"-std={STD}", *options, "-o", out, src]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise CudaCompileError(f"nvcc could not compile generated kernel {name} for {arch}",
+                                   (proc.stderr + proc.stdout).strip(), _keep_source(source, name))
+        with open(out, "rb") as f:
+            return f.read()
+
+
+def compile_cuda(source: str, arch: str, *, name: str = "kernel", compiler: str | None = None,
+                 options: tuple[str, ...] = (), use_cache: bool = True) -> bytes:
+    """The cubin for `source` on `arch` ('sm_80', 'sm_90a', ...), from the cache when present.
+
+    `compiler` is 'nvrtc' or 'nvcc' (default: :func:`default_compiler`).
+    """
+    compiler = compiler or default_compiler()
+    if compiler not in ("nvrtc", "nvcc"):
+        raise TileInternalError(f"unknown CUDA compiler {compiler!r}")
+    key = hashlib.sha256("\x00".join(
+        [source, arch, compiler_id(compiler), *options]).encode()).hexdigest()[:32]
+    path = os.path.join(cache_dir(), f"{name}-{arch}-{key}.cubin")
+    if use_cache and os.path.isfile(path):
+        with open(path, "rb") as f:
+            return f.read()
+    fn = _compile_nvrtc if compiler == "nvrtc" else _compile_nvcc
+    cubin = fn(source, arch, tuple(options), name)
+    if use_cache:
+        os.makedirs(cache_dir(), exist_ok=True)
+        # Write then rename, so a concurrent reader never sees half a cubin.
+        fd, tmp = tempfile.mkstemp(dir=cache_dir(), suffix=".part")
+        with os.fdopen(fd, "wb") as f:
+            f.write(cubin)
+        os.replace(tmp, path)
+    return cubin

@@ -1,0 +1,173 @@
+"""The CUDA C++ renderer: the C-style base plus CUDA's types, qualifiers and inline PTX.
+
+Tensor-core instructions (`IntrinsicCall`) are printed as inline PTX from the intrinsic's own
+declaration: its mnemonic, and per operand the number of 32-bit registers its lane-map elements
+pack into, so the register operands here can never disagree with the lane maps the lowering and
+the `emu` backend use.
+"""
+
+from __future__ import annotations
+
+from tilecore.codegen.cstyle import CStyleRenderer
+from tilecore.codegen.spec import RenderedKernel
+from tilecore.dtypes import DType
+from tilecore.errors import TileInternalError
+
+# Alignment of each shared buffer inside the dynamic shared allocation (16: one 128-bit access).
+SHARED_ALIGN = 16
+_VECTOR = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "uint2", 16: "uint4"}
+_VECTOR_ZERO = {1: "((unsigned char)0)", 2: "((unsigned short)0)", 4: "0u", 8: "make_uint2(0u, 0u)",
+                16: "make_uint4(0u, 0u, 0u, 0u)"}
+_TO_FLOAT = {"float16": "__half2float({})", "bfloat16": "__bfloat162float({})",
+             "float8_e4m3fn": "((float)({}))", "float8_e5m2": "((float)({}))"}
+_FROM_FLOAT = {"float16": "__float2half_rn({})", "bfloat16": "__float2bfloat16_rn({})",
+               "float8_e4m3fn": "__nv_fp8_e4m3({})", "float8_e5m2": "__nv_fp8_e5m2({})"}
+_INDEX = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+
+
+class CudaRenderer(CStyleRenderer):
+    """Renders a lowered module as one `extern "C" __global__` CUDA C++ kernel."""
+
+    type_overrides = {"float16": "half", "bfloat16": "__nv_bfloat16", "float8_e4m3fn": "__nv_fp8_e4m3",
+                      "float8_e5m2": "__nv_fp8_e5m2"}
+
+    # ------------------------------------------------------------------ types and values
+    def to_float(self, d: DType, s: str) -> str:
+        return _TO_FLOAT[d.name].format(s)
+
+    def from_float(self, d: DType, s: str) -> str:
+        self.type_name(d)  # records that d's header is needed
+        return _FROM_FLOAT[d.name].format(s)
+
+    def float_literal_special(self, value: float, d: DType) -> str:
+        # Bit patterns: no division by zero in constant expressions, no <math.h> under NVRTC.
+        if d.name == "float64":
+            bits = "0x7ff8000000000000LL" if value != value else (
+                "0x7ff0000000000000LL" if value > 0 else "(long long)0xfff0000000000000ULL")
+            return f"__longlong_as_double({bits})"
+        bits = "0x7fc00000" if value != value else ("0x7f800000" if value > 0 else "(int)0xff800000u")
+        return f"__int_as_float({bits})"
+
+    def expr_BinOp(self, e) -> str:
+        # CUDA's min/max overloads evaluate each operand once (the base's ternary repeats them).
+        t = e.a.dtype
+        if e.op in ("min", "max") and t.is_int and t.bits >= 32:
+            return f"{e.op}({self.expr(e.a)}, {self.expr(e.b)})"
+        return super().expr_BinOp(e)
+
+    # ------------------------------------------------------------------ warp and memory ops
+    def barrier_text(self) -> str:
+        return "__syncthreads();"
+
+    def vector_type(self, nbytes: int) -> str:
+        return _VECTOR[nbytes]
+
+    def vector_zero(self, nbytes: int) -> str:
+        return _VECTOR_ZERO[nbytes]
+
+    def expr_Shuffle(self, e) -> str:
+        d = e.dtype
+        v, arg = self.expr(e.value), self.expr(e.arg)
+        fn = "__shfl_xor_sync" if e.mode == "xor" else "__shfl_sync"
+        if d.is_narrow_float:
+            return self.from_float(d, f"{fn}(0xffffffffu, {self.to_float(d, v)}, {arg}, {e.width})")
+        if d.is_bool or (d.is_int and d.bits < 32):
+            return f"(({self.type_name(d)}){fn}(0xffffffffu, (int)({v}), {arg}, {e.width}))"
+        return f"{fn}(0xffffffffu, {v}, {arg}, {e.width})"
+
+    def stmt_Atomic(self, s) -> None:
+        d = s.buffer.dtype
+        if d.is_bool or (d.is_int and d.bits < 32) or d.bits == 8:
+            raise TileInternalError(f"CUDA has no atomic add on {d} ({s.buffer.name})")
+        self.guarded(s.pred, f"atomicAdd(&{self.ref(s.buffer, s.offset)}, "
+                             f"{self.converted(s.value, d)});")
+
+    def stmt_IntrinsicCall(self, s) -> None:
+        """Inline PTX: outputs numbered first, then inputs; printed in the instruction's order."""
+        intr = s.intrinsic
+        outs, ins, groups = [], [], []
+        for spec, ref in zip(intr.operands, s.operands):
+            if spec.space == "shared":
+                ins.append(f'"r"((unsigned)__cvta_generic_to_shared(&{self.ref(ref.buffer, ref.offset)}))')
+                groups.append(("mem", len(ins) - 1, spec.role))
+                continue
+            bits = spec.dtype.bits
+            if (spec.elems * bits) % 32:
+                raise TileInternalError(f"{intr.name} operand {spec.name}: {spec.elems} x {bits} bits "
+                                        "do not pack into 32-bit registers")
+            nregs = spec.elems * bits // 32
+            per = 32 // bits
+            base = self.name_of(ref.buffer)
+            off = self.expr(ref.offset)
+            kind = "f" if spec.dtype.name == "float32" else "r"
+            ctype = "float" if kind == "f" else "unsigned"
+            regs = []
+            for r in range(nregs):
+                elem = f"{base}[{off} + {r * per}]"
+                regs.append(f'"{"=" if spec.role == "out" else ""}{kind}"'
+                            f"(*reinterpret_cast<{'' if spec.role == 'out' else 'const '}{ctype}*>(&{elem}))")
+            target = outs if spec.role == "out" else ins
+            groups.append(("reg", (len(target), nregs), spec.role))
+            target.extend(regs)
+        pieces = []
+        for kind, where, role in groups:
+            first = 0 if role == "out" else len(outs)
+            if kind == "mem":
+                pieces.append(f"[%{first + where}]")
+            else:
+                start, n = where
+                pieces.append("{" + ", ".join(f"%{first + start + i}" for i in range(n)) + "}")
+        self.emit(f'asm volatile("{intr.name} {", ".join(pieces)};"')
+        self.emit(f"    : {', '.join(outs)}")
+        self.emit(f"    : {', '.join(ins)});")
+
+    # ------------------------------------------------------------------ kernel structure
+    def prelude(self) -> list[str]:
+        lines = ["// generated by tilecore (cuda backend)"]
+        if {"float16"} & self.used_types:
+            lines.append("#include <cuda_fp16.h>")
+        if {"bfloat16"} & self.used_types:
+            lines.append("#include <cuda_bf16.h>")
+        if {"float8_e4m3fn", "float8_e5m2"} & self.used_types:
+            lines.append("#include <cuda_fp8.h>")
+        return lines
+
+    def table_decl(self, name: str, values: tuple) -> str:
+        return f"__device__ const int {name}[{len(values)}] = {{{', '.join(map(str, values))}}};"
+
+    def signature(self, name: str, params: list[str], kernel) -> str:
+        return (f'extern "C" __global__ void __launch_bounds__({kernel.num_threads}) '
+                f"{name}({', '.join(params)})")
+
+    def param_decl(self, p, c_name: str) -> str:
+        t = self.type_name(p.dtype)
+        return f"{t}* __restrict__ {c_name}" if p.is_pointer else f"{t} {c_name}"
+
+    def index_bindings(self, kernel) -> list[str]:
+        lines = [f"const int {self.name_of(kernel.thread_var)} = threadIdx.x;"]
+        for v, idx in zip(kernel.block_vars, _INDEX):
+            lines.append(f"const int {self.name_of(v)} = {idx};")
+        return lines
+
+    def shared_decls(self, kernel) -> tuple[list[str], int]:
+        if not kernel.shared:
+            return [], 0
+        lines = ["extern __shared__ __align__(16) unsigned char tilecore_smem[];"]
+        self.reserve("tilecore_smem")
+        offset = 0
+        for b in kernel.shared:
+            offset = (offset + SHARED_ALIGN - 1) // SHARED_ALIGN * SHARED_ALIGN
+            t = self.type_name(b.dtype)
+            lines.append(f"{t}* {self.name_of(b)} = reinterpret_cast<{t}*>(tilecore_smem + {offset});"
+                         f"  // [{b.shape[0]}]")
+            offset += b.shape[0] * b.dtype.itemsize
+        return lines, offset
+
+    def register_decl(self, buf) -> str:
+        # 16-byte aligned so vector moves and 32-bit register packing may reinterpret elements.
+        return f"__align__(16) {self.type_name(buf.dtype)} {self.name_of(buf)}[{buf.shape[0]}];"
+
+
+def render_cuda(module, target=None) -> RenderedKernel:
+    """CUDA C++ source and launch description of a lowered module."""
+    return CudaRenderer().render(module)
