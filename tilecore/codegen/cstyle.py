@@ -227,6 +227,8 @@ class CStyleRenderer:
             return self.from_float(dst, f)
         if src.is_narrow_float:
             v = self.to_float(src, v)
+            if dst.name == "float32":
+                return v
         if dst.is_bool:
             return f"(({v}) != 0)"
         return f"(({self.type_name(dst)})({v}))"

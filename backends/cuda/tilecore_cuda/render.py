@@ -12,6 +12,7 @@ from tilecore.codegen.cstyle import CStyleRenderer
 from tilecore.codegen.spec import RenderedKernel
 from tilecore.dtypes import DType
 from tilecore.errors import TileInternalError
+from tilecore.ir.expr import const_int
 
 # Alignment of each shared buffer inside the dynamic shared allocation (16: one 128-bit access).
 SHARED_ALIGN = 16
@@ -98,12 +99,13 @@ class CudaRenderer(CStyleRenderer):
             nregs = spec.elems * bits // 32
             per = 32 // bits
             base = self.name_of(ref.buffer)
-            off = self.expr(ref.offset)
+            off0 = const_int(ref.offset)
             kind = "f" if spec.dtype.name == "float32" else "r"
             ctype = "float" if kind == "f" else "unsigned"
             regs = []
             for r in range(nregs):
-                elem = f"{base}[{off} + {r * per}]"
+                elem = (f"{base}[{off0 + r * per}]" if off0 is not None
+                        else f"{base}[{self.expr(ref.offset)} + {r * per}]")
                 regs.append(f'"{"=" if spec.role == "out" else ""}{kind}"'
                             f"(*reinterpret_cast<{'' if spec.role == 'out' else 'const '}{ctype}*>(&{elem}))")
             target = outs if spec.role == "out" else ins

@@ -1,0 +1,84 @@
+"""Rendering hand-built thread IR, compiling it with nvcc / NVRTC, and the cubin cache."""
+
+from __future__ import annotations
+
+import pytest
+from cuda_test_util import CI_ARCHS, needs_nvcc
+from hand_kernels import misc_module, mma_module
+from tilecore_cuda import build
+from tilecore_cuda.artifact import binary_compatible
+from tilecore_cuda.render import render_cuda
+
+from tilecore import dtypes as dt
+from tilecore.codegen.spec import host_int
+from tilecore.ir.expr import Var
+
+
+@needs_nvcc
+@pytest.mark.parametrize("arch", CI_ARCHS)
+@pytest.mark.parametrize("dtype", [dt.float16, dt.bfloat16])
+@pytest.mark.parametrize("make", [mma_module, misc_module])
+def test_hand_kernels_compile_with_nvcc(make, dtype, arch):
+    r = render_cuda(make(dtype))
+    cubin = build.compile_cuda(r.source, arch, name=r.entry, compiler="nvcc", use_cache=False)
+    assert cubin[:4] == b"\x7fELF"
+
+
+def test_mma_source_uses_inline_ptx_mma_and_ldmatrix():
+    src = render_cuda(mma_module(dt.bfloat16)).source
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in src
+    assert "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16" in src
+    assert "#include <cuda_bf16.h>" in src and "cuda_fp16.h" not in src
+
+
+def test_launch_description():
+    r = render_cuda(mma_module())
+    assert r.entry == "hand_mma" and r.block == (32, 1, 1)
+    assert r.smem_bytes == 256 * 2 + 128 * 2
+    assert [(p.name, p.is_pointer) for p in r.params] == [("A", True), ("B", True), ("C", True), ("N", False)]
+    assert [host_int(g, {"N": 33}) for g in r.grid] == [3, 1, 1]
+
+
+@needs_nvcc
+def test_compile_error_is_reported_with_log(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILECORE_CACHE_DIR", str(tmp_path))
+    with pytest.raises(build.CudaCompileError) as ei:
+        build.compile_cuda('extern "C" __global__ void k() { undefined_name; }', "sm_80", compiler="nvcc")
+    assert "undefined_name" in ei.value.log
+    assert ei.value.source_path and ei.value.source_path.startswith(str(tmp_path))
+
+
+@needs_nvcc
+def test_cubin_cache_hits_and_keys_on_arch(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILECORE_CACHE_DIR", str(tmp_path))
+    src = render_cuda(misc_module()).source
+    a = build.compile_cuda(src, "sm_80", name="m", compiler="nvcc")
+    calls = []
+    monkeypatch.setattr(build, "_compile_nvcc", lambda *a, **k: calls.append(a) or b"never")
+    assert build.compile_cuda(src, "sm_80", name="m", compiler="nvcc") == a  # served from disk
+    assert not calls
+    assert build.compile_cuda(src, "sm_90a", name="m", compiler="nvcc") == b"never"  # new key
+    assert len(calls) == 1
+    assert build.compile_cuda(src + "\n", "sm_80", name="m", compiler="nvcc") == b"never"  # source
+    assert len(list((tmp_path / "cuda").glob("*.cubin"))) == 3
+
+
+@pytest.mark.skipif(build._nvrtc() is None or not build.cuda_include_dirs(),
+                    reason="cuda-bindings NVRTC (and CUDA headers) not available")
+@pytest.mark.parametrize("arch", CI_ARCHS)
+def test_nvrtc_compiles_the_same_source(arch):
+    r = render_cuda(mma_module(dt.bfloat16))
+    assert build.compile_cuda(r.source, arch, name=r.entry, compiler="nvrtc", use_cache=False)[:4] == b"\x7fELF"
+
+
+def test_binary_compatibility_rules():
+    assert binary_compatible("sm_80", "sm_86") and binary_compatible("sm_80", "sm_89")
+    assert not binary_compatible("sm_86", "sm_80") and not binary_compatible("sm_80", "sm_90")
+    assert binary_compatible("sm_90a", "sm_90a") and binary_compatible("sm_90", "sm_90a")
+    assert not binary_compatible("sm_90a", "sm_90") and not binary_compatible("sm_80", "sm_90a")
+
+
+def test_host_int_follows_c_division():
+    n = Var("n")
+    assert host_int((n + 127) // 128, {"n": 1}) == 1
+    assert host_int((n - 130) // 128, {"n": 1}) == -1  # truncation toward zero, like the kernel

@@ -1,0 +1,73 @@
+"""On a CUDA device: the hand-built mma kernel against NumPy, and every example against interp.
+
+Skipped without a GPU; `tools/gpu_check.sh` runs these on the lent H200.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cuda_test_util import example_cases, needs_gpu, split
+from hand_kernels import mma_module
+
+import tilecore
+from tilecore import dtypes as dt
+from tilecore.target import Target
+
+pytestmark = needs_gpu
+
+
+def _torch(x):
+    import torch
+
+    from tilecore.kernel import _is_torch
+
+    if _is_torch(x):
+        return x
+    if x.dtype == dt.bfloat16.np:
+        return torch.from_numpy(x.view(np.int16)).view(torch.bfloat16).cuda()
+    return torch.from_numpy(np.ascontiguousarray(x)).cuda()
+
+
+def _numpy(t):
+    import torch
+
+    if t.dtype == torch.bfloat16:
+        return t.cpu().view(torch.int16).numpy().view(dt.bfloat16.np)
+    return t.cpu().numpy()
+
+
+@pytest.mark.parametrize("dtype", [dt.float16, dt.bfloat16])
+@pytest.mark.parametrize("n", [16, 45])
+def test_hand_mma_kernel_on_gpu(dtype, n):
+    import torch
+    from tilecore_cuda.plugin import tile_build
+
+    rng = np.random.default_rng(n)
+    a = rng.integers(-4, 5, (n, 16)).astype(dtype.np)
+    b = rng.integers(-4, 5, (16, 8)).astype(dtype.np)
+    art = tile_build(Target("cuda", None), mma_module(dtype))
+    ta, tb = _torch(a), _torch(b)
+    tc = torch.full((n, 8), float("nan"), device="cuda")
+    art.run([ta, tb, tc], {"N": n})
+    torch.cuda.synchronize()
+    want = a.astype(np.float64) @ b.astype(np.float64)  # small integers: exact in every order
+    assert np.array_equal(tc.cpu().numpy(), want.astype(np.float32))
+
+
+@pytest.mark.parametrize("mod, sizes", example_cases())
+def test_example_on_gpu_matches_interp(mod, sizes):
+    import torch
+
+    rng = np.random.default_rng(0)
+    inputs = mod.make_inputs(rng, **split(mod.make_inputs, sizes))
+    want = tilecore.compile(mod.program(**split(mod.program, sizes)), out_idx=mod.OUT_IDX, target="interp")(*inputs)
+    k = tilecore.compile(mod.program(**split(mod.program, sizes)), out_idx=mod.OUT_IDX, target="cuda")
+    got = k(*[_torch(x) for x in inputs])
+    torch.cuda.synchronize()
+    got = got if isinstance(got, list) else [got]
+    want = want if isinstance(want, list) else [want]
+    for g, w in zip(got, want):
+        g = _numpy(g)
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), **mod.TOLERANCE)
