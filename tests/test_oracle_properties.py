@@ -163,7 +163,8 @@ def test_gemm_partial_tiles_exact_on_small_integers(tmp_path, m, n, k, tiles, ta
     b_corner = "bx * {bn}, k0 * {bk}" if tb else "k0 * {bk}, bx * {bn}"
     src = f"""
 @T.prim_func
-def g(A: T.Tensor({a_shape}, "float16"), B: T.Tensor({b_shape}, "float16"), C: T.Tensor(({m}, {n}), "float32")):
+def g(A: T.Tensor({a_shape}, "float16"), B: T.Tensor({b_shape}, "float16"),
+      C: T.Tensor(({m}, {n}), "float32")):
     with T.Kernel(T.ceildiv({n}, {bn}), T.ceildiv({m}, {bm}), threads=128) as (bx, by):
         a = T.alloc_shared({a_tile}, "float16")
         b = T.alloc_shared({b_tile}, "float16")
