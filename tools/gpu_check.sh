@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The one script for the lent GPU machine: install tilecore offline, then run the CUDA backend's
+# tests, every example, the conformance suite on `cuda` against interp, and the benchmarks.
+# Writes logs and a pass/fail table (summary.md) under $OUT; prints the table last.
+#
+# usage: bash tools/gpu_check.sh [STAGE ...]     stages: tests examples conformance bench
+#        (default: all four). CONFORMANCE_EXAMPLES (default 600) sets the number of programs.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/tilecore_gpu_check}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 TILECORE_CACHE_DIR=${TILECORE_CACHE_DIR:-/tmp/tilecore_cache}
+PY=${PYTHON:-python3}
+STAGES=${*:-tests examples conformance bench}
+SUMMARY="$OUT/summary.md"
+echo "| stage | result | detail | seconds |" >"$SUMMARY"
+echo "|---|---|---|---|" >>"$SUMMARY"
+
+row() { echo "| $1 | $2 | $3 | $4 |" >>"$SUMMARY"; }
+
+# pytest's closing line ("3 passed, 1 failed in 2.1s") from a log, for the table.
+pytest_line() { grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|error)' "$1" | tail -1 | sed 's/=//g; s/^ *//; s/ *$//'; }
+
+{
+  echo "## machine"; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv
+  $PY -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, torch.version.cuda)'
+  $PY -c 'import cuda.bindings as c; print("cuda-bindings", c.__version__)'
+  nvcc --version | tail -1
+} >"$OUT/env.log" 2>&1
+
+# Offline install: setuptools is on the machine, nothing is fetched.
+pkgs=(-e . -e backends/interp -e backends/cuda)
+[ -f conformance/pyproject.toml ] && pkgs+=(-e conformance)
+if ! $PY -m pip install -q --no-build-isolation --no-deps "${pkgs[@]}" >>"$OUT/env.log" 2>&1; then
+  row install FAIL "pip install -e (see env.log)" 0; cat "$SUMMARY"; exit 1
+fi
+$PY -c 'import tilecore.plugins as p; print("targets:", p.targets(runnable_only=True))' >>"$OUT/env.log" 2>&1
+row install ok "$(tail -1 "$OUT/env.log")" 0
+
+for stage in $STAGES; do
+  t0=$(date +%s)
+  case $stage in
+  tests)
+    timeout 300 $PY -m pytest -q -rfE -p no:cacheprovider backends/cuda/tests >"$OUT/cuda_tests.log" 2>&1
+    rc=$?
+    row "cuda tests" "$([ $rc = 0 ] && echo PASS || echo FAIL)" "$(pytest_line "$OUT/cuda_tests.log")" $(($(date +%s) - t0))
+    ;;
+  examples)
+    : >"$OUT/examples.log"
+    for f in examples/*.py; do
+      t1=$(date +%s)
+      timeout 120 $PY "$f" cuda >>"$OUT/examples.log" 2>&1
+      rc=$?
+      row "example $(basename "$f" .py)" "$([ $rc = 0 ] && echo PASS || echo "FAIL (rc $rc)")" \
+        "python $f cuda" $(($(date +%s) - t1))
+    done
+    ;;
+  conformance)
+    if [ ! -d conformance/tests ] || ! $PY -c 'import tilecore_conformance' 2>/dev/null; then
+      row conformance SKIP "conformance suite not present" 0; continue
+    fi
+    timeout 420 $PY -m pytest -q -rfE -p no:cacheprovider --maxfail=20 conformance/tests \
+      --tile-target=cuda --tile-examples="${CONFORMANCE_EXAMPLES:-600}" >"$OUT/conformance.log" 2>&1
+    rc=$?
+    row "conformance (cuda vs interp)" "$([ $rc = 0 ] && echo PASS || echo "FAIL (rc $rc)")" \
+      "$(pytest_line "$OUT/conformance.log")" $(($(date +%s) - t0))
+    ;;
+  bench)
+    timeout 420 $PY benchmarks/gpu.py --out "$OUT/bench.json" >"$OUT/bench.log" 2>&1
+    rc=$?
+    row benchmarks "$([ $rc = 0 ] && echo done || echo "FAIL (rc $rc)")" "bench.log, bench.json" $(($(date +%s) - t0))
+    ;;
+  *) row "$stage" SKIP "unknown stage" 0 ;;
+  esac
+done
+
+echo
+[ -f "$OUT/bench.log" ] && sed -n '/^| case/,$p' "$OUT/bench.log"
+echo
+cat "$SUMMARY"
