@@ -119,6 +119,10 @@ class CStyleRenderer:
         """Round a float32 value to narrow float `d`, nearest even (subclasses spell it)."""
         return f"(({self.type_name(d)})({s}))"
 
+    def from_double(self, d: DType, s: str) -> str:
+        """Round a double value to narrow float `d` once (subclasses spell it)."""
+        return f"(({self.type_name(d)})({s}))"
+
     def compute(self, e) -> str:
         """`e` rendered in its compute type: float32 for narrow floats, itself otherwise."""
         s = self.expr(e)
@@ -223,8 +227,12 @@ class CStyleRenderer:
         src, dst = e.value.dtype, e.dtype
         v = self.expr(e.value)
         if dst.is_narrow_float:
-            f = self.to_float(src, v) if src.is_narrow_float else f"((float)({v}))"
-            return self.from_float(dst, f)
+            if src.is_narrow_float:
+                return self.from_float(dst, self.to_float(src, v))
+            if src.name == "float64" or (src.is_int and src.bits >= 32):
+                # one rounding, as the oracle does (through float32 would round twice)
+                return self.from_double(dst, f"((double)({v}))")
+            return self.from_float(dst, f"((float)({v}))")
         if src.is_narrow_float:
             v = self.to_float(src, v)
             if dst.name == "float32":

@@ -85,3 +85,21 @@ def misc_module(dtype=dt.float16) -> Module:
     ))
     kernel = ThreadKernel(((N + 63) // 64,), (bx,), tx, 64, 32, (s,), (r,), body)
     return Module(PrimFunc("hand_misc", (X, Y), kernel))
+
+
+def casts_module() -> Module:
+    """Every dtype converted to every other, plus a shuffle and (where CUDA has one) an atomic
+    add of each: a compile test of the dtype table and every conversion spelling."""
+    tx = Var("tx")
+    bufs = [Buffer(f"x_{d.name}", (64,), d, "global") for d in dt.ALL]
+    stmts = []
+    for dst in bufs:
+        for src in bufs:
+            if src is not dst:
+                stmts.append(MemStore(dst, tx, cast(MemLoad(src, tx), dst.dtype)))
+        stmts.append(MemStore(dst, tx, Shuffle(MemLoad(dst, (tx + 1) % 64), "idx", const(3), 32)))
+        d = dst.dtype
+        if not (d.is_bool or (d.is_int and d.bits < 32) or d.bits == 8):
+            stmts.append(Atomic("add", dst, const(0), MemLoad(dst, tx)))
+    kernel = ThreadKernel((const(1),), (Var("bx"),), tx, 64, 32, (), (), SeqStmt(tuple(stmts)))
+    return Module(PrimFunc("hand_casts", tuple(bufs), kernel))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from cuda_test_util import CI_ARCHS, needs_nvcc
-from hand_kernels import misc_module, mma_module
+from hand_kernels import casts_module, misc_module, mma_module
 from tilecore_cuda import build
 from tilecore_cuda.artifact import binary_compatible
 from tilecore_cuda.render import render_cuda
@@ -22,6 +22,13 @@ def test_hand_kernels_compile_with_nvcc(make, dtype, arch):
     r = render_cuda(make(dtype))
     cubin = build.compile_cuda(r.source, arch, name=r.entry, compiler="nvcc", use_cache=False)
     assert cubin[:4] == b"\x7fELF"
+
+
+@needs_nvcc
+@pytest.mark.parametrize("arch", CI_ARCHS)
+def test_every_dtype_conversion_compiles(arch):
+    r = render_cuda(casts_module())
+    assert build.compile_cuda(r.source, arch, name=r.entry, compiler="nvcc", use_cache=False)[:4] == b"\x7fELF"
 
 
 def test_mma_source_uses_inline_ptx_mma_and_ldmatrix():

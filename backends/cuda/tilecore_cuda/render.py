@@ -23,6 +23,8 @@ _TO_FLOAT = {"float16": "__half2float({})", "bfloat16": "__bfloat162float({})",
              "float8_e4m3fn": "((float)({}))", "float8_e5m2": "((float)({}))"}
 _FROM_FLOAT = {"float16": "__float2half_rn({})", "bfloat16": "__float2bfloat16_rn({})",
                "float8_e4m3fn": "__nv_fp8_e4m3({})", "float8_e5m2": "__nv_fp8_e5m2({})"}
+_FROM_DOUBLE = {"float16": "__double2half({})", "bfloat16": "__double2bfloat16({})",
+                "float8_e4m3fn": "__nv_fp8_e4m3({})", "float8_e5m2": "__nv_fp8_e5m2({})"}
 _INDEX = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 
 
@@ -39,6 +41,10 @@ class CudaRenderer(CStyleRenderer):
     def from_float(self, d: DType, s: str) -> str:
         self.type_name(d)  # records that d's header is needed
         return _FROM_FLOAT[d.name].format(s)
+
+    def from_double(self, d: DType, s: str) -> str:
+        self.type_name(d)
+        return _FROM_DOUBLE[d.name].format(s)
 
     def float_literal_special(self, value: float, d: DType) -> str:
         # Bit patterns: no division by zero in constant expressions, no <math.h> under NVRTC.
@@ -80,6 +86,10 @@ class CudaRenderer(CStyleRenderer):
         d = s.buffer.dtype
         if d.is_bool or (d.is_int and d.bits < 32) or d.bits == 8:
             raise TileInternalError(f"CUDA has no atomic add on {d} ({s.buffer.name})")
+        if d.name == "int64":  # CUDA adds unsigned 64-bit words; two's complement makes it the same
+            self.guarded(s.pred, f"atomicAdd(reinterpret_cast<unsigned long long*>(&{self.ref(s.buffer, s.offset)}), "
+                                 f"(unsigned long long)({self.converted(s.value, d)}));")
+            return
         self.guarded(s.pred, f"atomicAdd(&{self.ref(s.buffer, s.offset)}, "
                              f"{self.converted(s.value, d)});")
 
