@@ -7,6 +7,8 @@ so its result on a GPU checks the driver-API launch path and the inline-PTX regi
 
 from __future__ import annotations
 
+from tilecore_cuda.intrinsics import ldmatrix, mma_m16n8k16
+
 from tilecore import dtypes as dt
 from tilecore.ir.buffer import Buffer
 from tilecore.ir.expr import Var, binop, cast, const, select, unary
@@ -24,7 +26,6 @@ from tilecore.ir.thread import (
     ThreadKernel,
     VecMove,
 )
-from tilecore_cuda.intrinsics import ldmatrix, mma_m16n8k16
 
 
 def mma_module(dtype=dt.float16) -> Module:

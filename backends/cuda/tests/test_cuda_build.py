@@ -28,7 +28,8 @@ def test_hand_kernels_compile_with_nvcc(make, dtype, arch):
 @pytest.mark.parametrize("arch", CI_ARCHS)
 def test_every_dtype_conversion_compiles(arch):
     r = render_cuda(casts_module())
-    assert build.compile_cuda(r.source, arch, name=r.entry, compiler="nvcc", use_cache=False)[:4] == b"\x7fELF"
+    cubin = build.compile_cuda(r.source, arch, name=r.entry, compiler="nvcc", use_cache=False)
+    assert cubin[:4] == b"\x7fELF"
 
 
 def test_mma_source_uses_inline_ptx_mma_and_ldmatrix():
@@ -75,7 +76,8 @@ def test_cubin_cache_hits_and_keys_on_arch(tmp_path, monkeypatch):
 @pytest.mark.parametrize("arch", CI_ARCHS)
 def test_nvrtc_compiles_the_same_source(arch):
     r = render_cuda(mma_module(dt.bfloat16))
-    assert build.compile_cuda(r.source, arch, name=r.entry, compiler="nvrtc", use_cache=False)[:4] == b"\x7fELF"
+    cubin = build.compile_cuda(r.source, arch, name=r.entry, compiler="nvrtc", use_cache=False)
+    assert cubin[:4] == b"\x7fELF"
 
 
 def test_binary_compatibility_rules():

@@ -12,7 +12,8 @@ import tilecore
 
 def cuda_source(mod, sizes: dict, arch: str = "sm_80") -> tuple[str, str]:
     """(entry name, CUDA source) of example `mod` at `sizes`, lowered for cuda:`arch`."""
-    kernel = tilecore.compile(mod.program(**split(mod.program, sizes)), out_idx=mod.OUT_IDX, target=f"cuda:{arch}")
+    func = mod.program(**split(mod.program, sizes))
+    kernel = tilecore.compile(func, out_idx=mod.OUT_IDX, target=f"cuda:{arch}")
     return kernel.artifact.rendered.entry, kernel.get_kernel_source()
 
 

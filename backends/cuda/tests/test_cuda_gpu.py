@@ -61,8 +61,9 @@ def test_example_on_gpu_matches_interp(mod, sizes):
 
     rng = np.random.default_rng(0)
     inputs = mod.make_inputs(rng, **split(mod.make_inputs, sizes))
-    want = tilecore.compile(mod.program(**split(mod.program, sizes)), out_idx=mod.OUT_IDX, target="interp")(*inputs)
-    k = tilecore.compile(mod.program(**split(mod.program, sizes)), out_idx=mod.OUT_IDX, target="cuda")
+    func = mod.program(**split(mod.program, sizes))
+    want = tilecore.compile(func, out_idx=mod.OUT_IDX, target="interp")(*inputs)
+    k = tilecore.compile(func, out_idx=mod.OUT_IDX, target="cuda")
     got = k(*[_torch(x) for x in inputs])
     torch.cuda.synchronize()
     got = got if isinstance(got, list) else [got]

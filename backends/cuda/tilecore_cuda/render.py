@@ -87,8 +87,8 @@ class CudaRenderer(CStyleRenderer):
         if d.is_bool or (d.is_int and d.bits < 32) or d.bits == 8:
             raise TileInternalError(f"CUDA has no atomic add on {d} ({s.buffer.name})")
         if d.name == "int64":  # CUDA adds unsigned 64-bit words; two's complement makes it the same
-            self.guarded(s.pred, f"atomicAdd(reinterpret_cast<unsigned long long*>(&{self.ref(s.buffer, s.offset)}), "
-                                 f"(unsigned long long)({self.converted(s.value, d)}));")
+            ptr = f"reinterpret_cast<unsigned long long*>(&{self.ref(s.buffer, s.offset)})"
+            self.guarded(s.pred, f"atomicAdd({ptr}, (unsigned long long)({self.converted(s.value, d)}));")
             return
         self.guarded(s.pred, f"atomicAdd(&{self.ref(s.buffer, s.offset)}, "
                              f"{self.converted(s.value, d)});")
