@@ -74,3 +74,14 @@ def tile_build(target, module):
 def tile_tolerance(target, dtype):
     """Return ``(rtol, atol)`` this target promises against ``interp`` for outputs of ``dtype``
     (a DType) on inexact programs, or None to use the core defaults."""
+
+
+@hookspec(firstresult=True)
+def tile_gemm_tensorize(target, query):
+    """Choose tensor-core instructions for one ``gemm`` on a thread-lowered ``target``.
+
+    ``query`` is a :class:`tilecore.lower.tensorize.GemmQuery` (operand dtypes and scopes, the
+    block tile M x N x K, transposes, thread count, warp size and the user's ``policy``). Return
+    a :class:`tilecore.lower.tensorize.MmaPlan` (the mma intrinsic, the warp grid, and candidate
+    operand loaders such as ``ldmatrix``) or None: for a target that is not yours, or when no
+    instruction fits, in which case the core lowers the gemm with SIMT multiply-adds."""

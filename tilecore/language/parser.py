@@ -511,6 +511,11 @@ class Parser:
             b = b.as_expr()
         py = lambda x: isinstance(x, (int, float, bool)) and not isinstance(x, Expr)  # noqa: E731
         if py(a) and py(b):
+            if op in ("floordiv", "mod") and isinstance(a, int) and isinstance(b, int) and b:
+                # Inside kernels `//` and `%` are C-style even on Python ints, so an expression
+                # means the same whether or not its operands happen to be constants.
+                q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
+                return q if op == "floordiv" else a - q * b
             return {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
                     "div": lambda: a / b, "mod": lambda: a % b, "pow": lambda: a ** b,
                     "floordiv": lambda: a // b, "bitand": lambda: a & b, "bitor": lambda: a | b}[op]()

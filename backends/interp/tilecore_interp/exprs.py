@@ -78,6 +78,25 @@ class Slots:
     def __init__(self):
         self.index: dict[int, int] = {}
         self.keep: list = []  # keeps the keyed objects alive so ids stay unique
+        # id(parallel loop Var) -> (array axis, extent, rank of the nest): lets loads and
+        # stores indexed directly by the loop variables use slices instead of fancy indexing.
+        self.parallel: dict[int, tuple[int, int, int]] = {}
+
+    def axes_of(self, indices) -> tuple[list[int], list[int], int] | None:
+        """(axes, extents, rank) when every index is a distinct parallel loop variable in
+        increasing axis order, else None."""
+        axes, exts, rank = [], [], None
+        for ix in indices:
+            info = self.parallel.get(id(ix)) if isinstance(ix, Var) else None
+            if info is None:
+                return None
+            a, n, r = info
+            if axes and a <= axes[-1]:
+                return None
+            axes.append(a)
+            exts.append(n)
+            rank = r
+        return (axes, exts, rank) if axes else None
 
     def __call__(self, obj) -> int:
         k = id(obj)
@@ -155,8 +174,37 @@ def _compile_load(e: Load, slots, loc):
     s = slots(buf)
     idx_fns = [compile_expr(i, slots, loc) for i in e.indices]
     d = buf.dtype
+    fast = slots.axes_of(e.indices)
+    if fast is not None:
+        return _fast_load(buf, s, idx_fns, fast, d, loc)
 
     def load(env, mask):
+        arr = env[s]
+        idx = check_bounds(arr, buf, [f(env, mask) for f in idx_fns], mask, loc)
+        return from_storage(arr[tuple(idx)], d)
+
+    return load
+
+
+def _fast_load(buf, s, idx_fns, fast, d, loc):
+    """Load indexed exactly by T.Parallel loop variables: a strided view, reshaped onto the
+    nest's axes (same values as the general path, without fancy indexing)."""
+    axes, exts, rank = fast
+    out_shape = [1] * rank
+    for a, n in zip(axes, exts):
+        out_shape[a] = n
+
+    def load(env, mask):
+        arr = env[s]
+        sl = []
+        for f, n, size in zip(idx_fns, exts, arr.shape):
+            lo = int(f(env, None).flat[0])
+            if lo < 0 or lo + n > size:
+                return _slow(env, mask)
+            sl.append(slice(lo, lo + n))
+        return from_storage(arr[tuple(sl)].reshape(out_shape), d)
+
+    def _slow(env, mask):
         arr = env[s]
         idx = check_bounds(arr, buf, [f(env, mask) for f in idx_fns], mask, loc)
         return from_storage(arr[tuple(idx)], d)

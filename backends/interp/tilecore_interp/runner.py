@@ -177,6 +177,12 @@ class Program:
             nest = [n for n in walk(s) if isinstance(n, For) and n.kind == "parallel"]
             self._axes = {id(n): i for i, n in enumerate(nest)}
             self._rank = len(nest)
+            from tilecore.ir.expr import const_int as _ci
+
+            for n in nest:
+                if _ci(n.start) is not None:
+                    self.slots.parallel[id(n.var)] = (self._axes[id(n)], _ci(n.stop) - _ci(n.start),
+                                                      len(nest))
         axis, rank = self._axes[id(s)], self._rank
         slot = self.slots(s.var)
         fs = compile_expr(s.start, self.slots, s.loc)
@@ -238,6 +244,29 @@ class Program:
         def to_storage(v):
             return wrap_int(v, d) if d.is_int else v
 
+        fast = self.slots.axes_of(s.indices) if not accumulate else None
+        if fast is not None and fast[0] == list(range(fast[2])):
+            exts = fast[1]
+
+            def fast_store(env, mask):
+                arr = env[bslot]
+                sl = []
+                for f, n, size in zip(idx_fns, exts, arr.shape):
+                    lo = int(f(env, None).flat[0])
+                    if lo < 0 or lo + n > size:
+                        return store(env, mask)  # the general path reports the fault
+                    sl.append(slice(lo, lo + n))
+                val = vf(env, mask)
+                view = arr[tuple(sl)]
+                if mask is None:
+                    view[...] = to_storage(val)
+                else:
+                    sel = np.broadcast_to(mask, view.shape)
+                    view[sel] = to_storage(np.broadcast_to(val, view.shape))[sel]
+
+        else:
+            fast_store = None
+
         def store(env, mask):
             arr = env[bslot]
             raw = [f(env, mask) for f in idx_fns]
@@ -265,7 +294,7 @@ class Program:
             else:
                 arr[tuple(idx)] = to_storage(v)
 
-        return store
+        return fast_store or store
 
     # ------------------------------------------------------------------ tile operations
     def s_Copy(self, s: Copy, vec):

@@ -1,0 +1,195 @@
+"""Element-level rewriting: tile statements and expressions to thread-level memory accesses.
+
+A `BodyLowerer` works in one of two modes. *Per-thread* mode lowers one iteration of a
+partitioned `T.Parallel` loop (loop variables replaced by the thread's coordinates): a fragment
+element is read from the register that holds it, which is found by tabulating the index for
+every thread (`Layout.find_reg`). *Uniform* mode lowers block-level code that every thread runs
+redundantly: stores to global/shared memory are done by thread 0 only, fragment elements are
+written by their owners and read back through a shared staging copy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import TileError, TileShapeError
+from ..ir.buffer import Buffer
+from ..ir.expr import Expr, Load, Var, binop, cast, const
+from ..ir.stmt import AtomicAdd, For, IfThenElse, LetStmt, SeqStmt, Stmt, Store
+from ..ir.thread import Atomic, LaneTable, MemLoad, MemStore
+from ..ir.visit import rewrite
+from .context import LowerCtx, all_of, flat_offset
+from .indexing import NotNumeric, evaluate
+
+
+def stage_fragment(ctx: LowerCtx, buf: Buffer, loc) -> tuple[Buffer, list[Stmt]]:
+    """A shared copy of fragment `buf` (row-major) and the stores that fill it; each element
+    is written once, by the first thread holding it."""
+    lay = ctx.layout(buf)
+    scratch = ctx.scratch_shared(("stage", id(buf)), f"{buf.name}_staged", buf.numel, buf.dtype)
+    regs = ctx.regs(buf)
+    coords_t, valid_t = lay.table
+    writer = valid_t.copy()
+    if lay.replicated:
+        flat = lay.flat_index(coords_t)
+        seen = np.zeros(buf.numel, dtype=bool)
+        for r in range(lay.nregs):
+            for t in range(ctx.threads):
+                if writer[t, r]:
+                    f = flat[t, r]
+                    writer[t, r] = not seen[f]
+                    seen[f] = True
+    out: list[Stmt] = []
+    for r in range(lay.nregs):
+        col = writer[:, r]
+        if not col.any():
+            continue
+        if col.all():
+            pred = None
+        elif np.array_equal(col, valid_t[:, r]):
+            pred = lay.valid(ctx.tx, r)
+        else:
+            pred = binop("ne", LaneTable(tuple(int(x) for x in col), ctx.tx), 0)
+        off = flat_offset(buf, lay.coords(ctx.tx, r), ctx.bounds)
+        out.append(MemStore(scratch, off, MemLoad(regs, const(r)), pred, loc))
+    return scratch, out
+
+
+class BodyLowerer:
+    """Rewrites element statements/expressions; collects staging stores to run first (`pre`)."""
+
+    def __init__(self, ctx: LowerCtx, per_thread: bool, loc, active: np.ndarray | None = None,
+                 subst: dict | None = None, staged: dict | None = None):
+        self.ctx = ctx
+        self.per_thread = per_thread
+        self.loc = loc
+        self.active = active
+        self.subst: dict[int, Expr] = dict(subst or {})
+        self.staged: dict[int, Buffer] = staged if staged is not None else {}
+        self.pre: list[Stmt] = []
+
+    # ----------------------------------------------------------------- expressions
+    def expr(self, e: Expr) -> Expr:
+        def fn(n):
+            if isinstance(n, Var):
+                return self.subst.get(id(n))
+            if isinstance(n, Load):
+                return self.load(n.buffer, n.indices)
+            return None
+
+        return rewrite(e, fn)
+
+    def numeric(self, indices) -> np.ndarray | None:
+        """The indices for every thread as an int array (T, rank), or None if not computable."""
+        env = {id(self.ctx.tx): np.arange(self.ctx.threads, dtype=np.int64)}
+        cols = []
+        try:
+            for i in indices:
+                cols.append(np.broadcast_to(np.asarray(evaluate(i, env), dtype=np.int64),
+                                            (self.ctx.threads,)))
+        except NotNumeric:
+            return None
+        return np.stack(cols, axis=-1)
+
+    def find_reg(self, buf: Buffer, indices) -> int | None:
+        """The register of `buf` that holds element `indices` in every active thread."""
+        want = self.numeric(indices)
+        if want is None:
+            return None
+        return self.ctx.layout(buf).find_reg(want, self.active)
+
+    def stage(self, buf: Buffer) -> Buffer:
+        scratch = self.staged.get(id(buf))
+        if scratch is None:
+            scratch, stores = stage_fragment(self.ctx, buf, self.loc)
+            self.staged[id(buf)] = scratch
+            self.pre.extend(stores)
+        return scratch
+
+    def load(self, buf: Buffer, indices) -> Expr:
+        ctx = self.ctx
+        if buf.scope == "global":
+            return MemLoad(buf, flat_offset(buf, indices, ctx.bounds))
+        if buf.scope == "shared":
+            return MemLoad(ctx.shared(buf), flat_offset(buf, indices, ctx.bounds))
+        if buf.scope == "local":
+            return MemLoad(ctx.regs(buf), flat_offset(buf, indices, ctx.bounds))
+        if self.per_thread:
+            r = self.find_reg(buf, indices)
+            if r is not None:
+                return MemLoad(ctx.regs(buf), const(r))
+        return MemLoad(self.stage(buf), flat_offset(buf, indices, ctx.bounds))
+
+    # ----------------------------------------------------------------- statements
+    def stmt(self, s: Stmt) -> Stmt:
+        if isinstance(s, SeqStmt):
+            return SeqStmt(tuple(self.stmt(x) for x in s.stmts), s.loc)
+        if isinstance(s, LetStmt):
+            value = self.expr(s.value)
+            if self.per_thread:
+                v = self.ctx.fresh_var(s.var.name, s.var.dtype)
+                self.subst[id(s.var)] = v
+                return LetStmt(v, value, s.loc)
+            return LetStmt(s.var, value, s.loc)
+        if isinstance(s, Store):
+            return self.store(s.buffer, s.indices, s.value, s.loc)
+        if isinstance(s, AtomicAdd):
+            return self.atomic(s)
+        if isinstance(s, IfThenElse):
+            els = None if s.else_body is None else self.stmt(s.else_body)
+            return IfThenElse(self.expr(s.cond), self.stmt(s.then_body), els, s.loc)
+        if isinstance(s, For) and s.kind != "parallel":
+            kind = "unroll" if s.kind == "unroll" else "serial"
+            return For(s.var, self.expr(s.start), self.expr(s.stop), s.step, kind, self.stmt(s.body),
+                       (), s.loc)
+        if isinstance(s, For):
+            raise TileShapeError("a T.Parallel loop inside another T.Parallel loop must be its direct "
+                                 "and only body", s.loc, hint="write `for i, j in T.Parallel(M, N)`")
+        raise TileShapeError(f"{type(s).__name__} cannot appear inside a T.Parallel loop", s.loc,
+                             hint="move tile operations (copy, gemm, reduce, ...) out of the loop")
+
+    def store(self, buf: Buffer, indices, value: Expr, loc) -> Stmt:
+        ctx = self.ctx
+        idx = tuple(self.expr(i) for i in indices)
+        v = self.expr(value)
+        if v.dtype != buf.dtype:
+            v = cast(v, buf.dtype)
+        guard = None if self.per_thread else binop("eq", ctx.tx, 0)
+        if buf.scope == "global":
+            return MemStore(buf, flat_offset(buf, idx, ctx.bounds), v, guard, loc)
+        if buf.scope == "shared":
+            return MemStore(ctx.shared(buf), flat_offset(buf, idx, ctx.bounds), v, guard, loc)
+        if buf.scope == "local":
+            return MemStore(ctx.regs(buf), flat_offset(buf, idx, ctx.bounds), v, None, loc)
+        regs = ctx.regs(buf)
+        lay = ctx.layout(buf)
+        if self.per_thread:
+            r = self.find_reg(buf, idx)
+            if r is None:
+                raise TileError(
+                    f"layout conflict: fragment {buf.name} is written in this T.Parallel loop at "
+                    f"elements that other threads hold; its layout was fixed by "
+                    f"{ctx.layouts.origin(buf)}", loc,
+                    hint=f"index {buf.name} with the loop variables in order, or copy it to a "
+                         f"fragment of its own first")
+            return MemStore(regs, const(r), v, None, loc)
+        out = []
+        for r in range(lay.nregs):
+            conds = [binop("eq", c, i) for c, i in zip(lay.coords(ctx.tx, r), idx)]
+            out.append(MemStore(regs, const(r), v, all_of(conds + [lay.valid(ctx.tx, r)]), loc))
+        return SeqStmt(tuple(out), loc)
+
+    def atomic(self, s: AtomicAdd) -> Stmt:
+        ctx = self.ctx
+        buf = s.buffer
+        if buf.scope in ("fragment", "local"):
+            add = binop("add", Load(buf, s.indices), s.value)
+            return self.store(buf, s.indices, add, s.loc)
+        idx = tuple(self.expr(i) for i in s.indices)
+        v = self.expr(s.value)
+        if v.dtype != buf.dtype:
+            v = cast(v, buf.dtype)
+        target = buf if buf.scope == "global" else ctx.shared(buf)
+        guard = None if self.per_thread else binop("eq", ctx.tx, 0)
+        return Atomic("add", target, flat_offset(buf, idx, ctx.bounds), v, guard, s.loc)
+

@@ -1,0 +1,161 @@
+"""Lowering state for one kernel: the thread variable, buffers of the thread program, layouts.
+
+`LowerCtx` maps every tile-level buffer to its thread-level storage (shared buffers flattened
+to 1-D, fragments and locals to per-thread register arrays) and hands out scratch buffers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import SourceLoc, TileShapeError
+from ..ir.buffer import Buffer
+from ..ir.expr import Const, Expr, Var, binop, const
+from ..ir.stmt import KernelLaunch
+from ..target import TargetFacts
+from .indexing import simplify
+from .layout import Layout
+
+
+@dataclass
+class LayoutMap:
+    """Fragment layouts by buffer identity, with the statement that fixed each (for errors)."""
+
+    layouts: dict = field(default_factory=dict)
+    origins: dict = field(default_factory=dict)
+    keep: list = field(default_factory=list)
+
+    def get(self, buf: Buffer) -> Layout | None:
+        return self.layouts.get(id(buf))
+
+    def set(self, buf: Buffer, layout: Layout, origin: str) -> None:
+        self.layouts[id(buf)] = layout
+        self.origins[id(buf)] = origin
+        self.keep.append(buf)
+
+    def origin(self, buf: Buffer) -> str:
+        return self.origins.get(id(buf), "its default layout")
+
+
+def flat_offset(buf: Buffer, indices, bounds: dict | None = None) -> Expr:
+    """Row-major flat element offset of `indices` into `buf` (symbolic dims allowed)."""
+    off: Expr = const(0)
+    for k, (i, s) in enumerate(zip(indices, buf.shape)):
+        i = i if isinstance(i, Expr) else const(int(i))
+        off = i if k == 0 else off * s + i
+    return simplify(off, bounds or {})
+
+
+def numel_expr(buf: Buffer) -> Expr:
+    """The element count of `buf` as an expression (symbolic for dynamic shapes)."""
+    n: Expr = const(1)
+    for s in buf.shape:
+        n = n * s
+    return n
+
+
+class LowerCtx:
+    """Everything the lowering of one `KernelLaunch` shares."""
+
+    def __init__(self, launch: KernelLaunch, facts: TargetFacts, layouts: LayoutMap, plans: dict,
+                 target):
+        self.launch = launch
+        self.facts = facts
+        self.target = target
+        self.threads = launch.num_threads
+        self.warp_size = max(1, facts.warp_size)
+        self.tx = Var("tx")
+        self.layouts = layouts
+        self.plans = plans
+        self._shared: dict[int, Buffer] = {}
+        self._regs: dict[int, Buffer] = {}
+        self._scratch: dict[tuple, Buffer] = {}
+        self.shared_list: list[Buffer] = []
+        self.reg_list: list[Buffer] = []
+        self._names: set[str] = set()
+        self._counter = 0
+        if self.threads > facts.max_threads:
+            raise TileShapeError(f"T.Kernel asks for {self.threads} threads; {facts.target} allows at "
+                                 f"most {facts.max_threads}", launch.loc,
+                                 hint="use fewer threads per block")
+
+    @property
+    def bounds(self) -> dict:
+        """Known ranges of variables: the thread index."""
+        return {id(self.tx): (0, self.threads - 1)}
+
+    def simp(self, e: Expr) -> Expr:
+        return simplify(e, self.bounds)
+
+    def fresh(self, base: str) -> str:
+        """A name not used yet in this kernel."""
+        name, k = base, 1
+        while name in self._names:
+            name = f"{base}_{k}"
+            k += 1
+        self._names.add(name)
+        return name
+
+    def fresh_var(self, base: str, dtype=None) -> Var:
+        return Var(self.fresh(base)) if dtype is None else Var(self.fresh(base), dtype)
+
+    def shared(self, buf: Buffer) -> Buffer:
+        """The flat shared buffer backing the user's shared buffer `buf`."""
+        out = self._shared.get(id(buf))
+        if out is None:
+            out = Buffer(self.fresh(buf.name), (buf.numel,), buf.dtype, "shared")
+            self._shared[id(buf)] = out
+            self.shared_list.append(out)
+        return out
+
+    def layout(self, buf: Buffer) -> Layout:
+        lay = self.layouts.get(buf)
+        if lay is None:
+            raise KeyError(f"no layout for fragment {buf.name}")
+        return lay
+
+    def regs(self, buf: Buffer) -> Buffer:
+        """The per-thread register array of a fragment (its layout's registers) or local buffer."""
+        out = self._regs.get(id(buf))
+        if out is None:
+            n = self.layout(buf).nregs if buf.scope == "fragment" else buf.numel
+            out = Buffer(self.fresh(buf.name), (n,), buf.dtype, "local", is_var=buf.is_var)
+            self._regs[id(buf)] = out
+            self.reg_list.append(out)
+        return out
+
+    def scratch_shared(self, key, name: str, n: int, dtype) -> Buffer:
+        """A shared scratch buffer reused for the same `key` (staging of one fragment, ...)."""
+        k = (key, n, dtype.name)
+        out = self._scratch.get(k)
+        if out is None:
+            out = Buffer(self.fresh(name), (n,), dtype, "shared")
+            self._scratch[k] = out
+            self.shared_list.append(out)
+        return out
+
+    def new_regs(self, name: str, n: int, dtype) -> Buffer:
+        """A fresh per-thread register array."""
+        out = Buffer(self.fresh(name), (n,), dtype, "local")
+        self.reg_list.append(out)
+        return out
+
+    def lane(self) -> Expr:
+        return self.simp(self.tx % self.warp_size)
+
+    def warp(self) -> Expr:
+        return self.simp(self.tx // self.warp_size)
+
+
+def all_of(conds) -> Expr | None:
+    """The conjunction of the non-None conditions, or None."""
+    out = None
+    for c in conds:
+        if c is None or (isinstance(c, Const) and c.value is True):
+            continue
+        out = c if out is None else binop("and", out, c)
+    return out
+
+
+def loc_str(loc: SourceLoc | None) -> str:
+    return str(loc) if loc is not None else "<unknown>"

@@ -1,0 +1,277 @@
+"""T.Parallel loops, copies, fills and region atomics, partitioned over the block's threads.
+
+Each of these is an iteration space (the loop extents, or a region's shape) dealt to threads by
+a layout: the fragment the loop writes (or reads) decides it, else a strided layout. Register r
+of the layout becomes one unrolled copy of the body with the loop variables replaced by the
+coordinates thread `tx` holds in r. Copies between global/shared/fragment with one dtype use
+vector accesses (up to 16 bytes) where contiguity and alignment are provable; global reads
+outside the tensor give 0 and global writes outside it are dropped.
+"""
+
+from __future__ import annotations
+
+from ..errors import TileShapeError
+from ..ir.buffer import Buffer, Region
+from ..ir.expr import Expr, Load, Var, binop, cast, const, linear
+from ..ir.stmt import AtomicAddRegion, Copy, Fill, For, IfThenElse, SeqStmt, Stmt, Store
+from ..ir.thread import Atomic, MemStore, VecMove
+from ..ir.visit import walk
+from .body import BodyLowerer
+from .context import LowerCtx, all_of, flat_offset
+from .layout import Layout, StridedLayout
+
+
+def parallel_nest(loop: For) -> tuple[list[Var], list[int], Stmt]:
+    """The variables, constant extents and body of directly nested T.Parallel loops."""
+    vars_, exts = [], []
+    s: Stmt = loop
+    while isinstance(s, For) and s.kind == "parallel":
+        n = _const(s.stop, s.loc)
+        if _const(s.start, s.loc) != 0:
+            raise TileShapeError("T.Parallel loops start at 0", s.loc)
+        vars_.append(s.var)
+        exts.append(n)
+        s = s.body
+        if isinstance(s, SeqStmt) and len(s.stmts) == 1 and isinstance(s.stmts[0], For) \
+                and s.stmts[0].kind == "parallel":
+            s = s.stmts[0]
+    return vars_, exts, s
+
+
+def _const(e, loc) -> int:
+    from ..ir.expr import const_int
+
+    v = const_int(e)
+    if v is None:
+        raise TileShapeError("T.Parallel extents must be compile-time constants", loc)
+    return v
+
+
+def fragment_accesses(body: Stmt):
+    """(buffer, indices, is_write, loc) for every fragment element access in `body`."""
+    out = []
+    for n in walk(body):
+        if isinstance(n, Store) and n.buffer.scope == "fragment":
+            out.append((n.buffer, n.indices, True, n.loc))
+        elif isinstance(n, Load) and n.buffer.scope == "fragment":
+            out.append((n.buffer, n.indices, False, None))
+    return out
+
+
+def is_identity(indices, vars_) -> bool:
+    return len(indices) == len(vars_) and all(i is v for i, v in zip(indices, vars_))
+
+
+def loop_layout(ctx: LowerCtx, vars_, exts, body) -> Layout:
+    """The layout a parallel nest is partitioned by: a fragment it writes (else reads) with the
+    loop variables as indices, else strided over the extents."""
+    acc = fragment_accesses(body)
+    for want_write in (True, False):
+        for buf, idx, w, _ in acc:
+            if w == want_write and is_identity(idx, vars_) and tuple(buf.shape) == tuple(exts):
+                return ctx.layout(buf)
+    return StridedLayout(tuple(exts), ctx.threads, 1)
+
+
+def partition(ctx: LowerCtx, vars_, layout: Layout, body: Stmt, loc) -> Stmt:
+    """One copy of `body` per register of `layout`, loop variables bound to its coordinates."""
+    _, valid_t = layout.table
+    staged: dict = {}
+    pre: list[Stmt] = []
+    out: list[Stmt] = []
+    for r in range(layout.nregs):
+        if not valid_t[:, r].any():
+            continue
+        coords = layout.coords(ctx.tx, r)
+        bl = BodyLowerer(ctx, True, loc, active=valid_t[:, r],
+                         subst={id(v): c for v, c in zip(vars_, coords)}, staged=staged)
+        s = bl.stmt(body)
+        pre.extend(bl.pre)
+        valid = layout.valid(ctx.tx, r)
+        out.append(s if valid is None else IfThenElse(valid, s, None, loc))
+    return SeqStmt(tuple(pre + out), loc)
+
+
+def lower_parallel(ctx: LowerCtx, loop: For) -> Stmt:
+    """A T.Parallel nest, partitioned over threads."""
+    vars_, exts, body = parallel_nest(loop)
+    return partition(ctx, vars_, loop_layout(ctx, vars_, exts, body), body, loop.loc)
+
+
+# --------------------------------------------------------------------------- regions
+
+
+def region_index(r: Region, loop_idx) -> tuple[Expr, ...]:
+    """Full buffer indices of a region element given indices over its squeezed shape."""
+    it = iter(loop_idx)
+    out = []
+    for s, n in zip(r.starts, r.extents):
+        out.append(s if n == 1 else s + next(it))
+    return tuple(out)
+
+
+def in_bounds(buf: Buffer, idx) -> Expr | None:
+    """The condition that `idx` lies inside global tensor `buf` (None when provably true)."""
+    conds = []
+    for i, s in zip(idx, buf.shape):
+        lin = linear(i)
+        if lin is not None and not lin[0] and isinstance(s, int) and 0 <= lin[1] < s:
+            continue
+        conds.append(binop("and", binop("ge", i, 0), binop("lt", i, s)))
+    return all_of(conds)
+
+
+def _aligned(e: Expr, vec: int) -> bool:
+    lin = linear(e)
+    return lin is not None and lin[1] % vec == 0 and all(c % vec == 0 for c in lin[0].values())
+
+
+def _vector_width(ctx: LowerCtx, copy: Copy, shape) -> int:
+    """The widest vector (elements) both sides of a same-dtype copy can use, 1 when none."""
+    src, dst = copy.src, copy.dst
+    if src.buffer.dtype != dst.buffer.dtype or not shape:
+        return 1
+    for vec in (16 // src.buffer.dtype.itemsize, 8, 4, 2):
+        if vec <= 1 or vec * src.buffer.dtype.itemsize > ctx.facts.vector_bytes or shape[-1] % vec:
+            continue
+        ok = True
+        for r in (src, dst):
+            b = r.buffer
+            if r.extents[-1] == 1 or not isinstance(b.shape[-1], int) or b.shape[-1] % vec:
+                ok = False
+                break
+            if b.scope == "fragment":
+                if ctx.layout(b) != StridedLayout(tuple(shape), ctx.threads, vec) or \
+                        tuple(b.shape) != tuple(shape):
+                    ok = False
+                    break
+            elif any(not isinstance(s, int) for s in b.shape[:-1]) or not _aligned(r.starts[-1], vec):
+                ok = False
+                break
+        if ok:
+            return vec
+    return 1
+
+
+def lower_copy(ctx: LowerCtx, copy: Copy) -> Stmt:
+    """T.copy between global, shared and fragment memory."""
+    src, dst = copy.src, copy.dst
+    shape = src.squeezed_shape or (1,)
+    if (dst.squeezed_shape or (1,)) != shape:
+        raise TileShapeError(f"copy shapes differ: {src.extents} vs {dst.extents}", copy.loc)
+    vec = _vector_width(ctx, copy, shape)
+    layout = None
+    for r in (dst, src):
+        if r.buffer.scope == "fragment" and tuple(r.buffer.shape) == tuple(shape) and r.is_full:
+            layout = ctx.layout(r.buffer)
+            break
+    if layout is None:
+        layout = StridedLayout(tuple(shape), ctx.threads, vec)
+    if vec > 1:
+        return _vector_copy(ctx, copy, layout, vec)
+    vars_ = [Var(f"c{k}") for k in range(len(shape))]
+    sidx = region_index(src, vars_) if src.squeezed_shape else tuple(src.starts)
+    didx = region_index(dst, vars_) if dst.squeezed_shape else tuple(dst.starts)
+    value: Expr = Load(src.buffer, sidx)
+    if src.buffer.scope == "global":
+        value = _guarded_load(src.buffer, sidx)
+    body: Stmt = Store(dst.buffer, didx, cast(value, dst.buffer.dtype), copy.loc)
+    if dst.buffer.scope == "global":
+        cond = in_bounds(dst.buffer, didx)
+        if cond is not None:
+            body = IfThenElse(cond, body, None, copy.loc)
+    return partition(ctx, vars_, layout, body, copy.loc)
+
+
+def _guarded_load(buf: Buffer, idx) -> Expr:
+    from ..ir.expr import select
+
+    cond = in_bounds(buf, idx)
+    load = Load(buf, idx)
+    if cond is None:
+        return load
+    # the select keeps the load from executing outside the tensor
+    return select(cond, load, cast(0, buf.dtype))
+
+
+def _vector_copy(ctx: LowerCtx, copy: Copy, layout: StridedLayout, vec: int) -> Stmt:
+    src, dst = copy.src, copy.dst
+    out: list[Stmt] = []
+    for r in range(0, layout.nregs, vec):
+        coords = layout.coords(ctx.tx, r)
+        sidx, didx = region_index(src, coords), region_index(dst, coords)
+        sbuf, soff = _vec_side(ctx, src.buffer, sidx, r)
+        dbuf, doff = _vec_side(ctx, dst.buffer, didx, r)
+        conds = [layout.valid(ctx.tx, r)]
+        if src.buffer.scope == "global":
+            conds.append(in_bounds(src.buffer, sidx))
+        if dst.buffer.scope == "global":
+            conds.append(in_bounds(dst.buffer, didx))
+        zero_fill = src.buffer.scope == "global" and dst.buffer.scope != "global"
+        out.append(VecMove(dbuf, doff, sbuf, soff, vec, all_of(conds), zero_fill, copy.loc))
+    return SeqStmt(tuple(out), copy.loc)
+
+
+def _vec_side(ctx: LowerCtx, buf: Buffer, idx, r: int) -> tuple[Buffer, Expr]:
+    if buf.scope == "fragment":
+        return ctx.regs(buf), const(r)
+    if buf.scope == "shared":
+        return ctx.shared(buf), flat_offset(buf, idx, ctx.bounds)
+    if buf.scope == "local":
+        return ctx.regs(buf), flat_offset(buf, idx, ctx.bounds)
+    return buf, flat_offset(buf, idx, ctx.bounds)
+
+
+def lower_fill(ctx: LowerCtx, fill: Fill) -> Stmt:
+    """T.fill / T.clear of a region."""
+    d = fill.dst
+    buf = d.buffer
+    if buf.scope == "fragment":
+        lay = ctx.layout(buf)
+        regs = ctx.regs(buf)
+        v = cast(fill.value, buf.dtype)
+        out = []
+        for r in range(lay.nregs):
+            conds = []
+            if not d.is_full:
+                for c, s, n in zip(lay.coords(ctx.tx, r), d.starts, d.extents):
+                    conds.append(binop("and", binop("ge", c, s), binop("lt", c, s + n)))
+            out.append(MemStore(regs, const(r), v, all_of(conds), fill.loc))
+        return SeqStmt(tuple(out), fill.loc)
+    shape = d.squeezed_shape or (1,)
+    vars_ = [Var(f"f{k}") for k in range(len(shape))]
+    idx = region_index(d, vars_) if d.squeezed_shape else tuple(d.starts)
+    body: Stmt = Store(buf, idx, cast(fill.value, buf.dtype), fill.loc)
+    if buf.scope == "global":
+        cond = in_bounds(buf, idx)
+        if cond is not None:
+            body = IfThenElse(cond, body, None, fill.loc)
+    return partition(ctx, vars_, StridedLayout(tuple(shape), ctx.threads, 1), body, fill.loc)
+
+
+def lower_atomic_region(ctx: LowerCtx, s: AtomicAddRegion) -> Stmt:
+    """T.atomic_add(dst_region, src_tile): one atomic per element, dropped outside the tensor."""
+    src, dst = s.src, s.dst
+    shape = src.squeezed_shape or (1,)
+    layout = None
+    if src.buffer.scope == "fragment" and tuple(src.buffer.shape) == tuple(shape) and src.is_full:
+        layout = ctx.layout(src.buffer)
+    if layout is None:
+        layout = StridedLayout(tuple(shape), ctx.threads, 1)
+    out: list[Stmt] = []
+    staged: dict = {}
+    _, valid_t = layout.table
+    for r in range(layout.nregs):
+        coords = layout.coords(ctx.tx, r)
+        bl = BodyLowerer(ctx, True, s.loc, active=valid_t[:, r], staged=staged)
+        sidx, didx = region_index(src, coords), region_index(dst, coords)
+        v = cast(bl.expr(Load(src.buffer, sidx)), dst.buffer.dtype)
+        target = dst.buffer if dst.buffer.scope == "global" else ctx.shared(dst.buffer)
+        conds = [layout.valid(ctx.tx, r)]
+        if dst.buffer.scope == "global":
+            conds.append(in_bounds(dst.buffer, didx))
+        out.extend(bl.pre)
+        out.append(Atomic("add", target, flat_offset(dst.buffer, didx, ctx.bounds), v, all_of(conds),
+                          s.loc))
+    return SeqStmt(tuple(out), s.loc)
+
