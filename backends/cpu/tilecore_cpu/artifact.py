@@ -1,0 +1,76 @@
+"""The `tile_build` result for target cpu: generated source, the compiled launcher, and the host
+side that passes arrays in their storage form and turns recorded faults into TileRuntimeErrors."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from tilecore.errors import TileRuntimeError
+
+from .cache import load, runtime_tag
+from .codegen import Codegen
+from .emit import Fault
+from .exprs import NARROW_BITS, storage_np
+
+_HINT = "guard the access with `if` or T.if_then_else, or size the grid to the tensor"
+
+
+def _numba_signature(func):
+    import numba
+    from numba import types
+
+    arrays = [types.Array(numba.from_dtype(storage_np(p.dtype)), len(p.shape), "C") for p in func.params]
+    return tuple(arrays) + (types.Array(types.int64, 1, "C"),)
+
+
+class CpuArtifact:
+    """A kernel compiled by numba; `run` executes it on NumPy arrays in place."""
+
+    array_api = "numpy"
+
+    def __init__(self, module):
+        self.func = module.func
+        gen = Codegen(self.func, runtime_tag()).generate()
+        self.source = gen.source
+        self.faults = gen.faults
+        self.parallel = gen.parallel
+        self.module, self.path = load(self.source)
+        self.launch = self.module.launch
+        with warnings.catch_warnings():
+            # np.dot on transposed (Fortran-order) tiles is fine: BLAS takes them as they are
+            warnings.simplefilter("ignore", category=_perf_warning())
+            self.launch.compile(_numba_signature(self.func))
+
+    def run(self, args, dyn) -> None:
+        """Execute on arrays in parameter order (outputs included, written in place)."""
+        views = []
+        for a, p in zip(args, self.func.params):
+            if p.dtype.name in NARROW_BITS:
+                a = a.view(NARROW_BITS[p.dtype.name])
+            views.append(a)
+        err = np.zeros(8, dtype=np.int64)
+        self.launch(*views, err)
+        if err[0]:
+            raise self._fault(int(err[0]), [int(i) for i in err[1:5]])
+
+    def _fault(self, code: int, idx: list[int]) -> TileRuntimeError:
+        f: Fault = self.faults.sites[code - 1]
+        if f.kind == "divzero":
+            return TileRuntimeError("integer division by zero", f.loc)
+        b = f.buffer
+        where = tuple(idx[: min(f.rank, 4)])
+        if f.kind == "region":
+            return TileRuntimeError(
+                f"tile region starting at {where} lies outside {b.scope} buffer {b.name}{tuple(b.shape)}",
+                f.loc, hint="tile regions of shared/fragment buffers must stay inside the buffer")
+        return TileRuntimeError(
+            f"out-of-bounds {f.kind} of {b.scope} buffer {b.name}{tuple(b.shape)} at index {where}",
+            f.loc, hint=_HINT)
+
+
+def _perf_warning():
+    from numba.core.errors import NumbaPerformanceWarning
+
+    return NumbaPerformanceWarning

@@ -1,0 +1,264 @@
+"""Tile IR -> one Python module that numba compiles: a `block` function (one thread block, the
+body of `T.Kernel`) and a `launch` function running every block, with `prange` over blocks unless
+the kernel accumulates atomically into global memory (then blocks run in order, one at a time).
+
+Blocks are numbered like the oracle's (bx fastest, then by, then bz). Per-block shared and
+fragment buffers are allocated inside `block` and poisoned as `interp` poisons them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tilecore.errors import TileTargetError
+from tilecore.ir.expr import const_int
+from tilecore.ir.module import PrimFunc
+from tilecore.ir.stmt import (
+    AtomicAdd,
+    AtomicAddRegion,
+    For,
+    IfThenElse,
+    KernelLaunch,
+    LetStmt,
+    SeqStmt,
+    Store,
+)
+from tilecore.ir.visit import walk
+
+from . import tileops
+from .emit import Faults, Lines, Names
+from .exprs import ExprGen, convert, round_to, storage_np, to_compute, to_storage
+from .ranges import interval, loop_range
+
+HEADER = '''"""tilecore cpu kernel `{name}`: generated from tile IR, compiled by numba. Do not edit."""
+# runtime {runtime}
+
+import math  # noqa: F401
+
+import numpy as np  # noqa: F401
+from numba import njit, prange  # noqa: F401
+
+from tilecore_cpu.runtime import (  # noqa: F401
+    cdiv, cmod, dec_bfloat16, dec_float8_e4m3fn, dec_float8_e5m2, dec_float16, enc_bfloat16,
+    enc_float8_e4m3fn, enc_float8_e5m2, enc_float16, f2i, fmax, fmin, oob, rnd_bfloat16,
+    rnd_float8_e4m3fn, rnd_float8_e5m2, rnd_float16,
+)
+'''
+JIT = 'njit(cache=True, error_model="numpy"{extra})'
+
+
+@dataclass(frozen=True)
+class Generated:
+    """The generated module source and what the host side needs to run and report faults."""
+
+    source: str
+    faults: Faults
+    parallel: bool
+
+
+def _poison(d) -> str:
+    if d.is_float:
+        bits = np.full((), np.nan, dtype=d.np).view(storage_np(d))
+        return f"np.{storage_np(d).name}({int(bits)})" if d.bits < 32 else "np.nan"
+    if d.is_bool:
+        return "True"
+    if d.kind == "uint":
+        return str(int(np.iinfo(d.np).max))
+    return str(int(np.iinfo(d.np).min) + 7)
+
+
+class Codegen:
+    """Generates the module for one PrimFunc (call `generate()` once)."""
+
+    def __init__(self, func: PrimFunc, runtime_tag: str):
+        self.func = func
+        self.runtime_tag = runtime_tag
+        self.names = Names()
+        self.faults = Faults()
+        self.x = ExprGen(self.names, self.faults)
+        self.helpers: list[str] = []  # extra njit functions (reductions, scans)
+        self.scratch: list[str] = []  # per-block scratch allocations
+        self.lines = Lines()
+
+    # ------------------------------------------------------------------ module
+    def generate(self) -> Generated:
+        """Build the module source."""
+        func = self.func
+        top, launch = _split_top(func)
+        params = [self.names.of(p) for p in func.params]
+        dyn = [(v, self.names.of(v)) for v in func.dyn_vars]
+        lets = [(s, self.names.of(s.var)) for s in top]
+        for s, _ in lets:
+            if s.var.dtype.is_int:
+                r = interval(s.value, self.x.env)
+                if r is not None:
+                    self.x.env[id(s.var)] = r
+        bvars = [self.names.of(v) for v in launch.block_vars]
+        for v, g in zip(launch.block_vars, launch.grid):
+            n = const_int(g)
+            if n is not None and n > 0:
+                self.x.env[id(v)] = (0, n - 1)
+        allocs = []
+        for b in launch.allocs:
+            name = self.names.of(b)
+            allocs.append(f"{name} = np.empty({tuple(b.static_shape)!r}, np.{storage_np(b.dtype).name})")
+            allocs.append(f"{name}.fill({_poison(b.dtype)})")
+        self.lines.depth = 1
+        self.x.loc = launch.loc
+        self.stmt(launch.body)
+        body = self.lines.text()
+        outer = [n for _, n in dyn] + [n for _, n in lets]
+        parallel = not any(
+            isinstance(s, (AtomicAdd, AtomicAddRegion))
+            and (s.buffer if isinstance(s, AtomicAdd) else s.dst.buffer).scope == "global"
+            for s in walk(launch.body)
+        )
+        out = [HEADER.format(name=func.name, runtime=self.runtime_tag)]
+        out.extend(self.helpers)
+        bargs = ", ".join(bvars + params + outer + ["err"])
+        out.append(f"\n@{JIT.format(extra='')}\ndef block({bargs}):\n")
+        for line in allocs + self.scratch:
+            out.append(f"    {line}\n")
+        out.append(body)
+        out.append(self._launch(launch, params, dyn, lets, bvars, outer, parallel))
+        return Generated("".join(out), self.faults, parallel)
+
+    def _launch(self, launch, params, dyn, lets, bvars, outer, parallel) -> str:
+        lines = Lines()
+        lines.add("")
+        lines.add(f"@{JIT.format(extra=', parallel=True' if parallel else '')}")
+        lines.add(f"def launch({', '.join(params + ['err'])}):")
+        with lines.indent():
+            for v, name in dyn:
+                p, d = _dim_of(self.func, v)
+                lines.add(f"{name} = np.int64({self.names.of(p)}.shape[{d}])")
+            for s, name in lets:
+                lines.add(f"{name} = {self.x.gen(s.value)}")
+            gs = []
+            for i, g in enumerate(launch.grid):
+                gs.append(f"_g{i}")
+                lines.add(f"_g{i} = max(np.int64({self.x.gen(g)}), 0)")
+            lines.add(f"for _blk in {'prange' if parallel else 'range'}({' * '.join(gs)}):")
+            with lines.indent():
+                rest = "_blk"
+                idx = []
+                for i, g in enumerate(gs):
+                    if i == len(gs) - 1:
+                        idx.append(rest)
+                    else:
+                        idx.append(f"({rest}) % {g}")
+                        rest = f"({rest}) // {g}"
+                lines.add(f"block({', '.join(idx + params + outer + ['err'])})")
+        return lines.text()
+
+    # ------------------------------------------------------------------ statements
+    def stmt(self, s) -> None:
+        """Emit statement `s` at the current indentation."""
+        loc = getattr(s, "loc", None)
+        if loc is not None:
+            self.x.loc = loc
+        if isinstance(s, SeqStmt):
+            for t in s.stmts:
+                self.stmt(t)
+        elif isinstance(s, LetStmt):
+            self.lines.add(f"{self.names.of(s.var)} = {self.x.gen(s.value)}")
+            if s.var.dtype.is_int:
+                r = interval(s.value, self.x.env)
+                if r is not None:
+                    self.x.env[id(s.var)] = r
+        elif isinstance(s, Store):
+            self._store(s)
+        elif isinstance(s, AtomicAdd):
+            self._atomic(s)
+        elif isinstance(s, For):
+            self._for(s)
+        elif isinstance(s, IfThenElse):
+            self.lines.add(f"if {self.x.gen(s.cond)}:")
+            self.lines.body(lambda: self.stmt(s.then_body))
+            if s.else_body is not None:
+                self.lines.add("else:")
+                self.lines.body(lambda: self.stmt(s.else_body))
+        elif isinstance(s, tileops.TILE_OPS):
+            tileops.emit(self, s)
+        else:
+            raise TileTargetError(f"the cpu backend cannot compile {type(s).__name__} statements", loc)
+
+    def _element(self, buf, indices, value_fn) -> None:
+        """`buf[indices] = value_fn(ref)` with a bounds check unless proven in range."""
+        idx = [self.x.gen(i) for i in indices]
+        ref = f"{self.names.of(buf)}[{', '.join(idx)}]"
+        ok = self.x.in_bounds(buf, indices, idx)
+        if ok is None:
+            self.lines.add(f"{ref} = {value_fn(ref)}")
+            return
+        self.lines.add(f"if {ok}:")
+        with self.lines.indent():
+            self.lines.add(f"{ref} = {value_fn(ref)}")
+        self.lines.add("else:")
+        with self.lines.indent():
+            self.lines.add(self.x.fault_call("write", buf, idx))
+
+    def _store(self, s: Store) -> None:
+        d = s.buffer.dtype
+        value = convert(self.x.gen(s.value), s.value.dtype, d)
+        self._element(s.buffer, s.indices, lambda ref: to_storage(value, d))
+
+    def _atomic(self, s: AtomicAdd) -> None:
+        d = s.buffer.dtype
+        value = convert(self.x.gen(s.value), s.value.dtype, d)
+        self._element(s.buffer, s.indices,
+                      lambda ref: to_storage(round_to(f"({to_compute(ref, d)} + {value})", d), d))
+
+    def _for(self, s: For) -> None:
+        var = self.names.of(s.var)
+        start, stop = self.x.gen(s.start), self.x.gen(s.stop)
+        step = f", {s.step}" if s.step != 1 else ""
+        self.lines.add(f"for {var} in range({start}, {stop}{step}):")
+        r = loop_range(s.start, s.stop, s.step, self.x.env)
+        if r is not None:
+            self.x.env[id(s.var)] = r
+        self.lines.body(lambda: self.stmt(s.body))
+        self.x.loc = s.loc
+
+    # ------------------------------------------------------------------ for tile ops
+    def scratch_array(self, hint: str, shape: tuple, np_name: str) -> str:
+        """A per-block scratch array allocated once at the top of `block`."""
+        name = self.names.fresh(hint)
+        self.scratch.append(f"{name} = np.empty({tuple(shape)!r}, np.{np_name})")
+        return name
+
+    def helper(self, hint: str, args: str, body: Lines, fastmath: str = "") -> str:
+        """Add a module-level njit function; returns its name."""
+        name = self.names.fresh(hint)
+        extra = f", fastmath={fastmath}" if fastmath else ""
+        self.helpers.append(f"\n@{JIT.format(extra=extra)}\ndef {name}({args}):\n{body.text()}")
+        return name
+
+
+def _split_top(func: PrimFunc):
+    """The LetStmts before the launch and the one KernelLaunch of a PrimFunc."""
+    body = func.body
+    stmts = body.stmts if isinstance(body, SeqStmt) else (body,)
+    lets, launch = [], None
+    for s in stmts:
+        if isinstance(s, LetStmt) and launch is None:
+            lets.append(s)
+        elif isinstance(s, KernelLaunch) and launch is None:
+            launch = s
+        else:
+            raise TileTargetError(
+                f"the cpu backend expects `with T.Kernel(...)` to hold the whole kernel body, found "
+                f"{type(s).__name__} outside it", getattr(s, "loc", None) or func.loc)
+    if launch is None:
+        raise TileTargetError(f"kernel {func.name} has no T.Kernel launch", func.loc)
+    return lets, launch
+
+
+def _dim_of(func: PrimFunc, v):
+    for p in func.params:
+        for d, s in enumerate(p.shape):
+            if s is v:
+                return p, d
+    raise TileTargetError(f"symbolic dimension {v.name} appears in no parameter shape", func.loc)

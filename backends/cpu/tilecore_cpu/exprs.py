@@ -1,0 +1,222 @@
+"""Scalar expressions to numba-compilable Python source, with the oracle's value semantics.
+
+Each dtype has a *storage* form (what its arrays hold: narrow floats as their bit patterns in
+uint16/uint8) and a *compute* form (what expressions hold): float32 for float32 and every narrow
+float (a float32 exactly representable in the narrow type), float64, int64 for every integer
+(wrapped to the width only on store or cast, as the interpreter does), and bool. Narrow-float
+operations compute in float32 and round once per operation, like `interp`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tilecore import dtypes as dt
+from tilecore.dtypes import DType
+from tilecore.ir.expr import BinOp, Cast, Const, Load, Select, Unary, Var
+
+from .emit import Fault, Faults, Names
+from .ranges import Interval, interval, within
+
+NARROW_BITS = {"float16": "uint16", "bfloat16": "uint16", "float8_e4m3fn": "uint8", "float8_e5m2": "uint8"}
+
+
+def storage_np(d: DType) -> np.dtype:
+    """The NumPy dtype of `d`'s arrays inside generated code."""
+    return np.dtype(NARROW_BITS[d.name]) if d.name in NARROW_BITS else d.np
+
+
+def storage_ctor(d: DType) -> str:
+    """The numba-callable constructor of `d`'s storage scalars (e.g. `np.uint16`)."""
+    return "np." + (NARROW_BITS.get(d.name) or ("bool_" if d.is_bool else d.name))
+
+
+def to_compute(code: str, d: DType) -> str:
+    """A stored element of dtype `d` in compute form."""
+    if d.name in NARROW_BITS:
+        return f"dec_{d.name}({code})"
+    if d.is_int:
+        return f"np.int64({code})"
+    return code
+
+
+def to_storage(code: str, d: DType) -> str:
+    """A compute-form value (already of dtype `d`) as a storage element."""
+    if d.name in NARROW_BITS:
+        return f"enc_{d.name}({code})"
+    if d.is_int:
+        return f"np.{d.name}({code})"
+    if d.name == "float32":
+        return f"np.float32({code})"
+    return code
+
+
+def round_to(code: str, d: DType) -> str:
+    """Round a float32 compute value to narrow dtype `d` (identity for wide types)."""
+    return f"rnd_{d.name}({code})" if d.name in NARROW_BITS else code
+
+
+def convert(code: str, src: DType, dst: DType) -> str:
+    """`T.cast` semantics (the oracle's `cast_value`) from compute form of `src` to that of `dst`."""
+    if src == dst:
+        return code
+    if dst.is_bool:
+        return f"({code} != 0)"
+    if dst.is_float:
+        if src.is_int:
+            code = f"np.float64({code})"  # the oracle converts integers through float64
+        if dst.name == "float64":
+            return f"np.float64({code})"
+        return round_to(f"np.float32({code})", dst)
+    if src.is_float:
+        code = f"f2i({code})"
+    elif src.is_bool:
+        code = f"np.int64({code})"
+    if dst.bits == 64:
+        return code
+    return f"np.int64(np.{dst.name}({code}))"
+
+
+def const_code(value, d: DType) -> str:
+    """A typed literal in compute form (narrow constants rounded to their dtype first)."""
+    if d.is_bool:
+        return "True" if value else "False"
+    if d.is_int:
+        return f"({int(value)})"
+    v = float(value)
+    if d.name in NARROW_BITS:
+        v = float(np.array(v, dtype=np.float32).astype(d.np).astype(np.float32))
+    ctor = "np.float64" if d.name == "float64" else "np.float32"
+    if math.isnan(v):
+        return f"{ctor}(np.nan)"
+    if math.isinf(v):
+        return f"{ctor}({'-' if v < 0 else ''}np.inf)"
+    return f"{ctor}({v!r})"
+
+
+_FLOAT_BIN = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+_UNARY_NP = {
+    "exp": "np.exp", "exp2": "np.exp2", "log": "np.log", "log2": "np.log2", "sqrt": "np.sqrt",
+    "tanh": "np.tanh", "floor": "np.floor", "ceil": "np.ceil", "sin": "np.sin", "cos": "np.cos",
+    "round": "np.rint", "trunc": "np.trunc",
+}
+
+
+class ExprGen:
+    """Emits expressions; `env` holds proven ranges of variables, `loc` the current statement."""
+
+    def __init__(self, names: Names, faults: Faults):
+        self.names = names
+        self.faults = faults
+        self.env: dict[int, Interval] = {}
+        self.loc = None
+
+    # ----------------------------------------------------------------- bounds
+    def dim(self, buf, d: int) -> str:
+        """Source for the size of dimension `d` of `buf`."""
+        return f"{self.names.of(buf)}.shape[{d}]"
+
+    def in_bounds(self, buf, idx_exprs, idx_codes, extents=None) -> str | None:
+        """A condition that the element (or region, with `extents`) lies inside `buf`; None when
+        the range analysis proves it always does."""
+        conds = []
+        for d, (e, c) in enumerate(zip(idx_exprs, idx_codes)):
+            n = 1 if extents is None else extents[d]
+            if within(interval(e, self.env), n, buf.shape[d]):
+                continue
+            if n == 1:
+                conds.append(f"0 <= {c} < {self.dim(buf, d)}")
+            else:
+                conds.append(f"0 <= {c} and {c} + {n} <= {self.dim(buf, d)}")
+        return " and ".join(f"({x})" for x in conds) if conds else None
+
+    def fault_call(self, kind: str, buf, idx_codes) -> str:
+        """`oob(err, code, i0..i3)`: records a fault site with up to four indices."""
+        code = self.faults.add(Fault(kind, buf, self.loc, len(idx_codes)))
+        ix = list(idx_codes[:4]) + ["-1"] * (4 - min(4, len(idx_codes)))
+        return f"oob(err, {code}, {', '.join(ix)})"
+
+    # ----------------------------------------------------------------- expressions
+    def gen(self, e) -> str:
+        """Source of `e` in compute form."""
+        if isinstance(e, Const):
+            return const_code(e.value, e.dtype)
+        if isinstance(e, Var):
+            return self.names.of(e)
+        if isinstance(e, Load):
+            return self.load(e)
+        if isinstance(e, Cast):
+            return convert(self.gen(e.value), e.value.dtype, e.dtype)
+        if isinstance(e, BinOp):
+            return self.binop(e)
+        if isinstance(e, Unary):
+            return self.unary(e)
+        if isinstance(e, Select):
+            return f"({self.gen(e.true_value)} if {self.gen(e.cond)} else {self.gen(e.false_value)})"
+        raise TypeError(f"cpu codegen cannot emit {type(e).__name__}")
+
+    def load(self, e: Load) -> str:
+        buf = e.buffer
+        idx = [self.gen(i) for i in e.indices]
+        ref = f"{self.names.of(buf)}[{', '.join(idx)}]"
+        ok = self.in_bounds(buf, e.indices, idx)
+        if ok is not None:
+            ref = f"({ref} if {ok} else {storage_ctor(buf.dtype)}({self.fault_call('read', buf, idx)}))"
+        return to_compute(ref, buf.dtype)
+
+    def binop(self, e: BinOp) -> str:
+        a, b = self.gen(e.a), self.gen(e.b)
+        t = e.a.dtype
+        if e.op in _CMP:
+            return f"({a} {_CMP[e.op]} {b})"
+        if e.op == "and":
+            return f"({a} & {b})"
+        if e.op == "or":
+            return f"({a} | {b})"
+        if t.is_int or t.is_bool:
+            if e.op in ("add", "sub", "mul"):
+                return f"({a} {_FLOAT_BIN[e.op]} {b})"
+            if e.op in ("div", "mod"):
+                code = self.faults.add(Fault("divzero", None, self.loc))
+                return f"c{e.op}({a}, {b}, err, {code})"
+            if e.op in ("min", "max"):
+                return f"{e.op}({a}, {b})"
+            return f"({a} ** {b})"
+        if e.op in _FLOAT_BIN:
+            r = f"({a} {_FLOAT_BIN[e.op]} {b})"
+        elif e.op in ("min", "max"):
+            r = f"f{e.op}({a}, {b})"
+        elif e.op == "mod":
+            r = f"np.fmod({a}, {b})"
+        else:
+            r = f"np.power({a}, {b})"
+        return round_to(r, t)
+
+    def unary(self, e: Unary) -> str:
+        a = self.gen(e.a)
+        t = e.dtype
+        if e.op == "not":
+            return f"(not {a})"
+        if e.op == "neg":
+            return f"(-{a})"
+        if e.op == "abs":
+            return f"abs({a})"
+        one = const_code(1.0, t if t.name == "float64" else dt.float32)
+        if e.op in _UNARY_NP:
+            r = f"{_UNARY_NP[e.op]}({a})"
+        elif e.op == "rsqrt":
+            r = f"({one} / np.sqrt({a}))"
+        elif e.op == "sigmoid":
+            r = f"({one} / ({one} + np.exp(-{a})))"
+        elif e.op == "erf":
+            # the oracle evaluates erf in float64 and rounds to the compute type
+            r = f"math.erf(np.float64({a}))"
+            if t.name != "float64":
+                r = f"np.float32({r})"
+        else:
+            raise TypeError(f"cpu codegen has no unary {e.op}")
+        return round_to(r, t)
+

@@ -1,0 +1,84 @@
+"""Hook implementations registering the `cpu` target (numba-compiled native code)."""
+
+from __future__ import annotations
+
+from tilecore.hookspec import hookimpl
+from tilecore.target import TargetFacts, TargetInfo
+
+# Per-dtype (rtol, atol) against interp on inexact programs. Float32 differs from the oracle only
+# in summation order (BLAS blocking, vectorized reductions vs NumPy's pairwise sums) and in the
+# last ulp of libm's exp/log/tanh versus NumPy's SIMD versions; a narrow output may then round to
+# the neighbouring value, so narrow tolerances are about two units in the last place.
+_TOLERANCE = {
+    "float64": (1e-9, 1e-12),
+    "float32": (1e-4, 1e-5),
+    "float16": (2e-3, 1e-3),
+    "bfloat16": (1.6e-2, 1e-2),
+    "float8_e4m3fn": (0.25, 0.02),
+    "float8_e5m2": (0.5, 0.002),
+}
+
+
+@hookimpl
+def tile_targets():
+    """`cpu` runs on any machine with numba; preferred by `auto` over the interpreter."""
+    return [TargetInfo("cpu", "native code for this CPU, compiled by numba", priority=10,
+                       available=_available)]
+
+
+def _available():
+    try:
+        import numba  # noqa: F401
+    except ImportError as e:  # pragma: no cover - numba is a dependency
+        return False, f"numba is not importable: {e}"
+    return True, ""
+
+
+@hookimpl
+def tile_target_facts(target):
+    """The cpu target runs tile IR directly: no thread lowering, one 'thread' per block."""
+    if target.kind != "cpu":
+        return None
+    return TargetFacts(target, lowers_to_threads=False, warp_size=1, max_threads=1 << 30,
+                       shared_memory_bytes=1 << 30, vector_bytes=32)
+
+
+@hookimpl
+def tile_unsupported(target, func):
+    """What the cpu backend cannot compile (None when it can compile `func`).
+
+    It compiles every tile statement and expression of the IR; the one limitation is structural:
+    code outside `with T.Kernel(...)` other than scalar assignments (the frontend produces none).
+    """
+    if target.kind != "cpu":
+        return None
+    from tilecore.errors import TileTargetError
+
+    from .codegen import _split_top
+
+    try:
+        _split_top(func)
+    except TileTargetError as e:
+        return e.message
+    return None
+
+
+@hookimpl
+def tile_build(target, module):
+    """Generate Python for the tile-level module and compile it with numba (disk-cached)."""
+    if target.kind != "cpu":
+        return None
+    from .artifact import CpuArtifact
+
+    return CpuArtifact(module)
+
+
+@hookimpl
+def tile_tolerance(target, dtype):
+    """(rtol, atol) promised against interp for outputs of `dtype` on inexact programs; integer
+    and bool outputs, and exact programs, match interp exactly."""
+    if target.kind != "cpu":
+        return None
+    if not dtype.is_float:
+        return (0.0, 0.0)
+    return _TOLERANCE[dtype.name]

@@ -1,0 +1,230 @@
+"""Scalar helpers the generated kernels call: narrow-float conversion, C integer division, NaN-aware
+min/max, and the out-of-bounds reporter.
+
+numba has no float16/bfloat16/float8 arithmetic, so narrow floats travel as their bit patterns
+(uint16 / uint8 arrays) and are computed in float32. The encoders here round float32 to the narrow
+format with round-to-nearest-even on the bit pattern, reproducing ml_dtypes' (and NumPy's float16)
+conversions bit for bit, including subnormals, overflow (to inf, or to NaN for float8_e4m3fn,
+which has no inf) and NaN (quiet, sign kept). Every function is `njit(cache=True)` so generated
+kernels link them from the on-disk cache instead of recompiling them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_JIT = {"cache": True, "error_model": "numpy"}
+
+
+@njit(**_JIT)
+def _f32_bits(x):
+    return np.float32(x).view(np.uint32)
+
+
+@njit(**_JIT)
+def _bits_f32(u):
+    return np.uint32(u).view(np.float32)
+
+
+@njit(**_JIT)
+def _encode(x, mbits, ebits, bias, ieee):
+    """float32 -> narrow-float bits (round to nearest even). `ieee` False: float8_e4m3fn rules."""
+    u = np.int64(_f32_bits(x))
+    sign = (u >> 31) << (mbits + ebits)
+    a = u & 0x7FFFFFFF
+    shift = 23 - mbits
+    top = (1 << ebits) - 1
+    if a > 0x7F800000:  # NaN: ml_dtypes gives the canonical quiet NaN, sign kept
+        if ieee:
+            return sign | (top << mbits) | (1 << (mbits - 1))
+        return sign | (top << mbits) | ((1 << mbits) - 1)
+    if a == 0x7F800000:
+        if ieee:
+            return sign | (top << mbits)
+        return sign | (top << mbits) | ((1 << mbits) - 1)
+    e = (a >> 23) - 127
+    emin = 1 - bias
+    if e < emin:  # narrow subnormal (or zero): quantum 2^(emin - mbits); the scale is exact
+        q = np.rint(np.float64(abs(x)) * (2.0 ** (mbits - emin)))
+        code = np.int64(q)
+    else:
+        mant = a & 0x7FFFFF
+        code = ((e + bias) << mbits) | (mant >> shift)
+        rem = mant & ((1 << shift) - 1)
+        half = 1 << (shift - 1)
+        if rem > half or (rem == half and (code & 1) == 1):
+            code += 1
+    if ieee:
+        if code >= (top << mbits):
+            code = top << mbits  # rounds past the largest finite value: inf
+    elif code > (top << mbits) | ((1 << mbits) - 2):
+        code = (top << mbits) | ((1 << mbits) - 1)  # e4m3fn has no inf: overflow is NaN
+    return sign | code
+
+
+@njit(**_JIT)
+def _decode(b, mbits, ebits, bias, ieee):
+    """narrow-float bits -> float32 (exact)."""
+    b = np.int64(b)
+    neg = (b >> (mbits + ebits)) & 1
+    e = (b >> mbits) & ((1 << ebits) - 1)
+    m = b & ((1 << mbits) - 1)
+    top = (1 << ebits) - 1
+    if ieee and e == top:
+        v = np.float32(np.inf) if m == 0 else np.float32(np.nan)
+    elif (not ieee) and e == top and m == (1 << mbits) - 1:
+        v = np.float32(np.nan)
+    elif e == 0:
+        v = np.float32(m * 2.0 ** (1 - bias - mbits))
+    else:
+        v = np.float32((1.0 + m / (2.0 ** mbits)) * 2.0 ** (e - bias))
+    return -v if neg else v
+
+
+# ---------------------------------------------------------------- per-format entry points
+
+
+@njit(**_JIT)
+def enc_float16(x):
+    """float32 -> float16 bits; NaN keeps its top payload bits (never 0), as NumPy does."""
+    u = np.uint32(_f32_bits(x))
+    if (u & 0x7FFFFFFF) > 0x7F800000:
+        return np.uint16(((u >> 16) & 0x8000) | 0x7C00 | max((u & 0x7FFFFF) >> 13, np.uint32(1)))
+    return np.uint16(_encode(x, 10, 5, 15, True))
+
+
+@njit(**_JIT)
+def dec_float16(b):
+    """float16 bits -> float32, built directly from the bit pattern for normal numbers."""
+    h = np.uint32(b)
+    e = (h >> 10) & 0x1F
+    if e != 0 and e != 0x1F:
+        return _bits_f32(((h & 0x8000) << 16) | ((e + 112) << 23) | ((h & 0x3FF) << 13))
+    return _decode(b, 10, 5, 15, True)
+
+
+@njit(**_JIT)
+def enc_bfloat16(x):
+    """float32 -> bfloat16 bits: the classic add-0x7FFF-plus-lsb rounding (subnormals included)."""
+    u = np.uint32(_f32_bits(x))
+    if (u & 0x7FFFFFFF) > 0x7F800000:
+        return np.uint16(((u >> 16) & 0x8000) | 0x7FC0)
+    return np.uint16((u + 0x7FFF + ((u >> 16) & 1)) >> 16)
+
+
+@njit(**_JIT)
+def dec_bfloat16(b):
+    """bfloat16 bits -> float32."""
+    return _bits_f32(np.uint32(b) << 16)
+
+
+@njit(**_JIT)
+def enc_float8_e4m3fn(x):
+    """float32 -> float8_e4m3fn bits (no inf: overflow and inf become NaN)."""
+    return np.uint8(_encode(x, 3, 4, 7, False))
+
+
+@njit(**_JIT)
+def dec_float8_e4m3fn(b):
+    """float8_e4m3fn bits -> float32."""
+    return _decode(b, 3, 4, 7, False)
+
+
+@njit(**_JIT)
+def enc_float8_e5m2(x):
+    """float32 -> float8_e5m2 bits."""
+    return np.uint8(_encode(x, 2, 5, 15, True))
+
+
+@njit(**_JIT)
+def dec_float8_e5m2(b):
+    """float8_e5m2 bits -> float32."""
+    return _decode(b, 2, 5, 15, True)
+
+
+@njit(**_JIT)
+def rnd_float16(x):
+    """Round a float32 to the nearest float16 value, kept as float32."""
+    return dec_float16(enc_float16(x))
+
+
+@njit(**_JIT)
+def rnd_bfloat16(x):
+    """Round a float32 to the nearest bfloat16 value, kept as float32."""
+    return dec_bfloat16(enc_bfloat16(x))
+
+
+@njit(**_JIT)
+def rnd_float8_e4m3fn(x):
+    """Round a float32 to the nearest float8_e4m3fn value, kept as float32."""
+    return dec_float8_e4m3fn(enc_float8_e4m3fn(x))
+
+
+@njit(**_JIT)
+def rnd_float8_e5m2(x):
+    """Round a float32 to the nearest float8_e5m2 value, kept as float32."""
+    return dec_float8_e5m2(enc_float8_e5m2(x))
+
+
+# ---------------------------------------------------------------- integer and float arithmetic
+
+
+@njit(**_JIT)
+def cdiv(a, b, err, code):
+    """C integer division (truncates toward zero); division by zero reports fault `code`."""
+    if b == 0:
+        if err[0] == 0:
+            err[0] = code
+        return a - a
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+@njit(**_JIT)
+def cmod(a, b, err, code):
+    """C integer remainder (takes the dividend's sign); division by zero reports fault `code`."""
+    if b == 0:
+        if err[0] == 0:
+            err[0] = code
+        return a - a
+    return a - cdiv(a, b, err, code) * b
+
+
+@njit(**_JIT)
+def fmax(a, b):
+    """np.maximum on one pair: NaN propagates, ties keep the first operand."""
+    return a if (a >= b or a != a) else b
+
+
+@njit(**_JIT)
+def fmin(a, b):
+    """np.minimum on one pair: NaN propagates, ties keep the first operand."""
+    return a if (a <= b or a != a) else b
+
+
+@njit(**_JIT)
+def oob(err, code, i0, i1, i2, i3):
+    """Record an out-of-bounds global access (statement `code`, its indices); returns 0 so a
+    faulting load yields a value while the kernel runs to its end and the host raises."""
+    if err[0] == 0:
+        err[0] = code
+        err[1] = i0
+        err[2] = i1
+        err[3] = i2
+        err[4] = i3
+    return 0
+
+
+@njit(**_JIT)
+def f2i(x):
+    """Float -> int64 as the oracle converts: truncate; NaN and inf give 0; clip to int64."""
+    v = np.float64(x)
+    if v != v or v == np.inf or v == -np.inf:
+        return np.int64(0)
+    v = np.trunc(v)
+    if v < -(2.0**63):
+        v = -(2.0**63)
+    elif v > 2.0**63 - 1024:
+        v = 2.0**63 - 1024
+    return np.int64(v)
