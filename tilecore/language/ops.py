@@ -205,8 +205,9 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
             "T.copy cannot infer the tile shape: both sides are start corners or symbolic",
             hint="make one side a whole buffer or a slice with constant extents",
         )
-    sr = region_of(src, dst_shape, "copy source")
-    dr = region_of(dst, src_shape if src_shape is not None else squeezed(sr.extents), "copy destination")
+    sr = region_of(src, _same_rank_extents(dst, src) or dst_shape, "copy source")
+    dr = region_of(dst, _same_rank_extents(src, dst) or (src_shape if src_shape is not None
+                                                         else squeezed(sr.extents)), "copy destination")
     if sr.squeezed_shape != dr.squeezed_shape:
         raise TileShapeError(
             f"T.copy extents do not match: source {sr.buffer.name} region {sr.extents} vs "
@@ -214,6 +215,16 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
             hint="both sides must hold the same number of elements in the same shape",
         )
     b.emit(Copy(sr, dr, b.loc))
+
+
+def _same_rank_extents(other, corner) -> tuple | None:
+    """The full extents of `other` (a buffer or sliced region) when `corner` is a start corner
+    into a buffer of the same rank: a (16, 1) tile then covers a (16, 1) region, not the
+    (1, 16) one that aligning its squeezed shape to the trailing dimensions would give."""
+    if shape_of(other) is None or not isinstance(corner, Ref) or not corner.is_element:
+        return None
+    ext = region_of(other, None, "copy operand").extents
+    return ext if len(ext) == len(corner.buffer.shape) else None
 
 
 _ACCUM_OK = {
