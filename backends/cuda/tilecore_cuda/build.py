@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -50,10 +52,22 @@ def gencode(arch: str) -> str:
 # --------------------------------------------------------------------------- compilers
 
 
+def cuda_bindings(name: str):
+    """Import `cuda.bindings.<name>`, importing torch first when it is installed.
+
+    Order matters: with cuda-bindings' NVRTC or driver library loaded before torch, a later
+    `import torch` was seen failing inside torch's own schema parser and the process crashing at
+    exit (H200 machine, torch 2.11, cuda-bindings 13.3); torch first avoids it.
+    """
+    if importlib.util.find_spec("torch") is not None:
+        import torch  # noqa: F401
+    return importlib.import_module(f"cuda.bindings.{name}")
+
+
 def _nvrtc():
     """The cuda-bindings NVRTC module, or None when it (or libnvrtc) cannot be loaded."""
     try:
-        from cuda.bindings import nvrtc
+        nvrtc = cuda_bindings("nvrtc")
 
         err, _, _ = nvrtc.nvrtcVersion()
         if int(err) != 0:

@@ -26,9 +26,9 @@ _CTYPES = {
 
 
 def _driver():
-    from cuda.bindings import driver
+    from .build import cuda_bindings
 
-    return driver
+    return cuda_bindings("driver")
 
 
 def check(res, what: str):
