@@ -23,6 +23,7 @@ from .. import dtypes as dt
 from ..dtypes import DType
 from ..errors import TileInternalError
 from ..ir.expr import BinOp, Cast, Const, Select, Unary, Var
+from ..ir.stmt import SeqStmt
 from ..ir.thread import ThreadKernel, find_kernel
 from .spec import KernelParam, RenderedKernel
 
@@ -393,7 +394,10 @@ class CStyleRenderer:
     def render(self, module) -> RenderedKernel:
         """The source of `module` (a lowered Module) and how to launch it."""
         func = module.func
-        kernel = func.body if isinstance(func.body, ThreadKernel) else None
+        body = func.body
+        while isinstance(body, SeqStmt) and len(body.stmts) == 1:
+            body = body.stmts[0]
+        kernel = body if isinstance(body, ThreadKernel) else None
         if kernel is None:
             found = find_kernel(func.body)
             raise TileInternalError(
