@@ -1,0 +1,55 @@
+"""The CUDA target's answers to the lowering hooks: machine facts and gemm tensorization.
+
+Registered as its own entry point (`cuda-lowering`), so the lowering side works without the
+renderer or a GPU, and `emu:<arch>` can ask for exactly these answers through the hooks.
+"""
+
+from __future__ import annotations
+
+from tilecore import dtypes as dt
+from tilecore.hookspec import hookimpl
+from tilecore.lower.tensorize import GemmQuery, MmaPlan, warp_grid
+from tilecore.target import Target, TargetFacts
+
+from .intrinsics import ldmatrix, mma_m16n8k16
+
+# Usable shared memory per block (opt-in maximum) by arch family, in bytes.
+_SHARED = {"sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024,
+           "sm_90a": 227 * 1024}
+_MMA_DTYPES = ("float16", "bfloat16")
+
+
+def _sm(target: Target) -> int:
+    arch = target.arch or "sm_80"
+    digits = "".join(ch for ch in arch if ch.isdigit())
+    return int(digits) if digits else 80
+
+
+@hookimpl
+def tile_target_facts(target):
+    """Warps of 32, up to 1024 threads, 16-byte vector accesses, tensor cores from sm_80."""
+    if target.kind != "cuda":
+        return None
+    return TargetFacts(
+        target=target, lowers_to_threads=True, warp_size=32, max_threads=1024,
+        shared_memory_bytes=_SHARED.get(target.arch or "sm_80", 99 * 1024), vector_bytes=16,
+        extra=(("sm", _sm(target)), ("tensor_core", "mma.sync.m16n8k16")),
+    )
+
+
+@hookimpl
+def tile_gemm_tensorize(target, query: GemmQuery):
+    """`mma.sync` m16n8k16 (f16/bf16 in, f32 accumulate) on sm_80+, loaded with `ldmatrix`; the
+    warp grid follows the gemm's policy. None for other dtypes, shapes or targets."""
+    if target.kind != "cuda" or _sm(target) < 80:
+        return None
+    q = query
+    if q.a_dtype != q.b_dtype or q.a_dtype.name not in _MMA_DTYPES or q.c_dtype != dt.float32:
+        return None
+    if q.k % 16 or q.threads % q.warp_size or q.warp_size != 32:
+        return None
+    warps = warp_grid(q.policy, q.threads // 32, q.m, q.n, 16, 8)
+    if warps is None:
+        return None
+    loaders = tuple(ldmatrix(count, trans, q.a_dtype) for count in (4, 2) for trans in (False, True))
+    return MmaPlan(mma=mma_m16n8k16(q.a_dtype), warps=warps, loaders=loaders)

@@ -1,0 +1,1 @@
+"""tilecore-emu: executes lowered thread programs lane by lane with NumPy."""

@@ -1,0 +1,352 @@
+"""Execute a lowered thread program: every block in turn, all its threads at once (NumPy lanes).
+
+Each value is an array over the block's threads; control flow narrows an *active mask*.
+Registers are (threads x n) arrays, shared memory one flat array per buffer, global memory
+flat views of the argument arrays. Warp-wide operations (shuffles, intrinsics) require whole
+warps; barriers require the whole block. Intrinsics run from their declared lane maps
+(`tilecore.ir.intrinsic`), the same tables the code generator reads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilecore.errors import SourceLoc, TileRuntimeError
+from tilecore.ir.buffer import Buffer
+from tilecore.ir.expr import BinOp, Cast, Const, Expr, Select, Unary, Var
+from tilecore.ir.module import Module
+from tilecore.ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
+from tilecore.ir.thread import (
+    Atomic,
+    Barrier,
+    IntrinsicCall,
+    LaneTable,
+    MemLoad,
+    MemStore,
+    Shuffle,
+    ThreadKernel,
+    VecMove,
+    find_kernel,
+)
+from tilecore.ir.thread_printer import print_thread_func
+
+from . import values as V
+from .intrinsics import run_intrinsic
+from .race import SharedTracker
+
+
+class EmuArtifact:
+    """The `tile_build` result for emu targets: runs the lowered module on NumPy arrays."""
+
+    array_api = "numpy"
+
+    def __init__(self, module: Module):
+        self.module = module
+        self.kernel = find_kernel(module.func.body)
+        if self.kernel is None:
+            raise TileRuntimeError("the emu target needs a thread-lowered module", module.func.loc)
+        self.source = print_thread_func(module.func)
+
+    def run(self, args: list, dyn: dict) -> None:
+        """Execute every block of the grid on `args` (parameter order, outputs written in place)."""
+        func = self.module.func
+        env: dict[int, object] = {}
+        for v in func.dyn_vars:
+            env[id(v)] = np.int64(dyn[v.name])
+        mem = {id(p): a.reshape(-1) for p, a in zip(func.params, args)}
+        Block(self.kernel, mem, env, func.params).run_grid()
+
+
+class Block:
+    """The state of one block's execution: registers, shared memory, race trackers."""
+
+    def __init__(self, k: ThreadKernel, mem: dict, env: dict, params):
+        self.k = k
+        self.T = k.num_threads
+        self.W = k.warp_size
+        self.mem = mem
+        self.params = {id(p): p for p in params}
+        self.env = env
+        self.tid = np.arange(self.T, dtype=np.int64)
+        self.locs: list[SourceLoc | None] = []
+        self._loc_ids: dict = {}
+        self.loc_id = self._locid(k.loc)
+
+    def _locid(self, loc) -> int:
+        key = id(loc)
+        if key not in self._loc_ids:
+            self._loc_ids[key] = len(self.locs)
+            self.locs.append(loc)
+        return self._loc_ids[key]
+
+    @property
+    def loc(self):
+        return self.locs[self.loc_id]
+
+    # ----------------------------------------------------------------- driver
+    def run_grid(self) -> None:
+        k = self.k
+        dims = [int(np.asarray(self.eval(g, None))) for g in k.grid]
+        for flat in range(int(np.prod(dims)) if dims else 1):
+            rest = flat
+            for v, n in zip(k.block_vars, dims):
+                self.env[id(v)] = np.int64(rest % n)
+                rest //= n
+            self.env[id(k.thread_var)] = self.tid
+            self.shared = {}
+            self.trackers = {}
+            for b in k.shared:
+                self.shared[id(b)] = np.full(b.shape[0], V.poison(b.dtype), dtype=b.dtype.np)
+                self.trackers[id(b)] = SharedTracker(b.name, b.shape[0])
+            self.regs = {id(b): np.full((self.T, b.shape[0]), V.poison(b.dtype), dtype=b.dtype.np)
+                         for b in k.registers}
+            self.exec(k.body, np.ones(self.T, dtype=bool))
+
+    # ----------------------------------------------------------------- memory
+    def _storage(self, buf: Buffer):
+        if buf.scope == "global":
+            return self.mem[id(buf)]
+        if buf.scope == "shared":
+            return self.shared[id(buf)]
+        return self.regs[id(buf)]
+
+    def _check(self, buf: Buffer, off: np.ndarray, lanes: np.ndarray, n: int, what: str, width: int = 1):
+        bad = lanes & ((off < 0) | (off + width > n))
+        if bad.any():
+            t = int(np.argmax(bad))
+            raise TileRuntimeError(
+                f"out-of-bounds {what} of {buf.scope} buffer {buf.name}: thread {t} accesses flat "
+                f"element {int(off[t])}, outside 0..{n - 1}", self.loc,
+                hint="guard the access with `if` / T.if_then_else, or size the tile to the buffer")
+
+    def read(self, buf: Buffer, off, lanes: np.ndarray, width: int = 1) -> np.ndarray:
+        """Values (T, width) in storage dtype at offsets off..off+width of active lanes (0 elsewhere)."""
+        off = np.broadcast_to(np.asarray(off, dtype=np.int64), (self.T,))
+        store = self._storage(buf)
+        n = store.shape[-1]
+        self._check(buf, off, lanes, n, "read", width)
+        idx = np.where(lanes, off, 0)[:, None] + np.arange(width)
+        idx = np.where(lanes[:, None], idx, 0)
+        if buf.scope == "local":
+            vals = store[self.tid[:, None], idx]
+        else:
+            vals = store[idx]
+            if buf.scope == "shared":
+                act = np.repeat(lanes, width)
+                self.trackers[id(buf)].read(idx.reshape(-1)[act], np.repeat(self.tid, width)[act],
+                                            self.loc_id, self.locs)
+        return np.where(lanes[:, None], vals, np.zeros((), dtype=vals.dtype))
+
+    def write(self, buf: Buffer, off, vals: np.ndarray, lanes: np.ndarray, width: int = 1) -> None:
+        """Store vals (T, width) (storage dtype) at offsets of the active lanes."""
+        off = np.broadcast_to(np.asarray(off, dtype=np.int64), (self.T,))
+        store = self._storage(buf)
+        n = store.shape[-1]
+        self._check(buf, off, lanes, n, "write", width)
+        t = self.tid[lanes]
+        idx = off[lanes][:, None] + np.arange(width)
+        v = vals[lanes]
+        if buf.scope == "local":
+            store[t[:, None], idx] = v
+        else:
+            if buf.scope == "shared":
+                self.trackers[id(buf)].write(idx.reshape(-1), np.repeat(t, width), self.loc_id, self.locs)
+            store[idx.reshape(-1)] = v.reshape(-1)
+
+    # ----------------------------------------------------------------- expressions
+    def eval(self, e: Expr, mask):
+        """Value(s) of `e` for the lanes in `mask` (None: all); compute representation."""
+        if isinstance(e, Const):
+            if e.dtype.is_int:
+                return np.int64(e.value)
+            if e.dtype.is_bool:
+                return np.bool_(e.value)
+            return V.round_to(e.value, e.dtype)[()]
+        if isinstance(e, Var):
+            try:
+                return self.env[id(e)]
+            except KeyError:
+                raise TileRuntimeError(f"variable {e.name} used before it is bound", self.loc) from None
+        if isinstance(e, MemLoad):
+            lanes = self._mask(mask)
+            if e.pred is not None:
+                lanes = lanes & np.broadcast_to(self.eval(e.pred, lanes), (self.T,))
+            off = self.eval(e.offset, lanes)
+            return V.from_storage(self.read(e.buffer, off, lanes)[:, 0], e.buffer.dtype)
+        if isinstance(e, BinOp):
+            return self._binop(e, mask)
+        if isinstance(e, Unary):
+            return self._unary(e, mask)
+        if isinstance(e, Cast):
+            return V.cast_value(self.eval(e.value, mask), e.value.dtype, e.dtype)
+        if isinstance(e, Select):
+            c = np.broadcast_to(self.eval(e.cond, mask), (self.T,))
+            m = self._mask(mask)
+            mt, mf = m & c, m & ~c
+            a = self.eval(e.true_value, mt) if mt.any() else None
+            b = self.eval(e.false_value, mf) if mf.any() else None
+            if a is None:
+                return b if b is not None else self.eval(e.true_value, mt)
+            if b is None:
+                return a
+            return np.where(c, a, b)
+        if isinstance(e, Shuffle):
+            return self._shuffle(e, mask)
+        if isinstance(e, LaneTable):
+            idx = np.asarray(self.eval(e.index, mask), dtype=np.int64)
+            table = np.asarray(e.values, dtype=np.int64)
+            return table[np.clip(idx, 0, len(table) - 1)]
+        raise TileRuntimeError(f"emu cannot evaluate {type(e).__name__}", self.loc)
+
+    def _mask(self, mask) -> np.ndarray:
+        return np.ones(self.T, dtype=bool) if mask is None else mask
+
+    def _binop(self, e: BinOp, mask):
+        a, b = self.eval(e.a, mask), self.eval(e.b, mask)
+        op, t = e.op, e.a.dtype
+        if op in V.CMP:
+            return V.CMP[op](a, b)
+        if op == "and":
+            return np.logical_and(a, b)
+        if op == "or":
+            return np.logical_or(a, b)
+        if t.is_int or t.is_bool:
+            if op in ("div", "mod"):
+                bz = np.broadcast_to(np.asarray(b) == 0, (self.T,)) & self._mask(mask)
+                if bz.any():
+                    raise TileRuntimeError("integer division by zero", self.loc)
+                b = np.where(np.asarray(b) == 0, 1, b)
+            return V.int_binop(op, a, b)
+        with np.errstate(all="ignore"):
+            r = V.FLOAT_BIN[op](a, b)
+        return V.round_to(r, t) if t.is_narrow_float else np.asarray(r, dtype=V.compute_np(t))
+
+    def _unary(self, e: Unary, mask):
+        a = self.eval(e.a, mask)
+        t = e.dtype
+        if e.op == "not":
+            return np.logical_not(a)
+        if e.op == "neg":
+            return -np.asarray(a)
+        if e.op == "abs" and t.is_int:
+            return np.abs(a)
+        with np.errstate(all="ignore"):
+            r = V.UNARY[e.op](a)
+        return V.round_to(r, t)
+
+    def _whole_warps(self, mask, what: str) -> np.ndarray:
+        m = self._mask(mask)
+        if self.T % self.W:
+            raise TileRuntimeError(f"{what} needs whole warps; the block has {self.T} threads", self.loc)
+        w = m.reshape(-1, self.W)
+        if not np.all(w.all(axis=1) | ~w.any(axis=1)):
+            raise TileRuntimeError(f"{what} executed by part of a warp (divergent control flow)", self.loc)
+        return m
+
+    def _shuffle(self, e: Shuffle, mask):
+        self._whole_warps(mask, "a warp shuffle")
+        v = np.broadcast_to(self.eval(e.value, mask), (self.T,))
+        arg = np.broadcast_to(np.asarray(self.eval(e.arg, mask), dtype=np.int64), (self.T,))
+        lane = self.tid % e.width
+        src = (lane ^ arg) if e.mode == "xor" else arg
+        src = self.tid - lane + (src % e.width)
+        return v[src]
+
+    # ----------------------------------------------------------------- statements
+    def exec(self, s: Stmt, mask: np.ndarray) -> None:
+        if s.loc is not None:
+            self.loc_id = self._locid(s.loc)
+        if isinstance(s, SeqStmt):
+            for x in s.stmts:
+                self.exec(x, mask)
+        elif isinstance(s, MemStore):
+            lanes = mask if s.pred is None else mask & np.broadcast_to(self.eval(s.pred, mask), (self.T,))
+            if lanes.any():
+                v = np.broadcast_to(self.eval(s.value, lanes), (self.T,))
+                v = V.cast_value(v, s.value.dtype, s.buffer.dtype) if s.value.dtype != s.buffer.dtype else v
+                off = self.eval(s.offset, lanes)
+                self.write(s.buffer, off, V.to_storage(v, s.buffer.dtype)[:, None], lanes)
+        elif isinstance(s, LetStmt):
+            self.env[id(s.var)] = self.eval(s.value, mask)
+        elif isinstance(s, IfThenElse):
+            c = np.broadcast_to(self.eval(s.cond, mask), (self.T,))
+            mt = mask & c
+            if mt.any():
+                self.exec(s.then_body, mt)
+            if s.else_body is not None:
+                mf = mask & ~c
+                if mf.any():
+                    self.exec(s.else_body, mf)
+        elif isinstance(s, For):
+            self._for(s, mask)
+        elif isinstance(s, VecMove):
+            self._vecmove(s, mask)
+        elif isinstance(s, Barrier):
+            if not mask.all():
+                raise TileRuntimeError("a barrier is reached by only some threads of the block "
+                                       "(divergent control flow)", self.loc)
+            for tr in self.trackers.values():
+                tr.barrier()
+        elif isinstance(s, Atomic):
+            self._atomic(s, mask)
+        elif isinstance(s, IntrinsicCall):
+            m = self._whole_warps(mask, s.intrinsic.name)
+            run_intrinsic(self, s, m)
+        elif isinstance(s, ThreadKernel):
+            raise TileRuntimeError("nested ThreadKernel", self.loc)
+        else:
+            raise TileRuntimeError(f"emu cannot execute {type(s).__name__}", self.loc)
+
+    def _for(self, s: For, mask: np.ndarray) -> None:
+        start, stop = self.eval(s.start, mask), self.eval(s.stop, mask)
+        if np.ndim(start) == 0 and np.ndim(stop) == 0:
+            for i in range(int(start), int(stop), s.step):
+                self.env[id(s.var)] = np.int64(i)
+                self.exec(s.body, mask)
+            return
+        start = np.broadcast_to(np.asarray(start, dtype=np.int64), (self.T,))
+        stop = np.broadcast_to(np.asarray(stop, dtype=np.int64), (self.T,))
+        if not mask.any():
+            return
+        if s.step > 0:
+            lo, hi = int(start[mask].min()), int(stop[mask].max())
+            rng = range(lo, hi, s.step)
+        else:
+            lo, hi = int(start[mask].max()), int(stop[mask].min())
+            rng = range(lo, hi, s.step)
+        for i in rng:
+            inside = (i >= start) & (i < stop) if s.step > 0 else (i <= start) & (i > stop)
+            on = mask & inside & (((i - start) % s.step) == 0)
+            if on.any():
+                self.env[id(s.var)] = np.int64(i)
+                self.exec(s.body, on)
+
+    def _vecmove(self, s: VecMove, mask: np.ndarray) -> None:
+        pred = mask if s.pred is None else mask & np.broadcast_to(self.eval(s.pred, mask), (self.T,))
+        for side, off_e in ((s.src, s.src_offset), (s.dst, s.dst_offset)):
+            off = np.broadcast_to(np.asarray(self.eval(off_e, pred), dtype=np.int64), (self.T,))
+            if np.any(pred & (off % s.lanes != 0)):
+                raise TileRuntimeError(f"misaligned {s.lanes}-element vector access to {side.name}", self.loc)
+        if pred.any():
+            vals = self.read(s.src, self.eval(s.src_offset, pred), pred, s.lanes)
+            self.write(s.dst, self.eval(s.dst_offset, pred), vals, pred, s.lanes)
+        zero = mask & ~pred
+        if s.zero_fill and zero.any():
+            vals = np.zeros((self.T, s.lanes), dtype=s.dst.dtype.np)
+            self.write(s.dst, self.eval(s.dst_offset, zero), vals, zero, s.lanes)
+
+    def _atomic(self, s: Atomic, mask: np.ndarray) -> None:
+        lanes = mask if s.pred is None else mask & np.broadcast_to(self.eval(s.pred, mask), (self.T,))
+        if not lanes.any():
+            return
+        d = s.buffer.dtype
+        off = np.broadcast_to(np.asarray(self.eval(s.offset, lanes), dtype=np.int64), (self.T,))
+        v = np.broadcast_to(self.eval(s.value, lanes), (self.T,))
+        store = self._storage(s.buffer)
+        self._check(s.buffer, off, lanes, store.shape[-1], "atomic update")
+        for t in np.nonzero(lanes)[0]:
+            cur = V.from_storage(store[off[t]], d)
+            if d.is_int:
+                store[off[t]] = V.to_storage(V.wrap_int(cur + v[t], d), d)
+            else:
+                store[off[t]] = V.to_storage(V.round_to(cur + V.round_to(v[t], d), d), d)

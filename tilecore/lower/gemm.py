@@ -1,0 +1,250 @@
+"""gemm: tensorized with the backend's mma intrinsic, or SIMT multiply-adds.
+
+Tensorized: warps form the plan's (wm, wn) grid; for every 16-deep k step each warp loads its
+A and B operand tiles into registers and issues one mma per (m tile, n tile) into the
+accumulator fragment, whose layout (`MmaLayout`) was fixed by layout inference from the same
+intrinsic's C lane map. Operands are loaded with a loader intrinsic (ldmatrix) when one of the
+plan's loaders, placed on the operand tile, reproduces the mma operand's lane map exactly
+(checked entry by entry on the tables); otherwise element by element from shared memory.
+An A operand held in a fragment is used from registers when its layout already puts every
+needed element in the right thread, else it is staged through shared memory.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..errors import TileShapeError
+from ..ir.buffer import Buffer, Region
+from ..ir.expr import Expr, binop, cast, const, linear
+from ..ir.intrinsic import Intrinsic, LaneMap
+from ..ir.stmt import For, Gemm, IfThenElse, SeqStmt, Stmt
+from ..ir.thread import IntrinsicCall, MemLoad, MemStore, OperandRef
+from .body import stage_fragment
+from .context import LowerCtx, flat_offset
+from .indexing import NotNumeric, evaluate
+from .layout import MmaLayout
+from .tensorize import MmaPlan
+
+
+def operand_index(region: Region, transposed: bool, row: Expr, col: Expr) -> tuple[Expr, ...]:
+    """Buffer indices of element (row, col) of op(X) for an operand region."""
+    i, j = (col, row) if transposed else (row, col)
+    dims = [d for d, n in enumerate(region.extents)]
+    while len(dims) > 2 and region.extents[dims[0]] == 1:
+        dims = dims[1:]
+    d0, d1 = dims[-2], dims[-1]
+    idx = list(region.starts)
+    idx[d0] = idx[d0] + i
+    idx[d1] = idx[d1] + j
+    return tuple(idx)
+
+
+def lower_gemm(ctx: LowerCtx, g: Gemm) -> Stmt:
+    """T.gemm(A, B, C)."""
+    c = g.c.buffer
+    if c.scope != "fragment" or not g.c.is_full:
+        raise TileShapeError(f"gemm accumulates into a whole fragment; {c.name} is a {c.scope} "
+                             f"buffer or a part of one", g.loc, hint="allocate C with T.alloc_fragment")
+    plan: MmaPlan | None = ctx.plans.get(id(g))
+    lay = ctx.layout(c)
+    if plan is not None and isinstance(lay, MmaLayout) and lay.warps == tuple(plan.warps):
+        return _mma_gemm(ctx, g, plan, lay)
+    return _simt_gemm(ctx, g)
+
+
+def _memory(ctx: LowerCtx, buf: Buffer, loc, pre: list) -> Buffer:
+    """The shared storage holding operand `buf` row-major (staging fragments)."""
+    if buf.scope == "shared":
+        return ctx.shared(buf)
+    if buf.scope == "fragment":
+        scratch, stores = stage_fragment(ctx, buf, loc)
+        pre.extend(stores)
+        return scratch
+    raise TileShapeError(f"gemm operand {buf.name} must be in shared or fragment memory, not {buf.scope}",
+                         loc, hint="T.copy it into a T.alloc_shared buffer first")
+
+
+def _simt_gemm(ctx: LowerCtx, g: Gemm) -> Stmt:
+    c = g.c.buffer
+    lay = ctx.layout(c)
+    cregs = ctx.regs(c)
+    cd = c.dtype
+    pre: list[Stmt] = []
+    amem = _memory(ctx, g.a.buffer, g.loc, pre)
+    bmem = _memory(ctx, g.b.buffer, g.loc, pre)
+    _, _, kdim = g.mnk
+    out: list[Stmt] = list(pre)
+    if g.clear_accum:
+        out.extend(MemStore(cregs, const(r), cast(0, cd), None, g.loc) for r in range(lay.nregs))
+    k = ctx.fresh_var("k")
+    body = []
+    for r in range(lay.nregs):
+        i, j = lay.coords(ctx.tx, r)
+        a = MemLoad(amem, flat_offset(g.a.buffer, operand_index(g.a, g.transpose_a, i, k), ctx.bounds))
+        b = MemLoad(bmem, flat_offset(g.b.buffer, operand_index(g.b, g.transpose_b, k, j), ctx.bounds))
+        v = binop("add", MemLoad(cregs, const(r)), binop("mul", cast(a, cd), cast(b, cd)))
+        st: Stmt = MemStore(cregs, const(r), cast(v, cd), None, g.loc)
+        valid = lay.valid(ctx.tx, r)
+        body.append(st if valid is None else IfThenElse(valid, st, None, g.loc))
+    out.append(For(k, const(0), const(kdim), 1, "serial", SeqStmt(tuple(body), g.loc), (), g.loc))
+    return SeqStmt(tuple(out), g.loc)
+
+
+# --------------------------------------------------------------------------- tensor cores
+
+
+def find_loader(loaders, opmap: LaneMap, contiguous_axis: int):
+    """(loader, placement) whose lane map, with matrix q placed at op-tile block placement[q] and
+    its rows running along the non-contiguous axis, equals `opmap`; None when none does."""
+    want_r, want_c = opmap.arrays()
+    blocks = [(br, bc) for br in range(0, opmap.rows, 8) for bc in range(0, opmap.cols, 8)]
+    for ld in loaders:
+        dst = ld.operands[0].map
+        count, mrows, mcols = ld.shape
+        if dst.elems != opmap.elems or dst.lanes != opmap.lanes or mrows != 8 or mcols != 8:
+            continue
+        srow, scol = dst.arrays()
+        q, rr = srow // 8, srow % 8
+        for placement in itertools.permutations(blocks, count):
+            br = np.array([p[0] for p in placement])[q]
+            bc = np.array([p[1] for p in placement])[q]
+            if contiguous_axis == 1:
+                got_r, got_c = br + rr, bc + scol
+            else:
+                got_r, got_c = br + scol, bc + rr
+            if np.array_equal(got_r, want_r) and np.array_equal(got_c, want_c):
+                return ld, placement
+    return None
+
+
+def loader_rows(ld: Intrinsic, placement, contiguous_axis: int, rows: int, cols: int) -> LaneMap:
+    """Per lane, the op-tile (row, col) where the memory row that lane addresses starts."""
+    src = ld.operands[1].map
+
+    def fn(lane, _e):
+        sr = src.at(lane, 0)[0]
+        br, bc = placement[sr // 8]
+        return (br + sr % 8, bc) if contiguous_axis == 1 else (br, bc + sr % 8)
+
+    return LaneMap.from_fn(rows, cols, src.lanes, 1, fn)
+
+
+def _aligned(e: Expr, n: int) -> bool:
+    lin = linear(e)
+    return lin is not None and lin[1] % n == 0 and all(c % n == 0 for c in lin[0].values())
+
+
+class _Operand:
+    """How one mma operand (A or B) reaches its registers."""
+
+    def __init__(self, ctx: LowerCtx, g: Gemm, name: str, plan: MmaPlan, pre: list):
+        self.ctx, self.g, self.name = ctx, g, name
+        self.spec = plan.mma.operand(name)
+        self.region = g.a if name == "A" else g.b
+        self.trans = g.transpose_a if name == "A" else g.transpose_b
+        self.buf = self.region.buffer
+        # memory rows run along op rows unless the operand is stored transposed
+        self.contig = (1 if not self.trans else 0) if name == "A" else (1 if not self.trans else 0)
+        self.regs_frag = self.buf if self.buf.scope == "fragment" else None
+        self.mem: Buffer | None = None
+        self.loader = None
+        self._pre = pre
+
+    def ensure_memory(self):
+        if self.mem is None:
+            self.mem = _memory(self.ctx, self.buf, self.g.loc, self._pre)
+            self.loader = find_loader(self._loaders, self.spec.map, self.contig)
+
+    def set_loaders(self, loaders):
+        self._loaders = loaders
+
+
+def _mma_gemm(ctx: LowerCtx, g: Gemm, plan: MmaPlan, clay: MmaLayout) -> Stmt:
+    mma = plan.mma
+    im, in_, ik = mma.shape
+    M, N, K = g.mnk
+    wm, wn = plan.warps
+    WM, WN = M // wm, N // wn
+    mt, nt = WM // im, WN // in_
+    cregs = ctx.regs(g.c.buffer)
+    lane = ctx.lane()
+    W = ctx.warp_size
+    warp_m = ctx.simp(ctx.tx // (W * wn)) if wm > 1 else const(0)
+    warp_n = ctx.simp((ctx.tx // W) % wn) if wn > 1 else const(0)
+    pre: list[Stmt] = []
+    out: list[Stmt] = []
+    if g.clear_accum:
+        out.extend(MemStore(cregs, const(r), cast(0, cregs.dtype), None, g.loc) for r in range(clay.nregs))
+    A, B = _Operand(ctx, g, "A", plan, pre), _Operand(ctx, g, "B", plan, pre)
+    A.set_loaders(plan.loaders)
+    B.set_loaders(plan.loaders)
+    aregs = ctx.new_regs("A_frag", mt * A.spec.elems, A.spec.dtype)
+    bregs = ctx.new_regs("B_frag", nt * B.spec.elems, B.spec.dtype)
+    for kk in range(K // ik):
+        for mi in range(mt):
+            out.extend(_load_operand(ctx, A, aregs, mi * A.spec.elems, lane,
+                                     warp_m * WM + mi * im, const(kk * ik)))
+        for ni in range(nt):
+            out.extend(_load_operand(ctx, B, bregs, ni * B.spec.elems, lane,
+                                     const(kk * ik), warp_n * WN + ni * in_))
+        for mi in range(mt):
+            for ni in range(nt):
+                base = const(clay.reg(mi, ni, 0))
+                out.append(IntrinsicCall(mma, (
+                    OperandRef(cregs, base), OperandRef(aregs, const(mi * A.spec.elems)),
+                    OperandRef(bregs, const(ni * B.spec.elems)), OperandRef(cregs, base)), g.loc))
+    return SeqStmt(tuple(pre + out), g.loc)
+
+
+def _load_operand(ctx: LowerCtx, op: _Operand, regs: Buffer, base: int, lane: Expr,
+                  row0: Expr, col0: Expr) -> list[Stmt]:
+    """Statements filling regs[base : base + elems] with this warp's operand tile at (row0, col0)."""
+    spec, loc = op.spec, op.g.loc
+    if op.regs_frag is not None and op.mem is None:
+        moves = _from_registers(ctx, op, regs, base, lane, row0, col0)
+        if moves is not None:
+            return moves
+    op.ensure_memory()
+    found = op.loader
+    if found is not None:
+        ld, placement = found
+        starts = loader_rows(ld, placement, op.contig, spec.map.rows, spec.map.cols)
+        r = row0 + starts.coord(lane, 0, 0)
+        c = col0 + starts.coord(lane, 0, 1)
+        addr = flat_offset(op.buf, operand_index(op.region, op.trans, r, c), ctx.bounds)
+        if _aligned(addr, 8):
+            return [IntrinsicCall(ld, (OperandRef(regs, const(base)), OperandRef(op.mem, addr)), loc)]
+    out: list[Stmt] = []
+    for e in range(spec.elems):
+        r = row0 + spec.map.coord(lane, e, 0)
+        c = col0 + spec.map.coord(lane, e, 1)
+        off = flat_offset(op.buf, operand_index(op.region, op.trans, r, c), ctx.bounds)
+        out.append(MemStore(regs, const(base + e), MemLoad(op.mem, off), None, loc))
+    return out
+
+
+def _from_registers(ctx: LowerCtx, op: _Operand, regs: Buffer, base: int, lane: Expr,
+                    row0: Expr, col0: Expr) -> list[Stmt] | None:
+    """Register moves when the fragment's layout already holds each needed element locally."""
+    lay = ctx.layout(op.buf)
+    env = {id(ctx.tx): np.arange(ctx.threads, dtype=np.int64)}
+    out: list[Stmt] = []
+    src = ctx.regs(op.buf)
+    for e in range(op.spec.elems):
+        r = row0 + op.spec.map.coord(lane, e, 0)
+        c = col0 + op.spec.map.coord(lane, e, 1)
+        idx = operand_index(op.region, op.trans, r, c)
+        try:
+            want = np.stack([np.broadcast_to(np.asarray(evaluate(ctx.simp(i), env)), (ctx.threads,))
+                             for i in idx], axis=-1)
+        except NotNumeric:
+            return None
+        reg = lay.find_reg(want)
+        if reg is None:
+            return None
+        out.append(MemStore(regs, const(base + e), MemLoad(src, const(reg)), None, op.g.loc))
+    return out
+

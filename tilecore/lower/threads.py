@@ -1,0 +1,82 @@
+"""The lowering of a whole kernel: `KernelLaunch` (tile IR) to `ThreadKernel` (thread IR).
+
+Block-level statements become code every thread runs (uniformly); tile operations and
+T.Parallel nests are partitioned over the threads by the modules of this package.
+"""
+
+from __future__ import annotations
+
+from ..errors import TileShapeError
+from ..ir.expr import Expr
+from ..ir.stmt import (
+    AtomicAdd,
+    AtomicAddRegion,
+    Copy,
+    CumSum,
+    Fill,
+    For,
+    Gemm,
+    IfThenElse,
+    KernelLaunch,
+    LetStmt,
+    Reduce,
+    SeqStmt,
+    Stmt,
+    Store,
+)
+from ..ir.thread import ThreadKernel
+from .body import BodyLowerer
+from .context import LowerCtx
+from .gemm import lower_gemm
+from .parallel import lower_atomic_region, lower_copy, lower_fill, lower_parallel
+from .reduce import lower_cumsum, lower_reduce
+
+
+def _with_pre(pre: list, s: Stmt) -> Stmt:
+    return s if not pre else SeqStmt(tuple(pre) + (s,), s.loc)
+
+
+def lower_block(ctx: LowerCtx, s: Stmt) -> Stmt:
+    """One block-level statement of the kernel body, lowered."""
+    if isinstance(s, SeqStmt):
+        return SeqStmt(tuple(lower_block(ctx, x) for x in s.stmts), s.loc)
+    if isinstance(s, For):
+        if s.kind == "parallel":
+            return lower_parallel(ctx, s)
+        bl = BodyLowerer(ctx, False, s.loc)
+        start, stop = bl.expr(s.start), bl.expr(s.stop)
+        kind = "unroll" if s.kind == "unroll" else "serial"
+        loop = For(s.var, start, stop, s.step, kind, lower_block(ctx, s.body), (), s.loc)
+        return _with_pre(bl.pre, loop)
+    if isinstance(s, IfThenElse):
+        bl = BodyLowerer(ctx, False, s.loc)
+        cond = bl.expr(s.cond)
+        els = None if s.else_body is None else lower_block(ctx, s.else_body)
+        return _with_pre(bl.pre, IfThenElse(cond, lower_block(ctx, s.then_body), els, s.loc))
+    if isinstance(s, (LetStmt, Store, AtomicAdd)):
+        bl = BodyLowerer(ctx, False, s.loc)
+        out = bl.stmt(s)
+        return _with_pre(bl.pre, out)
+    if isinstance(s, Copy):
+        return lower_copy(ctx, s)
+    if isinstance(s, Fill):
+        return lower_fill(ctx, s)
+    if isinstance(s, Gemm):
+        return lower_gemm(ctx, s)
+    if isinstance(s, Reduce):
+        return lower_reduce(ctx, s)
+    if isinstance(s, CumSum):
+        return lower_cumsum(ctx, s)
+    if isinstance(s, AtomicAddRegion):
+        return lower_atomic_region(ctx, s)
+    if isinstance(s, KernelLaunch):
+        raise TileShapeError("T.Kernel cannot be nested", s.loc)
+    raise TileShapeError(f"cannot lower {type(s).__name__} to threads", getattr(s, "loc", None))
+
+
+def lower_launch(launch: KernelLaunch, ctx: LowerCtx) -> ThreadKernel:
+    """The ThreadKernel of one launch."""
+    body = lower_block(ctx, launch.body)
+    grid = tuple(g if isinstance(g, Expr) else g for g in launch.grid)
+    return ThreadKernel(grid, tuple(launch.block_vars), ctx.tx, ctx.threads, ctx.warp_size,
+                        tuple(ctx.shared_list), tuple(ctx.reg_list), body, launch.loc)
