@@ -157,6 +157,8 @@ class Intrinsic:
     operands: tuple
     lanes: int = 32
 
+    IR_LEAF = True  # a constant table: IR traversals do not descend into it
+
     def __post_init__(self):
         if self.kind not in INTRINSIC_KINDS:
             raise TypeError(f"unknown intrinsic kind {self.kind}")

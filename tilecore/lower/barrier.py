@@ -1,8 +1,9 @@
 """Barrier insertion: a block-wide barrier between shared-memory accesses of different threads.
 
-Walking the thread program in order, the pass tracks which shared buffers were written and read
-since the last barrier. A read of a buffer written since then (RAW), or a write of a buffer read
-or written since then (WAR, WAW), gets a `Barrier` right before it. Loops are walked twice, so
+Walking the thread program in order, the pass tracks which thread wrote and read which element
+of each shared buffer since the last barrier (tabulated over the thread index; an access whose
+offset depends on more is assumed to touch everything). An access to an element another thread
+wrote (RAW, WAW) or read (WAR) since then gets a `Barrier` right before it. Loops are walked twice, so
 accesses at the end of one iteration guard the start of the next. Barriers go only where every
 thread of the block arrives: inside loops and branches whose bounds and conditions are the same
 for every thread; a hazard inside per-thread control flow is guarded before that statement.
@@ -10,47 +11,101 @@ for every thread; a hazard inside per-thread control flow is guarded before that
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..ir.expr import Expr, Var
 from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
 from ..ir.thread import Atomic, Barrier, IntrinsicCall, MemLoad, MemStore, Shuffle, ThreadKernel, VecMove
 from ..ir.visit import walk
 from .context import loc_str
+from .indexing import try_evaluate
 
 _EMPTY: tuple[dict, dict] = ({}, {})
 
 
-def _shared_reads(node) -> list:
+class _Footprint:
+    """Which thread touched which element of one shared buffer since the last barrier:
+    `owner[e]` is -1 (nobody), a thread id, or -2 (several); `unknown` when some access could
+    not be tabulated (its offset depends on more than the thread index)."""
+
+    def __init__(self, n: int, loc):
+        self.owner = np.full(n, -1, dtype=np.int64)
+        self.unknown = False
+        self.loc = loc
+
+    def copy(self) -> _Footprint:
+        f = _Footprint(0, self.loc)
+        f.owner = self.owner.copy()
+        f.unknown = self.unknown
+        return f
+
+    def add(self, acc) -> None:
+        if acc is None:
+            self.unknown = True
+            return
+        idx, tid = acc
+        cur = self.owner[idx]
+        self.owner[idx] = np.where((cur == -1) | (cur == tid), tid, -2)
+
+    def merge(self, other: _Footprint) -> None:
+        self.unknown |= other.unknown
+        a, b = self.owner, other.owner
+        self.owner = np.where(a == -1, b, np.where((b == -1) | (a == b), a, -2))
+
+    def conflicts(self, acc) -> bool:
+        """True when `acc` touches an element some other thread touched."""
+        if self.unknown or acc is None:
+            return self.unknown or bool(np.any(self.owner != -1))
+        idx, tid = acc
+        o = self.owner[idx]
+        return bool(np.any((o == -2) | ((o >= 0) & (o != tid))))
+
+
+def _accesses(node, tx: Var, threads: int, want: str) -> list:
+    """[(buffer, (elements, threads) or None)] of the shared reads ('r') or writes ('w') in node."""
     out = []
     for n in walk(node):
-        if isinstance(n, MemLoad) and n.buffer.scope == "shared":
-            out.append(n.buffer)
-        elif isinstance(n, VecMove) and n.src.scope == "shared":
-            out.append(n.src)
-        elif isinstance(n, IntrinsicCall):
-            for spec, ref in zip(n.intrinsic.operands, n.operands):
-                if ref.buffer.scope == "shared" and spec.role == "in":
-                    out.append(ref.buffer)
-        elif isinstance(n, Atomic) and n.buffer.scope == "shared":
-            out.append(n.buffer)
+        if want == "r":
+            if isinstance(n, MemLoad) and n.buffer.scope == "shared":
+                out.append((n.buffer, _tab(n.offset, 1, tx, threads, n.buffer)))
+            elif isinstance(n, VecMove) and n.src.scope == "shared":
+                out.append((n.src, _tab(n.src_offset, n.lanes, tx, threads, n.src)))
+            elif isinstance(n, IntrinsicCall):
+                for spec, ref in zip(n.intrinsic.operands, n.operands):
+                    if ref.buffer.scope == "shared" and spec.role == "in":
+                        width = n.intrinsic.shape[-1] if n.intrinsic.kind == "ldmatrix" else 1
+                        out.append((ref.buffer, _tab(ref.offset, width, tx, threads, ref.buffer)))
+            elif isinstance(n, Atomic) and n.buffer.scope == "shared":
+                out.append((n.buffer, None))
+        else:
+            if isinstance(n, (MemStore, Atomic)) and n.buffer.scope == "shared":
+                out.append((n.buffer, _tab(n.offset, 1, tx, threads, n.buffer)))
+            elif isinstance(n, VecMove) and n.dst.scope == "shared":
+                out.append((n.dst, _tab(n.dst_offset, n.lanes, tx, threads, n.dst)))
+            elif isinstance(n, IntrinsicCall):
+                for spec, ref in zip(n.intrinsic.operands, n.operands):
+                    if ref.buffer.scope == "shared" and spec.role == "out":
+                        out.append((ref.buffer, None))
     return out
 
 
-def _shared_writes(node) -> list:
-    out = []
-    for n in walk(node):
-        if isinstance(n, (MemStore, Atomic)) and n.buffer.scope == "shared":
-            out.append(n.buffer)
-        elif isinstance(n, VecMove) and n.dst.scope == "shared":
-            out.append(n.dst)
-        elif isinstance(n, IntrinsicCall):
-            for spec, ref in zip(n.intrinsic.operands, n.operands):
-                if ref.buffer.scope == "shared" and spec.role == "out":
-                    out.append(ref.buffer)
-    return out
+def _tab(offset, width: int, tx: Var, threads: int, buf):
+    """(elements, threads) an access touches, for offsets computable from the thread index."""
+    t = np.arange(threads, dtype=np.int64)
+    v = try_evaluate(offset, {id(tx): t})
+    if v is None:
+        return None
+    v = np.broadcast_to(np.asarray(v, dtype=np.int64), (threads,))
+    idx = (v[:, None] + np.arange(width)).reshape(-1)
+    tid = np.repeat(t, width)
+    ok = (idx >= 0) & (idx < buf.shape[0])
+    return idx[ok], tid[ok]
 
 
 class _Inserter:
-    def __init__(self, tx: Var):
+    def __init__(self, tx: Var, threads: int):
+        self.tx = tx
+        self.threads = threads
         self.varying: set[int] = {id(tx)}
 
     def is_varying(self, e: Expr) -> bool:
@@ -64,31 +119,36 @@ class _Inserter:
         return False
 
     def leaf(self, s: Stmt, st, reads=None, writes=None):
-        reads = _shared_reads(s) if reads is None else reads
-        writes = _shared_writes(s) if writes is None else writes
+        reads = _accesses(s, self.tx, self.threads, "r") if reads is None else reads
+        writes = _accesses(s, self.tx, self.threads, "w") if writes is None else writes
         w, r = st
         hazard = None
-        for b in reads:
-            if id(b) in w:
-                hazard = f"{b.name} written at {loc_str(w[id(b)])} is read at {loc_str(s.loc)}"
+        for b, acc in reads:
+            f = w.get(id(b))
+            if f is not None and f.conflicts(acc):
+                hazard = f"{b.name} written at {loc_str(f.loc)} is read at {loc_str(s.loc)}"
                 break
         if hazard is None:
-            for b in writes:
-                if id(b) in r:
-                    hazard = f"{b.name} read at {loc_str(r[id(b)])} is overwritten at {loc_str(s.loc)}"
+            for b, acc in writes:
+                f = r.get(id(b))
+                if f is not None and f.conflicts(acc):
+                    hazard = f"{b.name} read at {loc_str(f.loc)} is overwritten at {loc_str(s.loc)}"
                     break
-                if id(b) in w:
-                    hazard = f"{b.name} written at {loc_str(w[id(b)])} is rewritten at {loc_str(s.loc)}"
+                f = w.get(id(b))
+                if f is not None and f.conflicts(acc):
+                    hazard = f"{b.name} written at {loc_str(f.loc)} is rewritten at {loc_str(s.loc)}"
                     break
         out: list[Stmt] = []
         if hazard is not None:
             out.append(Barrier(hazard, s.loc))
             w, r = {}, {}
         w, r = dict(w), dict(r)
-        for b in reads:
-            r.setdefault(id(b), s.loc)
-        for b in writes:
-            w.setdefault(id(b), s.loc)
+        for table, accs in ((r, reads), (w, writes)):
+            for b, acc in accs:
+                f = table.get(id(b))
+                f = _Footprint(b.shape[0], s.loc) if f is None else f.copy()
+                f.add(acc)
+                table[id(b)] = f
         out.append(s)
         return out, (w, r)
 
@@ -111,7 +171,8 @@ class _Inserter:
                 self.varying.add(id(s.var))
                 self._mark_lets(s.body)
                 return self.leaf(s, st)
-            head, st = self.leaf(s, st, _shared_reads(s.start) + _shared_reads(s.stop), [])
+            head, st = self.leaf(s, st, _accesses(s.start, self.tx, self.threads, "r") +
+                                 _accesses(s.stop, self.tx, self.threads, "r"), [])
             _, end = self.visit(s.body, st)
             body, end = self.visit(s.body, _union(st, end))
             loop = For(s.var, s.start, s.stop, s.step, s.kind, _seq(body, s), s.annotations, s.loc)
@@ -120,7 +181,7 @@ class _Inserter:
             if self.is_varying(s.cond):
                 self._mark_lets(s)
                 return self.leaf(s, st)
-            head, st = self.leaf(s, st, _shared_reads(s.cond), [])
+            head, st = self.leaf(s, st, _accesses(s.cond, self.tx, self.threads, "r"), [])
             then, st1 = self.visit(s.then_body, st)
             if s.else_body is None:
                 els, st2 = None, st
@@ -144,18 +205,23 @@ def _seq(stmts: list, like: Stmt) -> Stmt:
 
 
 def _union(a, b):
-    w = dict(a[0])
-    for k, v in b[0].items():
-        w.setdefault(k, v)
-    r = dict(a[1])
-    for k, v in b[1].items():
-        r.setdefault(k, v)
-    return w, r
+    out = []
+    for x, y in zip(a, b):
+        m = dict(x)
+        for k, f in y.items():
+            if k in m:
+                g = m[k].copy()
+                g.merge(f)
+                m[k] = g
+            else:
+                m[k] = f
+        out.append(m)
+    return out[0], out[1]
 
 
 def insert_barriers(kernel: ThreadKernel) -> ThreadKernel:
     """`kernel` with barriers wherever shared memory crosses threads."""
-    ins = _Inserter(kernel.thread_var)
+    ins = _Inserter(kernel.thread_var, kernel.num_threads)
     body, _ = ins.visit(kernel.body, _EMPTY)
     return ThreadKernel(kernel.grid, kernel.block_vars, kernel.thread_var, kernel.num_threads,
                         kernel.warp_size, kernel.shared, kernel.registers, _seq(body, kernel.body),

@@ -77,7 +77,7 @@ class BodyLowerer:
                 return self.load(n.buffer, n.indices)
             return None
 
-        return rewrite(e, fn)
+        return self.ctx.simp(rewrite(e, fn))
 
     def numeric(self, indices) -> np.ndarray | None:
         """The indices for every thread as an int array (T, rank), or None if not computable."""

@@ -65,6 +65,7 @@ class LowerCtx:
         self.threads = launch.num_threads
         self.warp_size = max(1, facts.warp_size)
         self.tx = Var("tx")
+        self.var_bounds: dict[int, tuple] = {id(v): (0, None) for v in launch.block_vars}
         self.layouts = layouts
         self.plans = plans
         self._shared: dict[int, Buffer] = {}
@@ -81,8 +82,10 @@ class LowerCtx:
 
     @property
     def bounds(self) -> dict:
-        """Known ranges of variables: the thread index."""
-        return {id(self.tx): (0, self.threads - 1)}
+        """Known ranges of variables: the thread index, block indices, enclosing loop counters."""
+        out = dict(self.var_bounds)
+        out[id(self.tx)] = (0, self.threads - 1)
+        return out
 
     def simp(self, e: Expr) -> Expr:
         return simplify(e, self.bounds)

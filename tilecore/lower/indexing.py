@@ -9,6 +9,8 @@ numbers become constants. `evaluate` computes an index expression for every thre
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..ir.expr import BinOp, Cast, Const, Expr, Var, linear
@@ -23,7 +25,7 @@ def _range(terms: dict, const: int, bounds: dict) -> tuple[int | None, int | Non
     lo: int | None = const
     hi: int | None = const
     for atom, c in terms.items():
-        b = bounds.get(id(atom)) if isinstance(atom, Var) else None
+        b = _atom_range(atom, bounds)
         if b is None:
             return None, None
         alo, ahi = b
@@ -34,6 +36,25 @@ def _range(terms: dict, const: int, bounds: dict) -> tuple[int | None, int | Non
     return lo, hi
 
 
+def _atom_range(atom, bounds: dict):
+    """(lo, hi) of a variable or of `x % c` / `x // c` with x >= 0, else None."""
+    if isinstance(atom, Var):
+        return bounds.get(id(atom))
+    if isinstance(atom, BinOp) and atom.op in ("div", "mod") and isinstance(atom.b, Const) \
+            and atom.b.value > 0:
+        lin = linear(atom.a)
+        if lin is None:
+            return None
+        lo, hi = _range(lin[0], lin[1], bounds)
+        if lo is None or lo < 0:
+            return None
+        c = int(atom.b.value)
+        if atom.op == "mod":
+            return (0, c - 1) if hi is None or hi >= c else (lo, hi)
+        return lo // c, None if hi is None else hi // c
+    return None
+
+
 def _build(terms: dict, const: int, dtype) -> Expr:
     out: Expr = Const(const, dtype)
     for atom, c in sorted(terms.items(), key=lambda kv: -abs(kv[1])):
@@ -42,6 +63,9 @@ def _build(terms: dict, const: int, dtype) -> Expr:
 
 
 def _divmod(e: BinOp, bounds: dict) -> Expr | None:
+    """Fold `x // d` and `x % d` for an affine, provably non-negative x: terms whose coefficient
+    d divides move out of the division; what remains is divided by the common factor of its
+    coefficients and d, and vanishes (div) or stays bare (mod) when its range is below d."""
     d = e.b
     if not isinstance(d, Const) or d.value <= 0:
         return None
@@ -57,24 +81,69 @@ def _divmod(e: BinOp, bounds: dict) -> Expr | None:
     inner = {a: c for a, c in terms.items() if c % dv != 0}
     q, rem = divmod(const, dv)
     ilo, ihi = _range(inner, rem, bounds)
-    if ilo is None or ihi is None or ilo < 0 or ihi >= dv:
+    if ilo is None or ilo < 0:
         return None
+    g = dv
+    for c in list(inner.values()) + [rem]:
+        g = math.gcd(g, c)
+    small = ihi is not None and ihi < dv
+    if not outer and q == 0 and g == 1 and not small:
+        return None
+    inner_e = _build({a: c // g for a, c in inner.items()}, rem // g, e.dtype)
+    dg = dv // g
     if e.op == "div":
-        return _build({a: c // dv for a, c in outer.items()}, q, e.dtype)
-    return _build(inner, rem, e.dtype)
+        if small:
+            rest: Expr = Const(0, e.dtype)
+        else:
+            rest = inner_e if dg == 1 else BinOp("div", inner_e, Const(dg, e.dtype), e.dtype)
+        return _build({a: c // dv for a, c in outer.items()}, q, e.dtype) + rest
+    if small:
+        return _build(inner, rem, e.dtype)
+    m = inner_e if dg == 1 else BinOp("mod", inner_e, Const(dg, e.dtype), e.dtype)
+    return m if g == 1 else m * g
+
+
+def _compare(e: BinOp, bounds: dict) -> bool | None:
+    """The value of an integer comparison when the operands' ranges decide it."""
+    lin = linear(e.a - e.b)
+    if lin is None:
+        return None
+    lo, hi = _range(lin[0], lin[1], bounds)
+    if e.op == "lt":
+        return True if hi is not None and hi < 0 else (False if lo is not None and lo >= 0 else None)
+    if e.op == "le":
+        return True if hi is not None and hi <= 0 else (False if lo is not None and lo > 0 else None)
+    if e.op == "gt":
+        return True if lo is not None and lo > 0 else (False if hi is not None and hi <= 0 else None)
+    return True if lo is not None and lo >= 0 else (False if hi is not None and hi < 0 else None)
 
 
 def simplify(e, bounds: dict):
     """`e` with integer div/mod by constants folded where the ranges in `bounds` prove it."""
 
     def fn(n):
+        if isinstance(n, BinOp) and n.op == "mod" and isinstance(n.a, BinOp) and n.a.op == "mod" \
+                and isinstance(n.b, Const) and isinstance(n.a.b, Const) and n.b.value > 0 \
+                and n.a.b.value % n.b.value == 0:
+            r = _atom_range(n.a, bounds)
+            if r is not None and r[0] >= 0:
+                n = BinOp("mod", n.a.a, n.b, n.dtype)
         if isinstance(n, BinOp) and n.op in ("div", "mod") and n.dtype.is_int:
             r = _divmod(n, bounds)
             if r is not None:
                 return r
+            return n
+        if isinstance(n, BinOp) and n.op in ("lt", "le", "gt", "ge") and n.a.dtype.is_int:
+            decided = _compare(n, bounds)
+            if decided is not None:
+                return Const(decided, n.dtype)
+        if isinstance(n, BinOp) and n.op == "and":
+            for x, y in ((n.a, n.b), (n.b, n.a)):
+                if isinstance(x, Const) and x.value is True:
+                    return y
         if isinstance(n, BinOp) and n.op in ("add", "sub", "mul") and n.dtype.is_int:
             lin = linear(n)
-            if lin is not None and all(isinstance(a, Var) for a in lin[0]):
+            if lin is not None and all(isinstance(a, (Var, BinOp)) for a in lin[0]):
                 return _build(lin[0], lin[1], n.dtype)
         return None
 

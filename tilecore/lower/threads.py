@@ -7,7 +7,7 @@ T.Parallel nests are partitioned over the threads by the modules of this package
 from __future__ import annotations
 
 from ..errors import TileShapeError
-from ..ir.expr import Expr
+from ..ir.expr import Expr, const_int
 from ..ir.stmt import (
     AtomicAdd,
     AtomicAddRegion,
@@ -46,6 +46,9 @@ def lower_block(ctx: LowerCtx, s: Stmt) -> Stmt:
         bl = BodyLowerer(ctx, False, s.loc)
         start, stop = bl.expr(s.start), bl.expr(s.stop)
         kind = "unroll" if s.kind == "unroll" else "serial"
+        lo = const_int(start)
+        if lo is not None and lo >= 0 and s.step > 0:
+            ctx.var_bounds[id(s.var)] = (lo, None)
         loop = For(s.var, start, stop, s.step, kind, lower_block(ctx, s.body), (), s.loc)
         return _with_pre(bl.pre, loop)
     if isinstance(s, IfThenElse):
