@@ -83,7 +83,7 @@ def _clamp(t: Term, r: float) -> Term:
 @st.composite
 def terms(draw, ctx: Ctx, depth: int = 3) -> Term:
     """An element expression over `ctx.leaves`, at most `depth` operations deep."""
-    kinds = ["leaf"] if depth <= 0 else ["leaf", "lit", "binary", "unary", "func", "select", "cast"]
+    kinds = ["leaf"] if depth <= 0 else ["leaf", "func", "binary", "lit", "func", "select", "cast", "unary"]
     kind = draw(st.sampled_from(kinds))
     if kind == "leaf":
         return draw(st.sampled_from(ctx.leaves))
@@ -163,10 +163,11 @@ def _binary(draw, a: Term, b: Term, ctx: Ctx) -> Term:
 
 _FUNCS = ["exp2", "exp", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin", "cos",
           "floor", "ceil", "trunc", "round", "pow"]
+_EXACT_FUNCS = ["exp2", "floor", "exp2", "ceil", "trunc", "exp2", "round"]  # exact on exact operands
 
 
 def _func(draw, a: Term, ctx: Ctx) -> Term:
-    name = draw(st.sampled_from(_FUNCS))
+    name = draw(st.sampled_from(_EXACT_FUNCS if ctx.exact else _FUNCS))
     d = a.val.dtype if a.val.dtype.is_float else F32
     if name in ("floor", "ceil", "trunc", "round"):
         if not a.val.exact:
@@ -175,6 +176,8 @@ def _func(draw, a: Term, ctx: Ctx) -> Term:
         return _pick(Term(f"T.{name}({a.text})", v), a, ctx)
     if name == "exp2":
         r = min(8, int(math.log2(limit(d))))
+        if a.val.exact and a.val.frac > 0:  # an exact integer exponent keeps the power exact
+            a = Term(f"T.floor({a.text})", Val(d, ceil_bound(a.val.bound), 0, True).with_dtype(d))
         arg = _clamp(a, r)
         bound = 2.0 ** min(arg.val.bound, r)
         e = int(min(arg.val.bound, r))

@@ -1,6 +1,16 @@
-"""The pytest plugin (entry point group `pytest11`): `--tile-target` and `--tile-examples`."""
+"""The pytest plugin (entry point group `pytest11`): `--tile-target`, `--tile-examples`.
+
+`pytest --tile-target=cpu` runs the conformance suite against that target from any tree:
+when the suite's own test module was not collected, the plugin adds it. Without the option,
+tests asking for the `tile_target` fixture run on every installed target that can run here.
+"""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
 
 
 def pytest_addoption(parser) -> None:
@@ -10,4 +20,64 @@ def pytest_addoption(parser) -> None:
                     help="a tilecore target to check against interp (repeatable; default: every "
                     "installed target that can run here)")
     group.addoption("--tile-examples", type=int, default=None, metavar="N",
-                    help="generated programs per target (default: the CI profile's fixed count)")
+                    help="generated programs per target (default: the CI profile's fixed 300, "
+                    "derandomized); a larger N also draws new programs on every run")
+    group.addoption("--tile-failures-dir", default=None, metavar="DIR",
+                    help="where failing cases are written as runnable files")
+
+
+def pytest_configure(config) -> None:
+    """Point failure reports at --tile-failures-dir."""
+    d = config.getoption("tile_failures_dir", None)
+    if d:
+        os.environ["TILECORE_CONFORMANCE_FAILURES"] = str(Path(d).resolve())
+
+
+def selected_targets(config) -> list[str]:
+    """The targets named with --tile-target, else every installed runnable target."""
+    names = config.getoption("tile_target", None) or []
+    if names:
+        return list(dict.fromkeys(names))
+    from tilecore import plugins
+
+    return plugins.targets(runnable_only=True)
+
+
+def pytest_generate_tests(metafunc) -> None:
+    """Parametrize `tile_target` over the selected targets."""
+    if "tile_target" in metafunc.fixturenames:
+        targets = selected_targets(metafunc.config)
+        metafunc.parametrize("tile_target", targets, ids=targets)
+
+
+@pytest.fixture
+def tile_examples(request) -> tuple[int, bool]:
+    """(programs per target, derandomize): the CI profile unless --tile-examples is given."""
+    from .suite import CI_EXAMPLES
+
+    n = request.config.getoption("tile_examples", None)
+    return (CI_EXAMPLES, True) if n is None else (n, n <= CI_EXAMPLES)
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """With --tile-target, make sure the suite runs even from a tree that does not contain it."""
+    if not config.getoption("tile_target", None):
+        return
+    from . import test_suite
+
+    suite_path = Path(test_suite.__file__).resolve()
+    if any(Path(str(it.path)).resolve() == suite_path for it in items):
+        return
+    module = pytest.Module.from_parent(session, path=suite_path)
+    items.extend(session.genitems(module))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Print how many programs ran per target and the longest one."""
+    from .suite import RESULTS
+
+    if not RESULTS:
+        return
+    terminalreporter.section("tilecore conformance")
+    for stats in RESULTS.values():
+        terminalreporter.write_line(stats.summary())

@@ -31,7 +31,7 @@ from .values import INEXACT_FRAC, Val, accum_dtype, arith, join, limit, represen
 DEFAULT_DTYPES = ("float32", "float16", "bfloat16", "int32", "int8", "float8_e4m3fn", "float8_e5m2")
 _GEMM_ACCUM = {"float16": ("float32", "float16"), "bfloat16": ("float32",), "float32": ("float32",),
                "int8": ("int32",), "float8_e4m3fn": ("float32",), "float8_e5m2": ("float32",)}
-_STAGES = ["map", "reduce", "cumsum", "fill", "copy"]
+_STAGES = ["map", "reduce", "map", "cumsum", "fill", "map", "copy"]
 
 
 @dataclass
@@ -224,7 +224,7 @@ def _to_fragment(s: State, cur: Tile) -> Tile:
 
 def _stage_map(draw, s: State, cur: Tile) -> Tile:
     ctx = s.ctx(cur)
-    depth = draw(st.integers(1, 3))
+    depth = draw(st.integers(1, 4))
     form = draw(st.sampled_from(["plain", "ifelse"]))
     first = draw(terms(ctx, depth))
     val = first.val

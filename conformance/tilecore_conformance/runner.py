@@ -62,11 +62,12 @@ def execute(case: Case, target: str, seed: int, *, shuffle: int | None = None, f
     return args
 
 
-def _short_trace(e: BaseException) -> str:
+def _short_trace(e: BaseException, limit: int = 2000) -> str:
     if isinstance(e, TileError):
-        return f"{type(e).__name__}: {e}"
-    tb = traceback.format_exception(type(e), e, e.__traceback__)
-    return "".join(tb[-6:]).rstrip()
+        text = f"{type(e).__name__}: {e}"
+    else:
+        text = "".join(traceback.format_exception(type(e), e, e.__traceback__)[-4:]).rstrip()
+    return text if len(text) <= limit else text[:limit // 2] + "\n  [...]\n" + text[-limit // 2:]
 
 
 def check_case(case: Case, target: str, seed: int, func=None) -> Outcome:

@@ -1,0 +1,21 @@
+"""The conformance suite: generated programs and the examples corpus on every selected target.
+
+Collected by `pytest conformance` in the tilecore tree, and added by the plugin to any run
+given `--tile-target` (so `pytest --tile-target=cpu` works in a backend's own tree).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .suite import check_target
+
+
+def test_generated_programs(tile_target, tile_examples):
+    """Hypothesis-generated programs agree with interp (>= 300 per target in the CI profile)."""
+    n, derandomize = tile_examples
+    stats = check_target(tile_target, max_examples=n, derandomize=derandomize)
+    print(stats.summary())
+    if stats.ran == 0 and stats.dtype_skips:
+        pytest.skip(f"{tile_target} supports none of the generated dtypes: {stats.dtype_skips}")
+    assert stats.ran >= n, f"only {stats.ran} of {n} programs could run on {tile_target}"
