@@ -31,6 +31,18 @@ def _to_numpy(t) -> np.ndarray:
     return t.numpy()
 
 
+def _from_numpy(a: np.ndarray):
+    """A torch CPU tensor sharing `a`'s memory, narrow floats included (viewed through ints)."""
+    import torch
+
+    d = dt.from_numpy(a.dtype)
+    if d.name == "bfloat16":
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    if d.name.startswith("float8"):
+        return torch.from_numpy(a.view(np.uint8)).view(dt.torch_dtype(d))
+    return torch.from_numpy(a)
+
+
 class Kernel:
     """A PrimFunc compiled for one target; call it like a function on arrays or tensors."""
 
@@ -189,7 +201,7 @@ class Kernel:
         conv, back = [], []
         for a in full:
             if isinstance(a, np.ndarray):
-                t = torch.from_numpy(np.ascontiguousarray(a)).to(self.artifact.device)
+                t = _from_numpy(np.ascontiguousarray(a)).to(self.artifact.device)
                 back.append((a, t))
                 conv.append(t)
             elif _is_torch(a) and not a.is_contiguous():
@@ -201,7 +213,7 @@ class Kernel:
         self.artifact.run(conv, dyn)
         for orig, t in back:
             if isinstance(orig, np.ndarray):
-                orig[...] = t.cpu().numpy()
+                orig[...] = _to_numpy(t)
             else:
                 orig.copy_(t)
 
