@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import TileError, TileShapeError
 from ..ir.buffer import Buffer
-from ..ir.expr import Expr, Load, Var, binop, cast, const
+from ..ir.expr import Const, Expr, Load, Var, binop, cast, const
 from ..ir.stmt import AtomicAdd, For, IfThenElse, LetStmt, SeqStmt, Stmt, Store
 from ..ir.thread import Atomic, LaneTable, MemLoad, MemStore
 from ..ir.visit import rewrite
@@ -136,8 +136,12 @@ class BodyLowerer:
         if isinstance(s, AtomicAdd):
             return self.atomic(s)
         if isinstance(s, IfThenElse):
+            cond = self.expr(s.cond)
+            if isinstance(cond, Const):  # decided by the thread's coordinates
+                chosen = s.then_body if cond.value else s.else_body
+                return self.stmt(chosen) if chosen is not None else SeqStmt((), s.loc)
             els = None if s.else_body is None else self.stmt(s.else_body)
-            return IfThenElse(self.expr(s.cond), self.stmt(s.then_body), els, s.loc)
+            return IfThenElse(cond, self.stmt(s.then_body), els, s.loc)
         if isinstance(s, For) and s.kind != "parallel":
             kind = "unroll" if s.kind == "unroll" else "serial"
             return For(s.var, self.expr(s.start), self.expr(s.stop), s.step, kind, self.stmt(s.body),

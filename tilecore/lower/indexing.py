@@ -141,6 +141,8 @@ def simplify(e, bounds: dict):
             for x, y in ((n.a, n.b), (n.b, n.a)):
                 if isinstance(x, Const) and x.value is True:
                     return y
+                if isinstance(x, Const) and x.value is False:
+                    return x
         if isinstance(n, BinOp) and n.op in ("add", "sub", "mul") and n.dtype.is_int:
             lin = linear(n)
             if lin is not None and all(isinstance(a, (Var, BinOp)) for a in lin[0]):

@@ -202,13 +202,16 @@ def _vector_copy(ctx: LowerCtx, copy: Copy, layout: StridedLayout, vec: int) -> 
         sidx, didx = region_index(src, coords), region_index(dst, coords)
         sbuf, soff = _vec_side(ctx, src.buffer, sidx, r)
         dbuf, doff = _vec_side(ctx, dst.buffer, didx, r)
-        conds = [layout.valid(ctx.tx, r)]
+        conds = []
         if src.buffer.scope == "global":
             conds.append(in_bounds(src.buffer, sidx))
         if dst.buffer.scope == "global":
             conds.append(in_bounds(dst.buffer, didx))
         zero_fill = src.buffer.scope == "global" and dst.buffer.scope != "global"
-        out.append(VecMove(dbuf, doff, sbuf, soff, vec, all_of(conds), zero_fill, copy.loc))
+        move: Stmt = VecMove(dbuf, doff, sbuf, soff, vec, ctx.simp(all_of(conds)) if conds else None,
+                             zero_fill, copy.loc)
+        valid = layout.valid(ctx.tx, r)
+        out.append(move if valid is None else IfThenElse(valid, move, None, copy.loc))
     return SeqStmt(tuple(out), copy.loc)
 
 

@@ -1,0 +1,264 @@
+"""Tile programs exercising each lowering pass, run on `emu:sm_80` against `interp`."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tilecore
+import tilecore.language as T
+from tilecore.errors import TileError, TileRuntimeError
+
+EMU = "emu:sm_80"
+
+
+def both(func, *args, out_idx=(-1,), exact=True, tol=1e-5):
+    """Run on interp and emu; compare (exactly or with `tol`); return the emu outputs."""
+    ref = tilecore.jit(func, out_idx=list(out_idx), target="interp")(*args)
+    kernel = tilecore.jit(func, out_idx=list(out_idx), target=EMU)
+    out = kernel(*args)
+    refs = ref if isinstance(ref, list) else [ref]
+    outs = out if isinstance(out, list) else [out]
+    for o, r in zip(outs, refs):
+        if exact:
+            np.testing.assert_array_equal(o, r)
+        else:
+            np.testing.assert_allclose(o.astype(np.float64), r.astype(np.float64), rtol=tol, atol=tol)
+    return kernel
+
+
+def ints(rng, shape, dtype="float32", lo=-8, hi=8):
+    return rng.integers(lo, hi, size=shape).astype(dtype)
+
+
+# --------------------------------------------------------------------------- reductions
+
+
+@pytest.mark.parametrize("kind", ["sum", "max", "min", "abssum", "absmax"])
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("clear", [True, False])
+def test_reduce_fragment(kind, dim, clear):
+    M, N, threads = 16, 64, 128
+    out_len = N if dim == 0 else M
+    reduce = getattr(T, f"reduce_{kind}")
+
+    @T.prim_func
+    def k(A: T.Tensor((M, N), "float32"), O: T.Tensor((out_len,), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            x = T.alloc_fragment((M, N), "float32")
+            r = T.alloc_fragment((out_len,), "float32")
+            T.copy(A[0, 0], x)
+            T.fill(r, 1.0)
+            reduce(x, r, dim=dim, clear=clear)
+            T.copy(r, O[0])
+
+    both(k, ints(np.random.default_rng(0), (M, N)))
+
+
+def test_reduce_of_shared_source_and_gemm_layout():
+    """reduce over a shared tile, and over a tensor-core accumulator (shuffles + cross-warp)."""
+    M = N = 32
+
+    @T.prim_func
+    def k(A: T.Tensor((M, N), "float16"), B: T.Tensor((N, N), "float16"), O: T.Tensor((M,), "float32"),
+          P: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            a_s = T.alloc_shared((M, N), "float16")
+            b_s = T.alloc_shared((N, N), "float16")
+            c = T.alloc_fragment((M, N), "float32")
+            r = T.alloc_fragment((M,), "float32")
+            p = T.alloc_fragment((N,), "float32")
+            T.copy(A[0, 0], a_s)
+            T.copy(B[0, 0], b_s)
+            T.clear(c)
+            T.gemm(a_s, b_s, c)
+            T.reduce_max(c, r, dim=1)
+            T.reduce_sum(a_s, p, dim=0)
+            T.copy(r, O[0])
+            T.copy(p, P[0])
+
+    rng = np.random.default_rng(1)
+    both(k, ints(rng, (M, N), "float16", -3, 4), ints(rng, (N, N), "float16", -3, 4), out_idx=(-2, -1))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_cumsum(reverse, dim):
+    M, N = 8, 32
+
+    @T.prim_func
+    def k(A: T.Tensor((M, N), "float32"), O: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            x = T.alloc_fragment((M, N), "float32")
+            y = T.alloc_shared((M, N), "float32")
+            T.copy(A[0, 0], x)
+            T.cumsum(x, y, dim=dim, reverse=reverse)
+            T.copy(y, O[0, 0])
+
+    both(k, ints(np.random.default_rng(2), (M, N)))
+
+
+# --------------------------------------------------------------------------- copies and loops
+
+
+@settings(max_examples=8, deadline=None)
+@given(m=st.integers(1, 70), n=st.integers(1, 70), bm=st.sampled_from([8, 16, 32]),
+       bn=st.sampled_from([8, 16, 64]), threads=st.sampled_from([32, 64, 128]),
+       dtype=st.sampled_from(["float16", "float32", "int32"]))
+def test_partial_tile_copies(m, n, bm, bn, threads, dtype):
+    """global -> shared -> fragment -> global with tiles overhanging the tensor."""
+
+    @T.prim_func
+    def k(A: T.Tensor((m, n), dtype), O: T.Tensor((m, n), dtype)):
+        with T.Kernel(T.ceildiv(n, bn), T.ceildiv(m, bm), threads=threads) as (bx, by):
+            s = T.alloc_shared((bm, bn), dtype)
+            f = T.alloc_fragment((bm, bn), dtype)
+            T.copy(A[by * bm, bx * bn], s)
+            T.copy(s, f)
+            for i, j in T.Parallel(bm, bn):
+                f[i, j] = f[i, j] * 2 + 1
+            T.copy(f, O[by * bm, bx * bn])
+
+    both(k, ints(np.random.default_rng(3), (m, n), dtype))
+
+
+def test_dynamic_shape_and_if_then_else():
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def k(A: T.Tensor((n, 16), "float32"), O: T.Tensor((n, 16), "float32")):
+        with T.Kernel(T.ceildiv(n, 8), threads=32) as bx:
+            f = T.alloc_fragment((8, 16), "float32")
+            T.copy(A[bx * 8, 0], f)
+            for i, j in T.Parallel(8, 16):
+                f[i, j] = T.if_then_else(f[i, j] > 0, f[i, j], -f[i, j] * 0.5)
+            T.copy(f, O[bx * 8, 0])
+
+    both(k, ints(np.random.default_rng(4), (21, 16)))
+
+
+def test_block_level_scalars_and_atomics():
+    """alloc_var, serial loops and element atomics outside and inside T.Parallel."""
+
+    @T.prim_func
+    def k(A: T.Tensor((64,), "float32"), O: T.Tensor((4,), "float32")):
+        with T.Kernel(4, threads=32) as bx:
+            acc = T.alloc_var("float32")
+            acc = 0.0
+            for t in T.serial(16):
+                acc = acc + A[bx * 16 + t]
+            T.atomic_add(O[bx], acc)
+            for i in T.Parallel(16):
+                T.atomic_add(O[(bx + 1) % 4], A[bx * 16 + i])
+
+    both(k, ints(np.random.default_rng(5), (64,)))
+
+
+def test_atomic_add_region():
+    @T.prim_func
+    def k(A: T.Tensor((32, 32), "float32"), O: T.Tensor((16, 16), "float32")):
+        with T.Kernel(2, 2, threads=64) as (bx, by):
+            f = T.alloc_fragment((16, 16), "float32")
+            T.copy(A[by * 16, bx * 16], f)
+            T.atomic_add(O[0:16, 0:16], f)
+
+    both(k, ints(np.random.default_rng(6), (32, 32)))
+
+
+# --------------------------------------------------------------------------- gemm
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("ta,tb", [(False, False), (False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("policy", ["square", "full_row", "full_col"])
+def test_tensor_core_gemm_variants(dtype, ta, tb, policy):
+    M, N, K = 64, 32, 32
+    a_shape = (K, M) if ta else (M, K)
+    b_shape = (N, K) if tb else (K, N)
+
+    @T.prim_func
+    def k(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            a_s = T.alloc_shared(a_shape, dtype)
+            b_s = T.alloc_shared(b_shape, dtype)
+            c = T.alloc_fragment((M, N), "float32")
+            T.copy(A[0, 0], a_s)
+            T.copy(B[0, 0], b_s)
+            T.gemm(a_s, b_s, c, transpose_A=ta, transpose_B=tb, policy=policy, clear_accum=True)
+            T.copy(c, C[0, 0])
+
+    rng = np.random.default_rng(7)
+    kern = both(k, ints(rng, a_shape, dtype, -4, 4), ints(rng, b_shape, dtype, -4, 4))
+    assert "mma.sync" in kern.get_ir("final")
+
+
+@pytest.mark.parametrize("dtype,acc", [("float32", "float32"), ("int8", "int32")])
+def test_simt_gemm_fallback(dtype, acc):
+    M, N, K = 32, 32, 16
+
+    @T.prim_func
+    def k(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), acc)):
+        with T.Kernel(1, threads=64) as bx:
+            a_s = T.alloc_shared((M, K), dtype)
+            b_s = T.alloc_shared((K, N), dtype)
+            c = T.alloc_fragment((M, N), acc)
+            T.copy(A[0, 0], a_s)
+            T.copy(B[0, 0], b_s)
+            T.clear(c)
+            T.gemm(a_s, b_s, c)
+            T.copy(c, C[0, 0])
+
+    rng = np.random.default_rng(8)
+    kern = both(k, ints(rng, (M, K), dtype), ints(rng, (K, N), dtype))
+    assert "mma.sync" not in kern.get_ir("final")
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_layout_conflict_names_both_uses():
+    @T.prim_func
+    def k(A: T.Tensor((32, 32), "float16"), C: T.Tensor((32, 32), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            a_s = T.alloc_shared((32, 32), "float16")
+            c = T.alloc_fragment((32, 32), "float32")
+            T.copy(A[0, 0], a_s)
+            T.gemm(a_s, a_s, c, clear_accum=True)
+            for i, j in T.Parallel(32, 32):
+                c[j, i] = c[i, j] + 1.0
+            T.copy(c, C[0, 0])
+
+    with pytest.raises(TileError) as err:
+        tilecore.jit(k, out_idx=[-1], target=EMU)
+    msg = str(err.value)
+    assert "layout conflict" in msg and "T.gemm at" in msg and "test_emu_lowering.py:" in msg
+
+
+def test_out_of_bounds_global_store_names_the_line():
+    @T.prim_func
+    def k(A: T.Tensor((32,), "float32"), O: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(32):
+                O[i + 1] = A[i]
+
+    kernel = tilecore.jit(k, out_idx=[-1], target=EMU)
+    with pytest.raises(TileRuntimeError) as err:
+        kernel(np.zeros(32, dtype=np.float32))
+    assert "out-of-bounds write of global buffer O" in str(err.value)
+    assert "O[i + 1] = A[i]" in str(err.value)
+
+
+def test_out_of_bounds_shared_read_names_the_line():
+    @T.prim_func
+    def k(A: T.Tensor((32,), "float32"), O: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            s = T.alloc_shared((32,), "float32")
+            T.copy(A[0], s)
+            for i in T.Parallel(32):
+                O[i] = s[i + 4]
+
+    kernel = tilecore.jit(k, out_idx=[-1], target=EMU)
+    with pytest.raises(TileRuntimeError) as err:
+        kernel(np.zeros(32, dtype=np.float32))
+    assert "out-of-bounds read of shared buffer s" in str(err.value)
+    assert "O[i] = s[i + 4]" in str(err.value)
