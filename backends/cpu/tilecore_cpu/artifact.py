@@ -9,11 +9,15 @@ import numpy as np
 
 from tilecore.errors import TileRuntimeError
 
+from .blas import single_threaded
 from .cache import load, runtime_tag
 from .codegen import Codegen
 from .emit import Fault
 from .exprs import NARROW_BITS, storage_np
 
+# Below this many bytes of arguments blocks run on the calling thread: waking numba's worker
+# threads costs tens of microseconds (milliseconds on a loaded machine), more than small kernels take.
+PARALLEL_BYTES = 1 << 18
 _HINT = "guard the access with `if` or T.if_then_else, or size the grid to the tensor"
 
 
@@ -37,11 +41,17 @@ class CpuArtifact:
         self.faults = gen.faults
         self.parallel = gen.parallel
         self.module, self.path = load(self.source)
-        self.launch = self.module.launch
+        self.launch_serial = self.module.launch_serial
+        # the parallel launcher compiles on first use: small calls never need it
+        self.launch = getattr(self.module, "launch", None)
+        self.uses_blas = "np.dot(" in self.source
+        self._compile(self.launch_serial)
+
+    def _compile(self, dispatcher) -> None:
         with warnings.catch_warnings():
             # np.dot on transposed (Fortran-order) tiles is fine: BLAS takes them as they are
             warnings.simplefilter("ignore", category=_perf_warning())
-            self.launch.compile(_numba_signature(self.func))
+            dispatcher.compile(_numba_signature(self.func))
 
     def run(self, args, dyn) -> None:
         """Execute on arrays in parameter order (outputs included, written in place)."""
@@ -51,7 +61,16 @@ class CpuArtifact:
                 a = a.view(NARROW_BITS[p.dtype.name])
             views.append(a)
         err = np.zeros(8, dtype=np.int64)
-        self.launch(*views, err)
+        fn = self.launch_serial
+        if self.launch is not None and sum(a.nbytes for a in views) >= PARALLEL_BYTES:
+            if not self.launch.signatures:
+                self._compile(self.launch)
+            fn = self.launch
+        if self.uses_blas:
+            with single_threaded():
+                fn(*views, err)
+        else:
+            fn(*views, err)
         if err[0]:
             raise self._fault(int(err[0]), [int(i) for i in err[1:5]])
 

@@ -30,7 +30,7 @@ from tilecore.ir.visit import walk
 from . import tileops
 from .emit import Faults, Lines, Names
 from .exprs import ExprGen, convert, round_to, storage_np, to_compute, to_storage
-from .ranges import interval, loop_range
+from .ranges import interval, loop_range, upper_facts
 
 HEADER = '''"""tilecore cpu kernel `{name}`: generated from tile IR, compiled by numba. Do not edit."""
 # runtime {runtime}
@@ -98,8 +98,8 @@ class Codegen:
         bvars = [self.names.of(v) for v in launch.block_vars]
         for v, g in zip(launch.block_vars, launch.grid):
             n = const_int(g)
-            if n is not None and n > 0:
-                self.x.env[id(v)] = (0, n - 1)
+            # a grid size known only at run time still bounds block indices below by 0
+            self.x.env[id(v)] = (0, n - 1) if n is not None and n > 0 else (0, 1 << 40)
         allocs = []
         for b in launch.allocs:
             name = self.names.of(b)
@@ -122,14 +122,17 @@ class Codegen:
         for line in allocs + self.scratch:
             out.append(f"    {line}\n")
         out.append(body)
-        out.append(self._launch(launch, params, dyn, lets, bvars, outer, parallel))
+        out.append(self._launch("launch_serial", launch, params, dyn, lets, outer, False))
+        if parallel:
+            out.append(self._launch("launch", launch, params, dyn, lets, outer, True))
         return Generated("".join(out), self.faults, parallel)
 
-    def _launch(self, launch, params, dyn, lets, bvars, outer, parallel) -> str:
+    def _launch(self, fname, launch, params, dyn, lets, outer, parallel) -> str:
+        """A launcher running every block: `prange` over blocks when `parallel`."""
         lines = Lines()
         lines.add("")
         lines.add(f"@{JIT.format(extra=', parallel=True' if parallel else '')}")
-        lines.add(f"def launch({', '.join(params + ['err'])}):")
+        lines.add(f"def {fname}({', '.join(params + ['err'])}):")
         with lines.indent():
             for v, name in dyn:
                 p, d = _dim_of(self.func, v)
@@ -176,7 +179,10 @@ class Codegen:
             self._for(s)
         elif isinstance(s, IfThenElse):
             self.lines.add(f"if {self.x.gen(s.cond)}:")
+            n = len(self.x.facts)
+            self.x.facts.extend(upper_facts(s.cond))
             self.lines.body(lambda: self.stmt(s.then_body))
+            del self.x.facts[n:]
             if s.else_body is not None:
                 self.lines.add("else:")
                 self.lines.body(lambda: self.stmt(s.else_body))

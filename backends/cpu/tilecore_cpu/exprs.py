@@ -42,10 +42,25 @@ def to_compute(code: str, d: DType) -> str:
     return code
 
 
+def _unwrap(code: str, fn: str) -> str | None:
+    """The argument of `code` when it is exactly one call `fn(...)`, else None."""
+    head = fn + "("
+    if not (code.startswith(head) and code.endswith(")")):
+        return None
+    depth = 0
+    for i, ch in enumerate(code[len(head) - 1:], start=len(head) - 1):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0:
+            return code[len(head):-1] if i == len(code) - 1 else None
+    return None
+
+
 def to_storage(code: str, d: DType) -> str:
     """A compute-form value (already of dtype `d`) as a storage element."""
     if d.name in NARROW_BITS:
-        return f"enc_{d.name}({code})"
+        inner = _unwrap(code, f"rnd_{d.name}")  # encoding rounds already: skip the double work
+        return f"enc_{d.name}({code if inner is None else inner})"
     if d.is_int:
         return f"np.{d.name}({code})"
     if d.name == "float32":
@@ -112,6 +127,9 @@ class ExprGen:
         self.names = names
         self.faults = faults
         self.env: dict[int, Interval] = {}
+        # (index expression, bound) pairs known to satisfy `index < bound` here: the conditions
+        # of enclosing `if`s, so a masked access `if i < n: A[i]` needs no check of its own
+        self.facts: list[tuple] = []
         self.loc = None
 
     # ----------------------------------------------------------------- bounds
@@ -125,13 +143,24 @@ class ExprGen:
         conds = []
         for d, (e, c) in enumerate(zip(idx_exprs, idx_codes)):
             n = 1 if extents is None else extents[d]
-            if within(interval(e, self.env), n, buf.shape[d]):
+            r = interval(e, self.env)
+            if within(r, n, buf.shape[d]):
+                continue
+            if n == 1 and r is not None and r[0] >= 0 and self._bounded(e, buf.shape[d]):
                 continue
             if n == 1:
                 conds.append(f"0 <= {c} < {self.dim(buf, d)}")
             else:
                 conds.append(f"0 <= {c} and {c} + {n} <= {self.dim(buf, d)}")
         return " and ".join(f"({x})" for x in conds) if conds else None
+
+    def _bounded(self, e, size) -> bool:
+        """True when an enclosing condition proves `e < size`."""
+        for fe, bound in self.facts:
+            if fe is e or (type(fe) is type(e) and fe == e):
+                if bound is size or (isinstance(bound, int) and isinstance(size, int) and bound <= size):
+                    return True
+        return False
 
     def fault_call(self, kind: str, buf, idx_codes) -> str:
         """`oob(err, code, i0..i3)`: records a fault site with up to four indices."""

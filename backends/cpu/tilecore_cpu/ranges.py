@@ -65,3 +65,25 @@ def loop_range(start, stop, step: int, env) -> Interval | None:
 def within(r: Interval | None, extent: int, size) -> bool:
     """True when [r.lo, r.hi + extent) lies inside [0, size) (size an int; symbolic never proves)."""
     return r is not None and isinstance(size, int) and r[0] >= 0 and r[1] + extent <= size
+
+
+def upper_facts(cond) -> list[tuple]:
+    """(expr, bound) pairs with `expr < bound` implied by condition `cond` (conjunctions split);
+    `bound` is a Var or an int."""
+    from tilecore.ir.expr import BinOp, Const, Var
+
+    if not isinstance(cond, BinOp):
+        return []
+    if cond.op == "and":
+        return upper_facts(cond.a) + upper_facts(cond.b)
+    a, b = cond.a, cond.b
+    if cond.op in ("gt", "ge"):
+        a, b = b, a
+    elif cond.op not in ("lt", "le"):
+        return []
+    strict = cond.op in ("lt", "gt")
+    if isinstance(b, Const) and b.dtype.is_int:
+        return [(a, int(b.value) + (0 if strict else 1))]
+    if isinstance(b, Var) and strict:
+        return [(a, b)]
+    return []

@@ -1,0 +1,56 @@
+"""Every example runs on cpu and matches both its NumPy reference and the interp oracle."""
+
+import importlib
+import inspect
+
+import numpy as np
+import pytest
+
+import tilecore
+from tilecore import dtypes as dt
+from tilecore import plugins
+
+EXAMPLES = ["elementwise_add", "gemm", "gemm_bias_gelu", "softmax", "rmsnorm", "flash_attention"]
+
+
+def cases():
+    for name in EXAMPLES:
+        mod = importlib.import_module(name)
+        for i, sizes in enumerate(mod.TEST_SIZES):
+            yield pytest.param(name, sizes, id=f"{name}-{i}")
+
+
+def _split(fn, sizes):
+    params = inspect.signature(fn).parameters
+    return {k: v for k, v in sizes.items() if k in params}
+
+
+def _as_f32(x):
+    return np.asarray(x).astype(np.float32)
+
+
+@pytest.mark.parametrize("name,sizes", list(cases()))
+def test_example_on_cpu(name, sizes):
+    mod = importlib.import_module(name)
+    func = mod.program(**_split(mod.program, sizes))
+    cpu = tilecore.jit(func, out_idx=mod.OUT_IDX, target="cpu")
+    oracle = tilecore.jit(func, out_idx=mod.OUT_IDX, target="interp")
+    args = mod.make_inputs(np.random.default_rng(1), **_split(mod.make_inputs, sizes))
+    out = cpu(*args)
+    ref = mod.reference(*args, **_split(mod.reference, sizes))
+    want = oracle(*args)
+    if mod.TOLERANCE["rtol"] == 0 and mod.TOLERANCE["atol"] == 0:
+        np.testing.assert_array_equal(out, ref)
+        np.testing.assert_array_equal(out, want)
+        return
+    np.testing.assert_allclose(_as_f32(out), _as_f32(ref), **mod.TOLERANCE)
+    rtol, atol = plugins.manager().hook.tile_tolerance(target=cpu.target, dtype=dt.from_numpy(out.dtype))
+    np.testing.assert_allclose(_as_f32(out), _as_f32(want), rtol=rtol, atol=atol)
+
+
+def test_kernel_source_is_the_generated_python():
+    mod = importlib.import_module("gemm")
+    k = tilecore.jit(mod.program(M=128, N=128, K=64), out_idx=[-1], target="cpu")
+    src = k.get_kernel_source()
+    assert "def block(" in src and "def launch_serial(" in src and "np.dot(" in src
+    compile(src, "<generated>", "exec")

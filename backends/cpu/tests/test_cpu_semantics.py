@@ -1,0 +1,288 @@
+"""cpu agrees with the interp oracle bit for bit wherever the oracle's semantics are exact.
+
+Kernels take T.dynamic lengths where they can, so Hypothesis varies the data without compiling
+a new kernel per example (numba compiles take seconds; the on-disk cache keeps reruns fast).
+"""
+
+import functools
+import inspect
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tilecore
+import tilecore.language as T
+from tilecore.errors import TileRuntimeError
+
+
+@functools.cache
+def both(factory, *params, out_idx=(-1,)):
+    """(cpu kernel, interp kernel) for `factory(*params)`, built once per test session."""
+    func = factory(*params)
+    return (tilecore.jit(func, out_idx=list(out_idx), target="cpu"),
+            tilecore.jit(func, out_idx=list(out_idx), target="interp"))
+
+
+def same_bits(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape
+    if a.dtype.kind in "iub":
+        np.testing.assert_array_equal(a, b)
+    else:
+        np.testing.assert_array_equal(a.view(f"u{a.dtype.itemsize}"), b.view(f"u{b.dtype.itemsize}"))
+
+
+# ------------------------------------------------------------------ integer arithmetic
+
+
+def int_ops(dtype):
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def int_ops(A: T.Tensor((n,), "int32"), B: T.Tensor((n,), "int32"), C: T.Tensor((n, 6), dtype)):
+        with T.Kernel(T.ceildiv(n, 64), threads=64) as bx:
+            for i in T.Parallel(64):
+                k = bx * 64 + i
+                if k < n:
+                    C[k, 0] = A[k] // B[k]
+                    C[k, 1] = A[k] % B[k]
+                    C[k, 2] = A[k] * B[k] * 70000
+                    C[k, 3] = T.max(A[k], B[k]) - T.min(A[k], -B[k])
+                    C[k, 4] = T.if_then_else(A[k] > B[k], A[k] - B[k], B[k] * 3)
+                    C[k, 5] = T.cast(T.cast(A[k], "float32") * 0.75, "int32")
+
+    return int_ops
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int8", "uint16"])
+@settings(max_examples=25)
+@given(st.lists(st.tuples(st.integers(-2**31, 2**31 - 1), st.integers(-1000, 1000).filter(bool)),
+                min_size=1, max_size=300))
+def test_integer_ops_wrap_and_truncate_like_c(dtype, pairs):
+    a = np.array([p[0] for p in pairs], np.int32)
+    b = np.array([p[1] for p in pairs], np.int32)
+    cpu, oracle = both(int_ops, dtype)
+    same_bits(cpu(a, b), oracle(a, b))
+
+
+# ------------------------------------------------------------------ narrow floats
+
+
+def narrow_ops(dtype):
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def narrow_ops(A: T.Tensor((n,), dtype), B: T.Tensor((n,), dtype), C: T.Tensor((n, 7), dtype)):
+        with T.Kernel(T.ceildiv(n, 32), threads=32) as bx:
+            for i in T.Parallel(32):
+                k = bx * 32 + i
+                if k < n:
+                    C[k, 0] = A[k] + B[k]
+                    C[k, 1] = A[k] * B[k] - A[k]
+                    C[k, 2] = A[k] / B[k]
+                    C[k, 3] = T.max(A[k], B[k]) * 0.1
+                    C[k, 4] = T.cast(T.cast(A[k], "float32") * 1.0001, dtype)
+                    C[k, 5] = T.sqrt(T.abs(A[k]))
+                    C[k, 6] = -A[k] + T.floor(B[k])
+
+    return narrow_ops
+
+
+NARROW = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16,
+          "float8_e4m3fn": ml_dtypes.float8_e4m3fn, "float8_e5m2": ml_dtypes.float8_e5m2}
+
+
+@pytest.mark.parametrize("dtype", list(NARROW))
+@settings(max_examples=20)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 200))
+def test_narrow_float_elementwise_is_bit_exact(dtype, seed, n):
+    rng = np.random.default_rng(seed)
+    bits = 8 * np.dtype(NARROW[dtype]).itemsize
+    # every bit pattern is fair game: subnormals, infinities, NaNs, overflow on every op
+    a = rng.integers(0, 2**bits, n, dtype=np.uint64).astype(f"u{bits // 8}").view(NARROW[dtype])
+    b = rng.integers(0, 2**bits, n, dtype=np.uint64).astype(f"u{bits // 8}").view(NARROW[dtype])
+    cpu, oracle = both(narrow_ops, dtype)
+    got, want = cpu(a, b), oracle(a, b)
+    g, w = got.astype(np.float32), want.astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+    same_bits(np.where(np.isnan(g), 0, g), np.where(np.isnan(w), 0, w))
+
+
+def float_casts():
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def float_casts(A: T.Tensor((n,), "float32"), C: T.Tensor((n, 6), "int32")):
+        with T.Kernel(T.ceildiv(n, 16), threads=16) as bx:
+            for i in T.Parallel(16):
+                k = bx * 16 + i
+                if k < n:
+                    C[k, 0] = T.cast(T.cast(A[k], "float16"), "float32") == A[k]
+                    C[k, 1] = T.cast(A[k], "int32")
+                    C[k, 2] = T.cast(T.cast(A[k], "bfloat16"), "float32") < A[k]
+                    C[k, 3] = T.cast(T.cast(A[k], "float8_e4m3fn"), "float32") > A[k]
+                    C[k, 4] = T.cast(T.cast(A[k], "float8_e5m2"), "float32") == A[k]
+                    C[k, 5] = T.cast(A[k], "int8")
+
+    return float_casts
+
+
+@settings(max_examples=30)
+@given(st.lists(st.floats(width=32, allow_nan=True, allow_infinity=True), min_size=1, max_size=200))
+def test_float_to_narrow_and_int_casts_match(values):
+    a = np.array(values, np.float32)
+    cpu, oracle = both(float_casts)
+    same_bits(cpu(a), oracle(a))
+
+
+# ------------------------------------------------------------------ tile operations
+
+
+def tile_ops(block_m, block_n):
+    m, n = T.dynamic("m"), T.dynamic("n")
+
+    @T.prim_func
+    def tile_ops(A: T.Tensor((m, n), "float32"), Out: T.Tensor((m, n), "float32"),
+                 Stats: T.Tensor((m, 5), "float32")):
+        with T.Kernel(T.ceildiv(m, block_m), threads=64) as bx:
+            t = T.alloc_shared((block_m, block_n), "float32")
+            h = T.alloc_fragment((block_m, block_n), "float16")
+            s = T.alloc_fragment((block_m,), "float32")
+            mx = T.alloc_fragment((block_m,), "float32")
+            am = T.alloc_fragment((block_m,), "float32")
+            c = T.alloc_fragment((block_m, block_n), "float32")
+            T.fill(s, 0.5)
+            T.fill(mx, -T.infinity("float32"))
+            for k in T.serial(T.ceildiv(n, block_n)):
+                T.copy(A[bx * block_m, k * block_n], t)
+                T.reduce_sum(t, s, dim=1, clear=False)
+                T.reduce_max(t, mx, dim=1, clear=False)
+                T.copy(t, h)
+                T.cumsum(h, dim=1)
+                T.copy(h, c)
+                T.copy(c, Out[bx * block_m, k * block_n])
+            T.reduce_absmax(t, am, dim=1)
+            for i in T.Parallel(block_m):
+                if bx * block_m + i < m:
+                    Stats[bx * block_m + i, 0] = s[i]
+                    Stats[bx * block_m + i, 1] = mx[i]
+                    Stats[bx * block_m + i, 2] = am[i]
+                    Stats[bx * block_m + i, 3] = T.min(s[i], mx[i])
+                    Stats[bx * block_m + i, 4] = t[i, block_n - 1]
+
+    return tile_ops
+
+
+@settings(max_examples=15)
+@given(st.integers(1, 40), st.integers(1, 50), st.integers(0, 2**32 - 1))
+def test_partial_tiles_reduce_and_scan_exactly(m, n, seed):
+    """Dyadic inputs make every sum exact in any order; copies read 0 past the tensor's edge and
+    drop writes there; float16 cumsum rounds once per element."""
+    rng = np.random.default_rng(seed)
+    a = (rng.integers(-64, 64, (m, n)) / 8).astype(np.float32)
+    cpu, oracle = both(tile_ops, 8, 16, out_idx=(-2, -1))
+    for got, want in zip(cpu(a), oracle(a)):
+        same_bits(got, want)
+
+
+def gemm_kernel(dtype, accum, ta, tb):
+    m = T.dynamic("m")
+
+    @T.prim_func
+    def gemm_t(A: T.Tensor((m, 24) if not ta else (24, m), dtype),
+               B: T.Tensor((24, 40) if not tb else (40, 24), dtype), C: T.Tensor((m, 40), accum)):
+        with T.Kernel(T.ceildiv(m, 16), threads=64) as bx:
+            a_s = T.alloc_shared((16, 8) if not ta else (8, 16), dtype)
+            b_s = T.alloc_shared((8, 40) if not tb else (40, 8), dtype)
+            c_l = T.alloc_fragment((16, 40), accum)
+            T.clear(c_l)
+            for k in T.Pipelined(3, num_stages=2):
+                if ta:
+                    T.copy(A[k * 8, bx * 16], a_s)
+                else:
+                    T.copy(A[bx * 16, k * 8], a_s)
+                if tb:
+                    T.copy(B[0, k * 8], b_s)
+                else:
+                    T.copy(B[k * 8, 0], b_s)
+                T.gemm(a_s, b_s, c_l, transpose_A=ta, transpose_B=tb)
+            T.copy(c_l, C[bx * 16, 0])
+
+    return gemm_t
+
+
+@pytest.mark.parametrize("dtype,accum", [("float32", "float32"), ("float16", "float32"),
+                                         ("int8", "int32"), ("float64", "float64"),
+                                         ("bfloat16", "float32"), ("float8_e4m3fn", "float16")])
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, True)])
+def test_gemm_matches_oracle_exactly_on_small_integers(dtype, accum, ta, tb):
+    rng = np.random.default_rng(0)
+    m = 37
+    npd = tilecore.dtypes.as_dtype(dtype).np
+    a = rng.integers(-4, 5, (24, m) if ta else (m, 24)).astype(npd)
+    b = rng.integers(-4, 5, (40, 24) if tb else (24, 40)).astype(npd)
+    cpu, oracle = both(gemm_kernel, dtype, accum, ta, tb)
+    same_bits(cpu(a, b), oracle(a, b))
+
+
+def histogram(bins):
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def histogram(X: T.Tensor((n,), "int32"), H: T.Tensor((bins,), "int32")):
+        with T.Kernel(T.ceildiv(n, 32), threads=32) as bx:
+            for i in T.Parallel(32):
+                if bx * 32 + i < n:
+                    T.atomic_add(H[X[bx * 32 + i] % bins], 1)
+
+    return histogram
+
+
+@settings(max_examples=10)
+@given(st.lists(st.integers(0, 10**6), min_size=1, max_size=500))
+def test_global_atomic_add_counts_every_update(xs):
+    x = np.array(xs, np.int32)
+    cpu, _ = both(histogram, 7)
+    np.testing.assert_array_equal(cpu(x), np.bincount(x % 7, minlength=7).astype(np.int32))
+
+
+# ------------------------------------------------------------------ faults
+
+
+def oob_kernel():
+    @T.prim_func
+    def oob_read(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=16) as bx:
+            for i in T.Parallel(16):
+                B[i] = A[i + 1]  # the faulting line
+
+    return oob_read
+
+
+def test_out_of_bounds_access_raises_naming_the_users_line():
+    cpu = tilecore.jit(oob_kernel(), out_idx=[-1], target="cpu")
+    with pytest.raises(TileRuntimeError) as info:
+        cpu(np.zeros(16, np.float32))
+    src, first = inspect.getsourcelines(oob_kernel)
+    line = first + next(i for i, t in enumerate(src) if "the faulting line" in t)
+    assert info.value.loc.line == line and info.value.loc.file == __file__
+    assert "A(16,)" in str(info.value) and "(16,)" in str(info.value)
+
+
+def divide(A_dtype="int32"):
+    @T.prim_func
+    def divide(A: T.Tensor((8,), A_dtype), B: T.Tensor((8,), A_dtype), C: T.Tensor((8,), A_dtype)):
+        with T.Kernel(1, threads=8) as bx:
+            for i in T.Parallel(8):
+                C[i] = A[i] // B[i]
+
+    return divide
+
+
+def test_integer_division_by_zero_raises():
+    cpu, _ = both(divide)
+    with pytest.raises(TileRuntimeError, match="division by zero"):
+        cpu(np.ones(8, np.int32), np.array([1, 2, 3, 0, 1, 1, 1, 1], np.int32))
