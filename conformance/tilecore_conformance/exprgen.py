@@ -83,7 +83,8 @@ def _clamp(t: Term, r: float) -> Term:
 @st.composite
 def terms(draw, ctx: Ctx, depth: int = 3) -> Term:
     """An element expression over `ctx.leaves`, at most `depth` operations deep."""
-    kinds = ["leaf"] if depth <= 0 else ["leaf", "func", "binary", "lit", "func", "select", "cast", "unary"]
+    kinds = ["leaf"] if depth <= 0 else ["leaf", "func", "binary", "lit", "func", "select", "cast", "unary",
+                                         "func"]
     kind = draw(st.sampled_from(kinds))
     if kind == "leaf":
         return draw(st.sampled_from(ctx.leaves))
@@ -161,8 +162,8 @@ def _binary(draw, a: Term, b: Term, ctx: Ctx) -> Term:
     return _pick(Term(f"({a.text} / {den})", Val(d, a.val.bound, INEXACT_FRAC, False)), a, ctx)
 
 
-_FUNCS = ["exp2", "exp", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin", "cos",
-          "floor", "ceil", "trunc", "round", "pow"]
+_FUNCS = ["exp2", "exp", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin", "cos", "pow",
+          "exp", "floor", "round"]
 _EXACT_FUNCS = ["exp2", "floor", "exp2", "ceil", "trunc", "exp2", "round"]  # exact on exact operands
 
 

@@ -24,13 +24,18 @@ def pytest_addoption(parser) -> None:
                     "derandomized); a larger N also draws new programs on every run")
     group.addoption("--tile-failures-dir", default=None, metavar="DIR",
                     help="where failing cases are written as runnable files")
+    group.addoption("--tile-corpus", default=None, metavar="DIR",
+                    help="the examples folder of the fixed corpus (default: tilecore's examples/)")
 
 
 def pytest_configure(config) -> None:
-    """Point failure reports at --tile-failures-dir."""
+    """Point failure reports at --tile-failures-dir and the corpus at --tile-corpus."""
     d = config.getoption("tile_failures_dir", None)
     if d:
         os.environ["TILECORE_CONFORMANCE_FAILURES"] = str(Path(d).resolve())
+    corpus = config.getoption("tile_corpus", None)
+    if corpus:
+        os.environ["TILECORE_EXAMPLES"] = str(Path(corpus).resolve())
 
 
 def selected_targets(config) -> list[str]:
@@ -44,10 +49,19 @@ def selected_targets(config) -> list[str]:
 
 
 def pytest_generate_tests(metafunc) -> None:
-    """Parametrize `tile_target` over the selected targets."""
+    """Parametrize `tile_target` over the selected targets and `tile_example` over the corpus."""
     if "tile_target" in metafunc.fixturenames:
         targets = selected_targets(metafunc.config)
         metafunc.parametrize("tile_target", targets, ids=targets)
+    if "tile_example" in metafunc.fixturenames:
+        from .corpus import example_files, load
+
+        params, ids = [], []
+        for path in example_files():
+            for n, sizes in enumerate(load(path).TEST_SIZES):
+                params.append((path, sizes))
+                ids.append(f"{path.stem}-{n}")
+        metafunc.parametrize("tile_example", params, ids=ids)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from .corpus import check_example
 from .suite import check_target
 
 
@@ -19,3 +20,12 @@ def test_generated_programs(tile_target, tile_examples):
     if stats.ran == 0 and stats.dtype_skips:
         pytest.skip(f"{tile_target} supports none of the generated dtypes: {stats.dtype_skips}")
     assert stats.ran >= n, f"only {stats.ran} of {n} programs could run on {tile_target}"
+
+
+def test_corpus_example(tile_target, tile_example):
+    """Every kernel in examples/ agrees with interp at each of its test sizes."""
+    path, sizes = tile_example
+    out = check_example(path, sizes, tile_target)
+    if out.status == "skip":
+        pytest.skip(f"{tile_target} declares it unsupported: {out.detail}")
+    assert out.ok, f"tilecore conformance ({out.status}): {out.detail}"
