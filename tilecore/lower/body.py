@@ -67,6 +67,15 @@ class BodyLowerer:
         self.subst: dict[int, Expr] = dict(subst or {})
         self.staged: dict[int, Buffer] = staged if staged is not None else {}
         self.pre: list[Stmt] = []
+        # fragment -> (tile-level indices, register): the element this iteration owns
+        self.owned: dict[int, tuple] = {}
+
+    def _owned_reg(self, buf: Buffer, indices) -> int | None:
+        own = self.owned.get(id(buf))
+        if own is not None and len(own[0]) == len(indices) and all(
+                a is b or a == b for a, b in zip(own[0], indices)):
+            return own[1]
+        return None
 
     # ----------------------------------------------------------------- expressions
     def expr(self, e: Expr) -> Expr:
@@ -74,10 +83,18 @@ class BodyLowerer:
             if isinstance(n, Var):
                 return self.subst.get(id(n))
             if isinstance(n, Load):
-                return self.load(n.buffer, n.indices)
+                return self.load(n.buffer, n.indices, self._raw_for(n))
             return None
 
         return self.ctx.simp(rewrite(e, fn))
+
+    def _raw_for(self, n: Load):
+        """The pre-substitution indices of an owned fragment's load (ownership is structural)."""
+        own = self.owned.get(id(n.buffer))
+        if own is None:
+            return None
+        sub = tuple(self.expr(i) for i in own[0])
+        return own[0] if all(a == b for a, b in zip(sub, n.indices)) else None
 
     def numeric(self, indices) -> np.ndarray | None:
         """The indices for every thread as an int array (T, rank), or None if not computable."""
@@ -106,7 +123,7 @@ class BodyLowerer:
             self.pre.extend(stores)
         return scratch
 
-    def load(self, buf: Buffer, indices) -> Expr:
+    def load(self, buf: Buffer, indices, raw=None) -> Expr:
         ctx = self.ctx
         if buf.scope == "global":
             return MemLoad(buf, flat_offset(buf, indices, ctx.bounds))
@@ -115,7 +132,9 @@ class BodyLowerer:
         if buf.scope == "local":
             return MemLoad(ctx.regs(buf), flat_offset(buf, indices, ctx.bounds))
         if self.per_thread:
-            r = self.find_reg(buf, indices)
+            r = self._owned_reg(buf, raw) if raw is not None else None
+            if r is None:
+                r = self.find_reg(buf, indices)
             if r is not None:
                 return MemLoad(ctx.regs(buf), const(r))
         return MemLoad(self.stage(buf), flat_offset(buf, indices, ctx.bounds))
@@ -168,7 +187,9 @@ class BodyLowerer:
         regs = ctx.regs(buf)
         lay = ctx.layout(buf)
         if self.per_thread:
-            r = self.find_reg(buf, idx)
+            r = self._owned_reg(buf, indices)
+            if r is None:
+                r = self.find_reg(buf, idx)
             if r is None:
                 raise TileError(
                     f"layout conflict: fragment {buf.name} is written in this T.Parallel loop at "

@@ -95,7 +95,41 @@ def partition(ctx: LowerCtx, vars_, layout: Layout, body: Stmt, loc) -> Stmt:
 def lower_parallel(ctx: LowerCtx, loop: For) -> Stmt:
     """A T.Parallel nest, partitioned over threads."""
     vars_, exts, body = parallel_nest(loop)
+    acc = fragment_accesses(body)
+    identity = any(w and is_identity(idx, vars_) and tuple(b.shape) == tuple(exts) for b, idx, w, _ in acc)
+    if not identity:
+        for buf, idx, w, _ in acc:
+            if w and all(any(i is v for i in idx) for v in vars_):
+                return owner_partition(ctx, vars_, exts, body, buf, idx, loop.loc)
     return partition(ctx, vars_, loop_layout(ctx, vars_, exts, body), body, loop.loc)
+
+
+def owner_partition(ctx: LowerCtx, vars_, exts, body: Stmt, frag: Buffer, idx, loc) -> Stmt:
+    """Partition by the registers of a written fragment indexed by every loop variable plus other
+    expressions (`t[i, j]` in a loop over j only): the thread holding the element runs the
+    iteration, when the other indices match its coordinates."""
+    lay = ctx.layout(frag)
+    pos = {}
+    for k, v in enumerate(vars_):
+        pos[k] = next(d for d, i in enumerate(idx) if i is v)
+    fixed = [d for d in range(len(idx)) if d not in pos.values()]
+    _, valid_t = lay.table
+    staged: dict = {}
+    pre: list[Stmt] = []
+    out: list[Stmt] = []
+    for r in range(lay.nregs):
+        c = lay.coords(ctx.tx, r)
+        bl = BodyLowerer(ctx, True, loc, active=valid_t[:, r],
+                         subst={id(vars_[k]): c[d] for k, d in pos.items()}, staged=staged)
+        bl.owned[id(frag)] = (tuple(idx), r)
+        conds = [lay.valid(ctx.tx, r)]
+        conds += [binop("eq", c[d], bl.expr(idx[d])) for d in fixed]
+        conds += [binop("lt", c[d], exts[k]) for k, d in pos.items() if exts[k] < frag.shape[d]]
+        s = bl.stmt(body)
+        pre.extend(bl.pre)
+        cond = all_of(conds)
+        out.append(s if cond is None else IfThenElse(ctx.simp(cond), s, None, loc))
+    return SeqStmt(tuple(pre + out), loc)
 
 
 # --------------------------------------------------------------------------- regions
