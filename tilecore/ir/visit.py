@@ -22,7 +22,10 @@ def _is_node(x) -> bool:
 
 
 def children(node) -> Iterator:
-    """The direct child nodes of `node` (fields and tuple elements that are IR dataclasses)."""
+    """The direct child nodes of `node` (fields and tuple elements that are IR dataclasses).
+    Nodes whose class sets `IR_LEAF = True` (constant tables such as intrinsics) have none."""
+    if getattr(node, "IR_LEAF", False):
+        return
     for f in dataclasses.fields(node):
         if f.name == "loc":
             continue
@@ -63,7 +66,7 @@ def rewrite(node, fn: Callable, *, into_buffers: bool = False):
         key = id(n)
         if key in memo:
             return memo[key]
-        if isinstance(n, Buffer) and not into_buffers:
+        if (isinstance(n, Buffer) and not into_buffers) or getattr(n, "IR_LEAF", False):
             out = fn(n)
             res = n if out is None else out
             memo[key] = res
