@@ -8,6 +8,7 @@ never wrote, and is reported as a program bug rather than blamed on any backend.
 
 from __future__ import annotations
 
+import re
 import traceback
 from dataclasses import dataclass
 
@@ -63,10 +64,12 @@ def execute(case: Case, target: str, seed: int, *, shuffle: int | None = None, f
 
 
 def _short_trace(e: BaseException, limit: int = 2000) -> str:
+    """The error's last frames and message, without terminal colors, at most `limit` characters."""
     if isinstance(e, TileError):
         text = f"{type(e).__name__}: {e}"
     else:
         text = "".join(traceback.format_exception(type(e), e, e.__traceback__)[-4:]).rstrip()
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
     return text if len(text) <= limit else text[:limit // 2] + "\n  [...]\n" + text[-limit // 2:]
 
 
