@@ -69,6 +69,7 @@ class BodyLowerer:
         self.pre: list[Stmt] = []
         # fragment -> (tile-level indices, register): the element this iteration owns
         self.owned: dict[int, tuple] = {}
+        self.partition_origin = ""  # what decided the loop's distribution (for conflict errors)
 
     def _owned_reg(self, buf: Buffer, indices) -> int | None:
         own = self.owned.get(id(buf))
@@ -191,9 +192,10 @@ class BodyLowerer:
             if r is None:
                 r = self.find_reg(buf, idx)
             if r is None:
+                by = f", which is distributed by {self.partition_origin}," if self.partition_origin else ""
                 raise TileError(
-                    f"layout conflict: fragment {buf.name} is written in this T.Parallel loop at "
-                    f"elements that other threads hold; its layout was fixed by "
+                    f"layout conflict: fragment {buf.name} is written in this T.Parallel loop{by} at "
+                    f"elements that other threads hold; {buf.name}'s layout was fixed by "
                     f"{ctx.layouts.origin(buf)}", loc,
                     hint=f"index {buf.name} with the loop variables in order, or copy it to a "
                          f"fragment of its own first")

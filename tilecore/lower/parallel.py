@@ -62,18 +62,18 @@ def is_identity(indices, vars_) -> bool:
     return len(indices) == len(vars_) and all(i is v for i, v in zip(indices, vars_))
 
 
-def loop_layout(ctx: LowerCtx, vars_, exts, body) -> Layout:
+def loop_layout(ctx: LowerCtx, vars_, exts, body) -> tuple[Layout, str]:
     """The layout a parallel nest is partitioned by: a fragment it writes (else reads) with the
-    loop variables as indices, else strided over the extents."""
+    loop variables as indices, else strided over the extents; and where that layout came from."""
     acc = fragment_accesses(body)
     for want_write in (True, False):
         for buf, idx, w, _ in acc:
             if w == want_write and is_identity(idx, vars_) and tuple(buf.shape) == tuple(exts):
-                return ctx.layout(buf)
-    return StridedLayout(tuple(exts), ctx.threads, 1)
+                return ctx.layout(buf), f"the layout of {buf.name} (from {ctx.layouts.origin(buf)})"
+    return StridedLayout(tuple(exts), ctx.threads, 1), "a strided layout"
 
 
-def partition(ctx: LowerCtx, vars_, layout: Layout, body: Stmt, loc) -> Stmt:
+def partition(ctx: LowerCtx, vars_, layout: Layout, body: Stmt, loc, origin: str = "") -> Stmt:
     """One copy of `body` per register of `layout`, loop variables bound to its coordinates."""
     _, valid_t = layout.table
     staged: dict = {}
@@ -85,6 +85,7 @@ def partition(ctx: LowerCtx, vars_, layout: Layout, body: Stmt, loc) -> Stmt:
         coords = layout.coords(ctx.tx, r)
         bl = BodyLowerer(ctx, True, loc, active=valid_t[:, r],
                          subst={id(v): c for v, c in zip(vars_, coords)}, staged=staged)
+        bl.partition_origin = origin
         s = bl.stmt(body)
         pre.extend(bl.pre)
         valid = layout.valid(ctx.tx, r)
@@ -101,7 +102,8 @@ def lower_parallel(ctx: LowerCtx, loop: For) -> Stmt:
         for buf, idx, w, _ in acc:
             if w and all(any(i is v for i in idx) for v in vars_):
                 return owner_partition(ctx, vars_, exts, body, buf, idx, loop.loc)
-    return partition(ctx, vars_, loop_layout(ctx, vars_, exts, body), body, loop.loc)
+    layout, origin = loop_layout(ctx, vars_, exts, body)
+    return partition(ctx, vars_, layout, body, loop.loc, origin)
 
 
 def owner_partition(ctx: LowerCtx, vars_, exts, body: Stmt, frag: Buffer, idx, loc) -> Stmt:

@@ -80,6 +80,14 @@ def lower_block(ctx: LowerCtx, s: Stmt) -> Stmt:
 def lower_launch(launch: KernelLaunch, ctx: LowerCtx) -> ThreadKernel:
     """The ThreadKernel of one launch."""
     body = lower_block(ctx, launch.body)
+    used = sum(b.shape[0] * b.dtype.itemsize for b in ctx.shared_list)
+    limit = ctx.facts.shared_memory_bytes
+    if limit and used > limit:
+        names = ", ".join(f"{b.name} ({b.shape[0] * b.dtype.itemsize} B)" for b in ctx.shared_list)
+        raise TileShapeError(f"the kernel needs {used} bytes of shared memory per block; "
+                             f"{ctx.facts.target} has {limit}: {names}", launch.loc,
+                             hint="use smaller tiles, fewer pipeline stages, or fragments instead of "
+                                  "shared buffers")
     grid = tuple(g if isinstance(g, Expr) else g for g in launch.grid)
     return ThreadKernel(grid, tuple(launch.block_vars), ctx.tx, ctx.threads, ctx.warp_size,
                         tuple(ctx.shared_list), tuple(ctx.reg_list), body, launch.loc)

@@ -223,6 +223,35 @@ def test_simt_gemm_fallback(dtype, acc):
 
 
 def test_layout_conflict_names_both_uses():
+    """One loop writes the gemm accumulator in place and a second fragment transposed: the second
+    fragment's layout (fixed by an earlier loop) cannot match the accumulator's."""
+
+    @T.prim_func
+    def k(A: T.Tensor((32, 32), "float16"), C: T.Tensor((32, 32), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            a_s = T.alloc_shared((32, 32), "float16")
+            c = T.alloc_fragment((32, 32), "float32")
+            d = T.alloc_fragment((32, 32), "float32")
+            T.copy(A[0, 0], a_s)
+            for i, j in T.Parallel(32, 32):
+                d[i, j] = 0.0
+            T.gemm(a_s, a_s, c, clear_accum=True)
+            for i, j in T.Parallel(32, 32):
+                c[i, j] = c[i, j] + 1.0
+                d[j, i] = c[i, j]
+            T.copy(d, C[0, 0])
+
+    with pytest.raises(TileError) as err:
+        tilecore.jit(k, out_idx=[-1], target=EMU)
+    msg = str(err.value)
+    assert "layout conflict" in msg and "T.gemm at" in msg and "T.Parallel loop at" in msg
+    assert "test_emu_lowering.py:" in msg and "d[j, i] = c[i, j]" in msg
+
+
+def test_transposed_fragment_update_is_staged():
+    """c[j, i] = c[i, j] + 1 on a tensor-core accumulator: the owner of c[j, i] computes it from a
+    staged copy (no conflict: one fragment, owner computes)."""
+
     @T.prim_func
     def k(A: T.Tensor((32, 32), "float16"), C: T.Tensor((32, 32), "float32")):
         with T.Kernel(1, threads=128) as bx:
@@ -234,10 +263,7 @@ def test_layout_conflict_names_both_uses():
                 c[j, i] = c[i, j] + 1.0
             T.copy(c, C[0, 0])
 
-    with pytest.raises(TileError) as err:
-        tilecore.jit(k, out_idx=[-1], target=EMU)
-    msg = str(err.value)
-    assert "layout conflict" in msg and "T.gemm at" in msg and "test_emu_lowering.py:" in msg
+    both(k, ints(np.random.default_rng(9), (32, 32), "float16", -3, 4))
 
 
 @emu_only
