@@ -16,6 +16,7 @@ Semantics follow the `interp` oracle exactly where C allows:
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -59,6 +60,18 @@ FLOAT_BIN_FUNCS: dict[str, tuple[str, str]] = {
 }
 
 
+# Identifiers a kernel's own names must not take: C/C++ keywords and names the generated code
+# uses (types, math functions); languages add theirs in `reserved_words`.
+C_RESERVED = frozenset("""
+alignas alignof asm auto bool break case catch char class const constexpr continue decltype default
+delete do double else enum explicit extern false float for friend goto if inline int long main
+mutable namespace new noexcept nullptr operator private protected public register reinterpret_cast
+return short signed sizeof static static_cast struct switch template this throw true try typedef
+typename union unsigned using virtual void volatile while
+""".split()) | frozenset(re.findall(r"(?<![\w.])[A-Za-z_]\w*", " ".join(
+    t for pair in (*FLOAT_FUNCS.values(), *FLOAT_BIN_FUNCS.values()) for t in pair)))
+
+
 class CStyleRenderer:
     """Renders thread-level IR to C-like source; subclasses supply the language's spellings.
 
@@ -68,6 +81,7 @@ class CStyleRenderer:
     """
 
     type_overrides: dict[str, str] = {}
+    reserved_words: frozenset = frozenset()
     indent_unit = "  "
 
     def __init__(self):
@@ -75,7 +89,7 @@ class CStyleRenderer:
         self.lines: list[str] = []
         self.depth = 0
         self.names: dict[int, str] = {}
-        self._used_names: set[str] = set()
+        self._used_names: set[str] = set(C_RESERVED | self.reserved_words | set(self.types.values()))
         self.used_types: set[str] = set()  # dtype names rendered (decides the headers needed)
         self.tables: dict[tuple, str] = {}  # LaneTable values -> name of its constant array
         self.kernel: ThreadKernel | None = None

@@ -225,3 +225,21 @@ def compile_cuda(source: str, arch: str, *, name: str = "kernel", compiler: str 
             f.write(cubin)
         os.replace(tmp, path)
     return cubin
+
+
+def nvcc_check(source: str, archs: tuple[str, ...], name: str = "kernel") -> None:
+    """Compile `source` for every arch in one nvcc run (a fatbin, discarded); raises
+    :class:`CudaCompileError` with the log when any arch fails. CI's offline compile check."""
+    path = nvcc_path()
+    if path is None:
+        raise TileInternalError("nvcc not found (set CUDA_HOME or put nvcc on PATH)")
+    with tempfile.TemporaryDirectory(prefix="tilecore_nvcc_") as tmp:
+        src = os.path.join(tmp, f"{name}.cu")
+        with open(src, "w") as f:
+            f.write(source)
+        cmd = [path, "-fatbin", *(gencode(a) for a in archs), f"-std={STD}", "-o",
+               os.path.join(tmp, f"{name}.fatbin"), src]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise CudaCompileError(f"nvcc could not compile generated kernel {name} for {', '.join(archs)}",
+                                   (proc.stderr + proc.stdout).strip(), _keep_source(source, name))

@@ -33,6 +33,9 @@ class CudaRenderer(CStyleRenderer):
 
     type_overrides = {"float16": "half", "bfloat16": "__nv_bfloat16", "float8_e4m3fn": "__nv_fp8_e4m3",
                       "float8_e5m2": "__nv_fp8_e5m2"}
+    reserved_words = frozenset(
+        "threadIdx blockIdx blockDim gridDim warpSize min max atomicAdd make_uint2 make_uint4 uint2 uint4 "
+        "tilecore_smem __shfl_sync __shfl_xor_sync __syncthreads".split())
 
     # ------------------------------------------------------------------ types and values
     def to_float(self, d: DType, s: str) -> str:
@@ -165,7 +168,6 @@ class CudaRenderer(CStyleRenderer):
         if not kernel.shared:
             return [], 0
         lines = ["extern __shared__ __align__(16) unsigned char tilecore_smem[];"]
-        self.reserve("tilecore_smem")
         offset = 0
         for b in kernel.shared:
             offset = (offset + SHARED_ALIGN - 1) // SHARED_ALIGN * SHARED_ALIGN
