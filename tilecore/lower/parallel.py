@@ -189,12 +189,28 @@ def _vector_width(ctx: LowerCtx, copy: Copy, shape) -> int:
     return 1
 
 
+def uniform_nest(ctx: LowerCtx, vars_, exts, body: Stmt, loc) -> Stmt:
+    """Serial loops over the extents that every thread runs in full (per-thread `local` data)."""
+    bl = BodyLowerer(ctx, False, loc)
+    inner = bl.stmt(body)
+    for v, n in reversed(list(zip(vars_, exts))):
+        inner = For(v, const(0), const(n), 1, "serial", inner, (), loc)
+    return SeqStmt(tuple(bl.pre) + (inner,), loc)
+
+
 def lower_copy(ctx: LowerCtx, copy: Copy) -> Stmt:
     """T.copy between global, shared and fragment memory."""
     src, dst = copy.src, copy.dst
     shape = src.squeezed_shape or (1,)
     if (dst.squeezed_shape or (1,)) != shape:
         raise TileShapeError(f"copy shapes differ: {src.extents} vs {dst.extents}", copy.loc)
+    if dst.buffer.scope == "local":  # every thread holds its own copy of a local buffer
+        vars_ = [Var(f"c{k}") for k in range(len(shape))]
+        sidx = region_index(src, vars_) if src.squeezed_shape else tuple(src.starts)
+        didx = region_index(dst, vars_) if dst.squeezed_shape else tuple(dst.starts)
+        value = _guarded_load(src.buffer, sidx) if src.buffer.scope == "global" else Load(src.buffer, sidx)
+        body = Store(dst.buffer, didx, cast(value, dst.buffer.dtype), copy.loc)
+        return uniform_nest(ctx, vars_, shape, body, copy.loc)
     vec = _vector_width(ctx, copy, shape)
     layout = None
     for r in (dst, src):
@@ -281,6 +297,8 @@ def lower_fill(ctx: LowerCtx, fill: Fill) -> Stmt:
     vars_ = [Var(f"f{k}") for k in range(len(shape))]
     idx = region_index(d, vars_) if d.squeezed_shape else tuple(d.starts)
     body: Stmt = Store(buf, idx, cast(fill.value, buf.dtype), fill.loc)
+    if buf.scope == "local":
+        return uniform_nest(ctx, vars_, shape, body, fill.loc)
     if buf.scope == "global":
         cond = in_bounds(buf, idx)
         if cond is not None:

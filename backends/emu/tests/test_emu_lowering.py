@@ -160,6 +160,21 @@ def test_block_level_scalars_and_atomics():
     both(k, ints(np.random.default_rng(5), (64,)))
 
 
+def test_local_buffers_are_per_thread():
+    """T.alloc_local: fill and copy give every thread the whole buffer."""
+
+    @T.prim_func
+    def k(A: T.Tensor((8,), "float32"), O: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            w = T.alloc_local((8,), "float32")
+            T.fill(w, 1.0)
+            T.copy(A[0], w)
+            for i in T.Parallel(64):
+                O[i] = w[i % 8] + w[(i + 3) % 8]
+
+    both(k, ints(np.random.default_rng(10), (8,)))
+
+
 def test_atomic_add_region():
     @T.prim_func
     def k(A: T.Tensor((32, 32), "float32"), O: T.Tensor((16, 16), "float32")):
