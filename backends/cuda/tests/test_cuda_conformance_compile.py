@@ -17,7 +17,7 @@ from tilecore_conformance.runner import unsupported  # noqa: E402
 
 
 @needs_nvcc
-@settings(max_examples=20, derandomize=True, deadline=None, database=None,
+@settings(max_examples=12, derandomize=True, deadline=None, database=None,
           suppress_health_check=list(HealthCheck))
 @given(cases())
 def test_generated_programs_compile_with_nvcc(case):
