@@ -286,3 +286,23 @@ def test_integer_division_by_zero_raises():
     cpu, _ = both(divide)
     with pytest.raises(TileRuntimeError, match="division by zero"):
         cpu(np.ones(8, np.int32), np.array([1, 2, 3, 0, 1, 1, 1, 1], np.int32))
+
+
+def overlap():
+    @T.prim_func
+    def overlap(A: T.Tensor((32,), "int32"), B: T.Tensor((32,), "int32")):
+        with T.Kernel(1, threads=32) as bx:
+            s = T.alloc_shared((32,), "int32")
+            T.copy(A, s)
+            T.copy(s[0:24], s[8:32])
+            T.copy(s, B)
+
+    return overlap
+
+
+def test_copy_between_overlapping_regions_reads_the_source_first():
+    a = np.arange(32, dtype=np.int32)
+    cpu, oracle = both(overlap)
+    want = np.concatenate([a[:8], a[:24]])
+    np.testing.assert_array_equal(oracle(a), want)
+    np.testing.assert_array_equal(cpu(a), want)

@@ -9,7 +9,7 @@ shared/fragment region outside its buffer is a fault, as in `interp`.
 from __future__ import annotations
 
 from tilecore import dtypes as dt
-from tilecore.ir.buffer import Region
+from tilecore.ir.buffer import Buffer, Region
 from tilecore.ir.expr import Const, Var
 from tilecore.ir.stmt import AtomicAddRegion, Copy, CumSum, Fill, Gemm, Reduce
 
@@ -101,6 +101,13 @@ def _region_op(cg, regions: list[Region], elem) -> None:
 
 def _copy(cg, s: Copy) -> None:
     sd, dd = s.src.buffer.dtype, s.dst.buffer.dtype
+    if s.src.buffer is s.dst.buffer:
+        # regions of one buffer may overlap: read all of the source first, as interp does
+        tmp = Buffer("_overlap", s.src.extents, sd, "local")
+        cg.scratch.append(f"{cg.names.of(tmp)} = np.empty({s.src.extents!r}, np.{storage_np(sd).name})")
+        _copy(cg, Copy(s.src, Region.full(tmp), s.loc))
+        _copy(cg, Copy(Region.full(tmp), s.dst, s.loc))
+        return
 
     def elem(rs, masked):
         src, dst = rs
