@@ -73,6 +73,31 @@ def _short_trace(e: BaseException, limit: int = 2000) -> str:
     return text if len(text) <= limit else text[:limit // 2] + "\n  [...]\n" + text[-limit // 2:]
 
 
+_ORACLE_CACHE: dict = {}
+
+
+def _oracle(case: Case, seed: int, func=None):
+    """interp's outputs for (case, seed), checked against the adversarial run; an Outcome when
+    the oracle fails or the program is ill-formed. Cached: every target compares to the same."""
+    key = (case.key, case.params, seed)
+    if func is None and key in _ORACLE_CACHE:
+        return _ORACLE_CACHE[key]
+    try:
+        want = execute(case, ORACLE, seed, func=func)
+        shuffled = execute(case, ORACLE, seed, shuffle=seed + 1, func=func)
+    except Exception as e:  # the oracle failing on a generated program is a generator or interp bug
+        return Outcome("error", f"the oracle (interp) failed: {_short_trace(e)}")
+    bug = compare(case, want, shuffled, plugins.resolve(ORACLE))
+    if bug is not None:
+        want = Outcome("program_bug", "the result depends on block order or uninitialized memory "
+                       f"(interp, shuffled blocks and poisoned memory vs plain): {bug}")
+    if func is None:
+        if len(_ORACLE_CACHE) > 4096:
+            _ORACLE_CACHE.clear()
+        _ORACLE_CACHE[key] = want
+    return want
+
+
 def check_case(case: Case, target: str, seed: int, func=None) -> Outcome:
     """Run `case` on `target` and on the oracle (plain and adversarial) and compare."""
     try:
@@ -81,15 +106,9 @@ def check_case(case: Case, target: str, seed: int, func=None) -> Outcome:
         return Outcome("error", f"the frontend rejected a generated program: {_short_trace(e)}")
     if reason:
         return Outcome("skip", str(reason))
-    try:
-        want = execute(case, ORACLE, seed, func=func)
-        shuffled = execute(case, ORACLE, seed, shuffle=seed + 1, func=func)
-    except Exception as e:  # the oracle failing on a generated program is a generator or interp bug
-        return Outcome("error", f"the oracle (interp) failed: {_short_trace(e)}")
-    bug = compare(case, want, shuffled, plugins.resolve(ORACLE))
-    if bug is not None:
-        return Outcome("program_bug", "the result depends on block order or uninitialized memory "
-                       f"(interp, shuffled blocks and poisoned memory vs plain): {bug}")
+    want = _oracle(case, seed, func)
+    if isinstance(want, Outcome):
+        return want
     if plugins.resolve(target).kind == ORACLE:
         return Outcome("pass")
     try:
