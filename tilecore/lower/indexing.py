@@ -83,6 +83,16 @@ def _divmod(e: BinOp, bounds: dict) -> Expr | None:
     ilo, ihi = _range(inner, rem, bounds)
     if ilo is None or ilo < 0:
         return None
+    g2 = dv
+    for c in inner.values():
+        g2 = math.gcd(g2, c)
+    if 0 < rem < g2:
+        # the multiple-of-g2 part never crosses a multiple of d by adding rem < g2
+        base = BinOp(e.op, _build(inner, 0, e.dtype), d, e.dtype)
+        folded = _divmod(base, bounds)
+        part = folded if folded is not None else base
+        head = _build({a: c // dv for a, c in outer.items()}, q, e.dtype)
+        return head + part if e.op == "div" else part + rem
     g = dv
     for c in list(inner.values()) + [rem]:
         g = math.gcd(g, c)

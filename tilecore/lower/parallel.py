@@ -18,7 +18,8 @@ from ..ir.thread import Atomic, MemStore, VecMove
 from ..ir.visit import walk
 from .body import BodyLowerer
 from .context import LowerCtx, all_of, flat_offset
-from .layout import Layout, StridedLayout
+from .layout import Layout, StridedLayout, default_layout
+from .vectorize import vectorize_group
 
 
 def parallel_nest(loop: For) -> tuple[list[Var], list[int], Stmt]:
@@ -70,7 +71,7 @@ def loop_layout(ctx: LowerCtx, vars_, exts, body) -> tuple[Layout, str]:
         for buf, idx, w, _ in acc:
             if w == want_write and is_identity(idx, vars_) and tuple(buf.shape) == tuple(exts):
                 return ctx.layout(buf), f"the layout of {buf.name} (from {ctx.layouts.origin(buf)})"
-    return StridedLayout(tuple(exts), ctx.threads, 1), "a strided layout"
+    return default_layout(tuple(exts), ctx.threads), "a strided layout"
 
 
 def partition(ctx: LowerCtx, vars_, layout: Layout, body: Stmt, loc, origin: str = "") -> Stmt:
@@ -78,18 +79,31 @@ def partition(ctx: LowerCtx, vars_, layout: Layout, body: Stmt, loc, origin: str
     _, valid_t = layout.table
     staged: dict = {}
     pre: list[Stmt] = []
-    out: list[Stmt] = []
+    bodies: list[Stmt | None] = []
     for r in range(layout.nregs):
         if not valid_t[:, r].any():
+            bodies.append(None)
             continue
         coords = layout.coords(ctx.tx, r)
         bl = BodyLowerer(ctx, True, loc, active=valid_t[:, r],
                          subst={id(v): c for v, c in zip(vars_, coords)}, staged=staged)
         bl.partition_origin = origin
-        s = bl.stmt(body)
+        bodies.append(bl.stmt(body))
         pre.extend(bl.pre)
-        valid = layout.valid(ctx.tx, r)
-        out.append(s if valid is None else IfThenElse(valid, s, None, loc))
+    vec = layout.vec if isinstance(layout, StridedLayout) else 1
+    out: list[Stmt] = []
+    for r0 in range(0, layout.nregs, vec):
+        group = bodies[r0:r0 + vec]
+        if vec > 1 and all(b is not None for b in group):
+            merged = vectorize_group(ctx, group, vec, loc)
+            if merged is not None:
+                # a run shares its validity: numel is a multiple of vec for vector layouts
+                group = [merged]
+        for k, s in enumerate(group):
+            if s is None:
+                continue
+            valid = layout.valid(ctx.tx, r0 + k)
+            out.append(s if valid is None else IfThenElse(valid, s, None, loc))
     return SeqStmt(tuple(pre + out), loc)
 
 

@@ -311,3 +311,21 @@ def test_out_of_bounds_shared_read_names_the_line():
         kernel(np.zeros(32, dtype=np.float32))
     assert "out-of-bounds read of shared buffer s" in str(err.value)
     assert "O[i] = s[i + 4]" in str(err.value)
+
+
+def test_parallel_loop_vectorized():
+    """A T.Parallel loop over global and shared data moves 4 elements per access."""
+    M, N = 64, 64
+
+    @T.prim_func
+    def k(A: T.Tensor((M, N), "float16"), B: T.Tensor((M, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(2, threads=128) as bx:
+            s = T.alloc_shared((32, N), "float16")
+            T.copy(B[bx * 32, 0], s)
+            for i, j in T.Parallel(32, N):
+                C[bx * 32 + i, j] = A[bx * 32 + i, j] * 2 + s[i, j]
+
+    rng = np.random.default_rng(11)
+    kern = both(k, ints(rng, (M, N), "float16"), ints(rng, (M, N), "float16"))
+    ir = kern.get_ir("final")
+    assert "A_vec[0 : +4] = A[" in ir and "] = C_vec[0 : +4]" in ir
