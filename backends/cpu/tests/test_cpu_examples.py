@@ -5,6 +5,7 @@ import inspect
 
 import numpy as np
 import pytest
+from tilecore_cpu import artifact
 
 import tilecore
 from tilecore import dtypes as dt
@@ -14,10 +15,13 @@ EXAMPLES = ["elementwise_add", "gemm", "gemm_bias_gelu", "softmax", "rmsnorm", "
 
 
 def cases():
+    """Every example at every test size on the serial launcher; the first size also in parallel
+    (the prange launcher compiles separately, and slowly: once per example is enough)."""
     for name in EXAMPLES:
         mod = importlib.import_module(name)
         for i, sizes in enumerate(mod.TEST_SIZES):
-            yield pytest.param(name, sizes, id=f"{name}-{i}")
+            yield pytest.param(name, sizes, "serial", id=f"{name}-{i}-serial")
+        yield pytest.param(name, mod.TEST_SIZES[0], "parallel", id=f"{name}-0-parallel")
 
 
 def _split(fn, sizes):
@@ -29,8 +33,10 @@ def _as_f32(x):
     return np.asarray(x).astype(np.float32)
 
 
-@pytest.mark.parametrize("name,sizes", list(cases()))
-def test_example_on_cpu(name, sizes):
+@pytest.mark.parametrize("name,sizes,mode", list(cases()))
+def test_example_on_cpu(name, sizes, mode, monkeypatch):
+    if mode == "parallel":  # small inputs run on the calling thread unless forced
+        monkeypatch.setattr(artifact, "PARALLEL_BYTES", 0)
     mod = importlib.import_module(name)
     func = mod.program(**_split(mod.program, sizes))
     cpu = tilecore.jit(func, out_idx=mod.OUT_IDX, target="cpu")
