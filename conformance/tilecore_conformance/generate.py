@@ -32,12 +32,13 @@ def _ceildiv(a: int, b: int) -> int:
 
 
 @st.composite
-def cases(draw, dtypes: tuple = DEFAULT_DTYPES, max_stages: int = 4) -> Case:
-    """A random valid tile program over `dtypes` (names; the first is the simplest)."""
+def cases(draw, dtypes: tuple = DEFAULT_DTYPES, max_stages: int = 4, producers=("load", "gemm")) -> Case:
+    """A random valid tile program over `dtypes` (names; the first is the simplest), with at
+    most `max_stages` stages after one of `producers`."""
     pool_all = tuple(dt.as_dtype(d) for d in dtypes)
     exact = draw(st.booleans())
     gemm_dtypes = [d for d in pool_all if d.name in _GEMM_ACCUM]
-    producer = draw(st.sampled_from(["load", "gemm"] if gemm_dtypes else ["load"]))
+    producer = draw(st.sampled_from([p for p in producers if gemm_dtypes or p != "gemm"] or ["load"]))
     tiles = [16, 32, 8] if producer == "gemm" else [4, 8, 16, 2, 32, 1, 3, 6]
     bm, bn = draw(st.sampled_from(tiles)), draw(st.sampled_from(tiles))
     m, n = draw(st.integers(1, 3 * bm)), draw(st.integers(1, 3 * bn))

@@ -28,11 +28,12 @@ if __name__ == "__main__":
 class ConformanceFailure(AssertionError):
     """A target disagreed with the oracle (or a program was found to be ill-formed)."""
 
-    def __init__(self, message: str, path: Path, case: Case, seed: int):
+    def __init__(self, message: str, path: Path, case: Case, seed: int, status: str):
         super().__init__(message)
         self.path = path
         self.case = case
         self.seed = seed
+        self.status = status
 
 
 def failures_dir() -> Path:
@@ -65,7 +66,7 @@ def failure(case: Case, target: str, seed: int, status: str, detail: str) -> Con
     msg = (f"tilecore conformance: {what}\n  {detail}\n"
            f"  case ({case.lines} kernel lines): {path}\n  inputs' seed: {seed}\n"
            f"  rerun: python {path}   (failures are written under {path.parent})")
-    return ConformanceFailure(msg, path, case, seed)
+    return ConformanceFailure(msg, path, case, seed, status)
 
 
 def rerun(path: str, func, params, target: str, seed: int) -> None:

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from .case import Case, Param
 from .generate import DEFAULT_DTYPES, cases
-from .report import failure
+from .reduce import minimize
+from .report import ConformanceFailure, failure
 from .runner import check_case, unsupported
 
 CI_EXAMPLES = 300
@@ -29,6 +30,14 @@ class Stats:
     longest_source: str = ""
     features: Counter = field(default_factory=Counter)
     dtype_skips: dict = field(default_factory=dict)
+
+    def record(self, case: Case) -> None:
+        """Count a program that ran and passed."""
+        self.ran += 1
+        self.exact += case.exact
+        self.features.update(case.features)
+        if case.lines > self.longest:
+            self.longest, self.longest_source = case.lines, case.source
 
     def summary(self) -> str:
         lines = [f"{self.target}: {self.ran} generated programs ran ({self.exact} compared exactly), "
@@ -65,33 +74,58 @@ def supported_dtypes(target: str, dtypes=DEFAULT_DTYPES) -> tuple[tuple, dict]:
     return tuple(ok), why
 
 
+_HEALTH = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large,
+           HealthCheck.large_base_example]
+# Families of simple programs searched after a failure, for a shorter program failing the same way.
+SIMPLE_FAMILIES = ({"max_stages": 1, "producers": ("load",)}, {"max_stages": 1, "producers": ("gemm",)})
+SIMPLE_EXAMPLES = 100
+
+
+def _search(target: str, strategy, n: int, derandomize: bool, shrink: bool, stats: Stats | None):
+    """Run `n` cases from `strategy`; the ConformanceFailure of the (shrunk) first failure, or None."""
+    phases = tuple(Phase) if shrink else tuple(p for p in Phase if p != Phase.shrink)
+
+    @settings(max_examples=n, derandomize=derandomize, deadline=None, database=None, phases=phases,
+              print_blob=False, report_multiple_bugs=False, suppress_health_check=_HEALTH)
+    @given(case=strategy, seed=st.integers(0, 2**32 - 1))
+    def run(case: Case, seed: int) -> None:
+        out = check_case(case, target, seed)
+        if out.status == "skip":
+            if stats is not None:
+                stats.skipped[out.detail] += 1
+            assume(False)
+        if not out.ok:
+            raise failure(case, target, seed, out.status, out.detail)
+        if stats is not None:
+            stats.record(case)
+
+    try:
+        run()
+    except ConformanceFailure as f:
+        return f
+    return None
+
+
 def check_target(target: str, max_examples: int = CI_EXAMPLES, derandomize: bool = True,
                  dtypes=DEFAULT_DTYPES, shrink: bool = True) -> Stats:
     """Run `max_examples` generated programs on `target` against interp; raises a
-    ConformanceFailure naming the (shrunk) failing case's file on the first disagreement."""
+    ConformanceFailure naming the (shrunk) failing case's file on the first disagreement.
+
+    After a failure, families of simpler programs are searched too, and the shortest program
+    that fails the same way is reported, after dropping every buffer it does not need."""
     stats = RESULTS.setdefault(target, Stats(target))
     ok_dtypes, stats.dtype_skips = supported_dtypes(target, dtypes)
     if not ok_dtypes:
         return stats
-    phases = tuple(Phase) if shrink else tuple(p for p in Phase if p != Phase.shrink)
-
-    @settings(max_examples=max_examples, derandomize=derandomize, deadline=None, database=None,
-              phases=phases, print_blob=False,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
-                                     HealthCheck.data_too_large, HealthCheck.large_base_example])
-    @given(case=cases(ok_dtypes), seed=st.integers(0, 2**32 - 1))
-    def run(case: Case, seed: int) -> None:
-        out = check_case(case, target, seed)
-        if out.status == "skip":
-            stats.skipped[out.detail] += 1
-            assume(False)
-        if not out.ok:
-            raise failure(case, target, seed, out.status, out.detail)
-        stats.ran += 1
-        stats.exact += case.exact
-        stats.features.update(case.features)
-        if case.lines > stats.longest:
-            stats.longest, stats.longest_source = case.lines, case.source
-
-    run()
-    return stats
+    f = _search(target, cases(ok_dtypes), max_examples, derandomize, shrink, stats)
+    if f is None:
+        return stats
+    if shrink:
+        for family in SIMPLE_FAMILIES:
+            g = _search(target, cases(ok_dtypes, **family), SIMPLE_EXAMPLES, True, True, None)
+            if g is not None and g.status == f.status and g.case.lines < f.case.lines:
+                f = g
+        small = minimize(f.case, target, f.seed, f.status)
+        if small is not f.case:
+            f = failure(small, target, f.seed, f.status, check_case(small, target, f.seed).detail)
+    raise f
