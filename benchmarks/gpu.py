@@ -30,8 +30,9 @@ import tilecore  # noqa: E402
 
 # Tile configurations tried per case (the fastest correct one is reported).
 GEMM_CONFIGS = [dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads=128),
+                dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=128),
                 dict(block_M=128, block_N=256, block_K=32, num_stages=3, threads=256)]
-ROW_CONFIGS = [dict(block_M=4, block_N=512), dict(block_M=1, block_N=1024)]
+ROW_CONFIGS = [dict(block_M=4, block_N=512), dict(block_M=2, block_N=1024), dict(block_M=8, block_N=256)]
 FA_CONFIGS = [dict(block_M=64, block_N=64, num_stages=1, threads=128),
               dict(block_M=128, block_N=64, num_stages=1, threads=256)]
 
@@ -52,13 +53,17 @@ def rel_err(out, ref) -> float:
 
 
 def best_kernel(build, configs, check):
-    """Build each config, keep those that check; returns (ms, config, err) of the fastest."""
+    """Build each config, keep those that check; returns (ms, config, err) of the fastest.
+
+    `build(cfg)` returns a no-argument runner that returns its (preallocated) output; the
+    output is poisoned with NaN before the checked run, so an unwritten element fails."""
     best, notes = None, []
     for cfg in configs:
         try:
             t0 = time.perf_counter()
             run = build(cfg)
             build_s = time.perf_counter() - t0
+            run().fill_(float("nan"))
             err = check(run)
             ms = bench(run)
             notes.append(f"{cfg}: {ms:.3f} ms err {err:.2e} build {build_s:.1f}s")
