@@ -157,6 +157,12 @@ class _Operand:
         if self.mem is None:
             self.mem = _memory(self.ctx, self.buf, self.g.loc, self._pre)
             self.loader = find_loader(self._loaders, self.spec.map, self.contig)
+            if self.name == "B":
+                self.pair_map = pair_map(self.spec.map)
+                self.pair_loader = find_loader(self._loaders, self.pair_map, self.contig)
+
+    pair_map: LaneMap | None = None
+    pair_loader = None
 
     def set_loaders(self, loaders):
         self._loaders = loaders
@@ -187,9 +193,20 @@ def _mma_gemm(ctx: LowerCtx, g: Gemm, plan: MmaPlan, clay: MmaLayout) -> Stmt:
         for mi in range(mt):
             out.extend(_load_operand(ctx, A, aregs, mi * A.spec.elems, lane,
                                      warp_m * WM + mi * im, const(kk * ik)))
-        for ni in range(nt):
-            out.extend(_load_operand(ctx, B, bregs, ni * B.spec.elems, lane,
-                                     const(kk * ik), warp_n * WN + ni * in_))
+        ni = 0
+        while ni < nt:
+            col0 = warp_n * WN + ni * in_
+            if ni + 1 < nt and B.regs_frag is None:
+                B.ensure_memory()
+                if B.pair_loader is not None:  # two n tiles with one loader (ldmatrix x4)
+                    pair = _with_loader(ctx, B, B.pair_loader, B.pair_map, bregs, ni * B.spec.elems,
+                                        lane, const(kk * ik), col0)
+                    if pair is not None:
+                        out.extend(pair)
+                        ni += 2
+                        continue
+            out.extend(_load_operand(ctx, B, bregs, ni * B.spec.elems, lane, const(kk * ik), col0))
+            ni += 1
         for mi in range(mt):
             for ni in range(nt):
                 base = const(clay.reg(mi, ni, 0))
@@ -208,15 +225,10 @@ def _load_operand(ctx: LowerCtx, op: _Operand, regs: Buffer, base: int, lane: Ex
         if moves is not None:
             return moves
     op.ensure_memory()
-    found = op.loader
-    if found is not None:
-        ld, placement = found
-        starts = loader_rows(ld, placement, op.contig, spec.map.rows, spec.map.cols)
-        r = row0 + starts.coord(lane, 0, 0)
-        c = col0 + starts.coord(lane, 0, 1)
-        addr = flat_offset(op.buf, operand_index(op.region, op.trans, r, c), ctx.bounds)
-        if _aligned(addr, 8):
-            return [IntrinsicCall(ld, (OperandRef(regs, const(base)), OperandRef(op.mem, addr)), loc)]
+    if op.loader is not None:
+        done = _with_loader(ctx, op, op.loader, spec.map, regs, base, lane, row0, col0)
+        if done is not None:
+            return done
     out: list[Stmt] = []
     for e in range(spec.elems):
         r = row0 + spec.map.coord(lane, e, 0)
@@ -224,6 +236,27 @@ def _load_operand(ctx: LowerCtx, op: _Operand, regs: Buffer, base: int, lane: Ex
         off = flat_offset(op.buf, operand_index(op.region, op.trans, r, c), ctx.bounds)
         out.append(MemStore(regs, const(base + e), MemLoad(op.mem, off), None, loc))
     return out
+
+
+def _with_loader(ctx: LowerCtx, op: _Operand, found, opmap: LaneMap, regs: Buffer, base: int,
+                 lane: Expr, row0: Expr, col0: Expr) -> list[Stmt] | None:
+    """One loader intrinsic filling regs[base:] with the operand tile at (row0, col0), or None
+    when a row address would not be 16-byte aligned."""
+    ld, placement = found
+    starts = loader_rows(ld, placement, op.contig, opmap.rows, opmap.cols)
+    r = row0 + starts.coord(lane, 0, 0)
+    c = col0 + starts.coord(lane, 0, 1)
+    addr = flat_offset(op.buf, operand_index(op.region, op.trans, r, c), ctx.bounds)
+    if not _aligned(addr, 16 // op.buf.dtype.itemsize):
+        return None
+    return [IntrinsicCall(ld, (OperandRef(regs, const(base)), OperandRef(op.mem, addr)), op.g.loc)]
+
+
+def pair_map(m: LaneMap) -> LaneMap:
+    """Two copies of an operand map side by side along columns (elements e and e + elems)."""
+    return LaneMap.from_fn(m.rows, 2 * m.cols, m.lanes, 2 * m.elems,
+                           lambda lane, e: (m.at(lane, e % m.elems)[0],
+                                            m.at(lane, e % m.elems)[1] + m.cols * (e // m.elems)))
 
 
 def _from_registers(ctx: LowerCtx, op: _Operand, regs: Buffer, base: int, lane: Expr,

@@ -77,7 +77,7 @@ def test_corrupt_lane_map_breaks_emu_and_codegen(operand):
         assert "table[" in bad_ir and "table[" not in good_ir  # no formula fits a broken map
     else:
         assert "ldmatrix" in good_ir.split("mma.sync")[0]
-        assert "ldmatrix.sync.aligned.m8n8.x4" not in bad_ir  # no loader reproduces it any more
+        assert "ldmatrix.sync.aligned.m8n8.x4.shared" not in bad_ir  # no loader reproduces A any more
 
 
 def _without_barrier(module, index):
