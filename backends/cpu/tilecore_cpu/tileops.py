@@ -271,8 +271,9 @@ def _reduce(cg, s: Reduce) -> None:
     dref = f"dst[{', '.join(didx)}]"
     red = s.kind.replace("abs", "")
     if red == "sum":
-        body.add(f"_acc = {const_code(0, sd if not sd.is_narrow_float else dt.float32)}")
-        body.add(f"for _r in range({shape[s.dim]}):")
+        # start from the first element, as NumPy's reduction does (a lone -0.0 stays -0.0)
+        body.add(f"_acc = {sref('0')}")
+        body.add(f"for _r in range(1, {shape[s.dim]}):")
         body.add(f"    _acc += {sref('_r')}")
     else:
         fn = ("f" + red) if sd.is_float else red
