@@ -138,7 +138,8 @@ def _aligned(e: Expr, n: int) -> bool:
 
 
 class _Operand:
-    """How one mma operand (A or B) reaches its registers."""
+    """How one mma operand (A or B) reaches its registers: from a fragment's own registers, or
+    from shared memory (staged when it is a fragment) with a loader intrinsic or element loads."""
 
     def __init__(self, ctx: LowerCtx, g: Gemm, name: str, plan: MmaPlan, pre: list):
         self.ctx, self.g, self.name = ctx, g, name
@@ -146,26 +147,24 @@ class _Operand:
         self.region = g.a if name == "A" else g.b
         self.trans = g.transpose_a if name == "A" else g.transpose_b
         self.buf = self.region.buffer
-        # memory rows run along op rows unless the operand is stored transposed
-        self.contig = (1 if not self.trans else 0) if name == "A" else (1 if not self.trans else 0)
+        # memory rows run along the op's rows (contiguous along its columns) unless transposed
+        self.contig = 0 if self.trans else 1
         self.regs_frag = self.buf if self.buf.scope == "fragment" else None
+        self.loaders = plan.loaders
         self.mem: Buffer | None = None
         self.loader = None
+        self.pair_map: LaneMap | None = None
+        self.pair_loader = None
         self._pre = pre
 
-    def ensure_memory(self):
+    def ensure_memory(self) -> None:
+        """Put the operand in shared memory (once) and pick the loaders that reproduce its map."""
         if self.mem is None:
             self.mem = _memory(self.ctx, self.buf, self.g.loc, self._pre)
-            self.loader = find_loader(self._loaders, self.spec.map, self.contig)
+            self.loader = find_loader(self.loaders, self.spec.map, self.contig)
             if self.name == "B":
                 self.pair_map = pair_map(self.spec.map)
-                self.pair_loader = find_loader(self._loaders, self.pair_map, self.contig)
-
-    pair_map: LaneMap | None = None
-    pair_loader = None
-
-    def set_loaders(self, loaders):
-        self._loaders = loaders
+                self.pair_loader = find_loader(self.loaders, self.pair_map, self.contig)
 
 
 def _mma_gemm(ctx: LowerCtx, g: Gemm, plan: MmaPlan, clay: MmaLayout) -> Stmt:
@@ -185,8 +184,6 @@ def _mma_gemm(ctx: LowerCtx, g: Gemm, plan: MmaPlan, clay: MmaLayout) -> Stmt:
     if g.clear_accum:
         out.extend(MemStore(cregs, const(r), cast(0, cregs.dtype), None, g.loc) for r in range(clay.nregs))
     A, B = _Operand(ctx, g, "A", plan, pre), _Operand(ctx, g, "B", plan, pre)
-    A.set_loaders(plan.loaders)
-    B.set_loaders(plan.loaders)
     aregs = ctx.new_regs("A_frag", mt * A.spec.elems, A.spec.dtype)
     bregs = ctx.new_regs("B_frag", nt * B.spec.elems, B.spec.dtype)
     for kk in range(K // ik):
