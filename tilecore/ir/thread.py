@@ -50,12 +50,16 @@ def _check_pred(p) -> None:
 
 @dataclass(frozen=True)
 class MemLoad(Expr):
-    """`buffer[offset]` at a flat element offset; when `pred` is false nothing is read and it is 0."""
+    """`buffer[offset]` at a flat element offset; when `pred` is false nothing is read and it is 0.
+
+    `indices` (optional) are the user's multi-dimensional indices of an explicit element access,
+    which emulators check against the buffer's shape; code generators ignore them."""
 
     buffer: Buffer
     offset: Expr
     pred: Expr | None = None
     dtype: DType = None  # type: ignore[assignment]
+    indices: tuple = ()
 
     def __post_init__(self):
         if not isinstance(self.buffer, Buffer):
@@ -140,13 +144,16 @@ class ThreadKernel(Stmt):
 
 @dataclass(frozen=True)
 class MemStore(Stmt):
-    """`buffer[offset] = value` (rounded to the buffer's dtype); skipped when `pred` is false."""
+    """`buffer[offset] = value` (rounded to the buffer's dtype); skipped when `pred` is false.
+
+    `indices`: as for MemLoad, the user's indices for emulators' bounds checks (optional)."""
 
     buffer: Buffer
     offset: Expr
     value: Expr
     pred: Expr | None = None
     loc: SourceLoc | None = None
+    indices: tuple = ()
 
     def __post_init__(self):
         _check_expr("MemStore.offset", self.offset)

@@ -127,7 +127,7 @@ class BodyLowerer:
     def load(self, buf: Buffer, indices, raw=None) -> Expr:
         ctx = self.ctx
         if buf.scope == "global":
-            return MemLoad(buf, flat_offset(buf, indices, ctx.bounds))
+            return MemLoad(buf, flat_offset(buf, indices, ctx.bounds), indices=tuple(indices))
         if buf.scope == "shared":
             return MemLoad(ctx.shared(buf), flat_offset(buf, indices, ctx.bounds))
         if buf.scope == "local":
@@ -180,7 +180,7 @@ class BodyLowerer:
             v = cast(v, buf.dtype)
         guard = None if self.per_thread else binop("eq", ctx.tx, 0)
         if buf.scope == "global":
-            return MemStore(buf, flat_offset(buf, idx, ctx.bounds), v, guard, loc)
+            return MemStore(buf, flat_offset(buf, idx, ctx.bounds), v, guard, loc, indices=idx)
         if buf.scope == "shared":
             return MemStore(ctx.shared(buf), flat_offset(buf, idx, ctx.bounds), v, guard, loc)
         if buf.scope == "local":

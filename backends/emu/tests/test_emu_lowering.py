@@ -297,6 +297,23 @@ def test_out_of_bounds_global_store_names_the_line():
 
 
 @emu_only
+def test_out_of_bounds_index_inside_the_flat_range_is_caught():
+    """A[i, j + 1] at the end of a row lands in the next row's memory: still out of bounds."""
+
+    @T.prim_func
+    def k(A: T.Tensor((4, 8), "float32"), O: T.Tensor((4, 8), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i, j in T.Parallel(4, 8):
+                O[i, j] = A[i, j + 1]
+
+    kernel = tilecore.jit(k, out_idx=[-1], target=EMU)
+    with pytest.raises(TileRuntimeError) as err:
+        kernel(np.zeros((4, 8), dtype=np.float32))
+    assert "out-of-bounds read of global buffer A" in str(err.value)
+    assert "dimension 1 of size 8" in str(err.value) and "O[i, j] = A[i, j + 1]" in str(err.value)
+
+
+@emu_only
 def test_out_of_bounds_shared_read_names_the_line():
     @T.prim_func
     def k(A: T.Tensor((32,), "float32"), O: T.Tensor((32,), "float32")):

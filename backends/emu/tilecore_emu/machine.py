@@ -119,6 +119,19 @@ class Block:
                 f"element {int(off[t])}, outside 0..{n - 1}", self.loc,
                 hint="guard the access with `if` / T.if_then_else, or size the tile to the buffer")
 
+    def _check_indices(self, buf: Buffer, indices, lanes: np.ndarray, what: str) -> None:
+        """Each of the user's indices inside the tensor's shape, for the active lanes."""
+        for dim, (i, n) in enumerate(zip(indices, buf.shape)):
+            v = np.broadcast_to(np.asarray(self.eval(i, lanes), dtype=np.int64), (self.T,))
+            size = int(np.asarray(self.eval(n, None))) if isinstance(n, Var) else int(n)
+            bad = lanes & ((v < 0) | (v >= size))
+            if bad.any():
+                t = int(np.argmax(bad))
+                raise TileRuntimeError(
+                    f"out-of-bounds {what} of {buf.scope} buffer {buf.name}: thread {t} uses index "
+                    f"{int(v[t])} in dimension {dim} of size {size}", self.loc,
+                    hint="guard the access with `if` / T.if_then_else, or size the grid to the tensor")
+
     def read(self, buf: Buffer, off, lanes: np.ndarray, width: int = 1) -> np.ndarray:
         """Values (T, width) in storage dtype at offsets off..off+width of active lanes (0 elsewhere)."""
         off = np.broadcast_to(np.asarray(off, dtype=np.int64), (self.T,))
@@ -171,6 +184,8 @@ class Block:
             lanes = self._mask(mask)
             if e.pred is not None:
                 lanes = lanes & np.broadcast_to(self.eval(e.pred, lanes), (self.T,))
+            if e.indices:
+                self._check_indices(e.buffer, e.indices, lanes, "read")
             off = self.eval(e.offset, lanes)
             return V.from_storage(self.read(e.buffer, off, lanes)[:, 0], e.buffer.dtype)
         if isinstance(e, BinOp):
@@ -264,6 +279,8 @@ class Block:
             if lanes.any():
                 v = np.broadcast_to(self.eval(s.value, lanes), (self.T,))
                 v = V.cast_value(v, s.value.dtype, s.buffer.dtype) if s.value.dtype != s.buffer.dtype else v
+                if s.indices:
+                    self._check_indices(s.buffer, s.indices, lanes, "write")
                 off = self.eval(s.offset, lanes)
                 self.write(s.buffer, off, V.to_storage(v, s.buffer.dtype)[:, None], lanes)
         elif isinstance(s, LetStmt):
