@@ -99,8 +99,17 @@ def casts_module() -> Module:
             if src is not dst:
                 stmts.append(MemStore(dst, tx, cast(MemLoad(src, tx), dst.dtype)))
         stmts.append(MemStore(dst, tx, Shuffle(MemLoad(dst, (tx + 1) % 64), "idx", const(3), 32)))
-        d = dst.dtype
-        if not (d.is_bool or (d.is_int and d.bits < 32) or d.bits == 8):
+        if not dst.dtype.is_bool:
             stmts.append(Atomic("add", dst, const(0), MemLoad(dst, tx)))
     kernel = ThreadKernel((const(1),), (Var("bx"),), tx, 64, 32, (), (), SeqStmt(tuple(stmts)))
     return Module(PrimFunc("hand_casts", tuple(bufs), kernel))
+
+
+def atomic_module(dtype) -> Module:
+    """Y[i % 8] += X[i] atomically for 32 threads (8/16-bit types go through a CAS loop)."""
+    X = Buffer("X", (32,), dtype, "global")
+    Y = Buffer("Y", (8,), dtype, "global")
+    tx = Var("tx")
+    kernel = ThreadKernel((const(1),), (Var("bx"),), tx, 32, 32, (), (),
+                          Atomic("add", Y, tx % 8, MemLoad(X, tx)))
+    return Module(PrimFunc("hand_atomic", (X, Y), kernel))

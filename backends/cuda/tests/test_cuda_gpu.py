@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from cuda_test_util import example_cases, needs_gpu, split
-from hand_kernels import mma_module
+from hand_kernels import atomic_module, mma_module
 
 import tilecore
 from tilecore import dtypes as dt
@@ -18,23 +18,15 @@ pytestmark = needs_gpu
 
 
 def _torch(x):
-    import torch
+    from tilecore.kernel import _from_numpy, _is_torch
 
-    from tilecore.kernel import _is_torch
-
-    if _is_torch(x):
-        return x
-    if x.dtype == dt.bfloat16.np:
-        return torch.from_numpy(x.view(np.int16)).view(torch.bfloat16).cuda()
-    return torch.from_numpy(np.ascontiguousarray(x)).cuda()
+    return x if _is_torch(x) else _from_numpy(np.ascontiguousarray(x)).cuda()
 
 
 def _numpy(t):
-    import torch
+    from tilecore.kernel import _to_numpy
 
-    if t.dtype == torch.bfloat16:
-        return t.cpu().view(torch.int16).numpy().view(dt.bfloat16.np)
-    return t.cpu().numpy()
+    return _to_numpy(t)
 
 
 @pytest.mark.parametrize("dtype", [dt.float16, dt.bfloat16])
@@ -53,6 +45,23 @@ def test_hand_mma_kernel_on_gpu(dtype, n):
     torch.cuda.synchronize()
     want = a.astype(np.float64) @ b.astype(np.float64)  # small integers: exact in every order
     assert np.array_equal(tc.cpu().numpy(), want.astype(np.float32))
+
+
+@pytest.mark.parametrize("name", ["int8", "uint8", "int16", "uint16", "float16", "bfloat16",
+                                  "float8_e4m3fn", "float8_e5m2", "int32", "int64", "float32"])
+def test_atomic_add_every_width(name):
+    import torch
+    from tilecore_cuda.plugin import tile_build
+
+    d = dt.as_dtype(name)
+    x = np.random.default_rng(1).integers(-1, 2, 32).astype(d.np)  # partial sums exact in any order
+    y = (np.arange(8) % 4).astype(d.np)  # with x: |partial sums| <= 7, exact even in fp8 e5m2
+    art = tile_build(Target("cuda", None), atomic_module(d))
+    tx, ty = _torch(x), _torch(y)
+    art.run([tx, ty], {})
+    torch.cuda.synchronize()
+    want = (np.arange(8) % 4 + x.astype(np.int64).reshape(4, 8).sum(0)).astype(d.np)
+    assert np.array_equal(_numpy(ty).astype(np.float64), want.astype(np.float64))
 
 
 @pytest.mark.parametrize("mod, sizes", example_cases())

@@ -12,7 +12,7 @@ from tilecore.codegen.cstyle import CStyleRenderer
 from tilecore.codegen.spec import RenderedKernel
 from tilecore.dtypes import DType
 from tilecore.errors import TileInternalError
-from tilecore.ir.expr import const_int
+from tilecore.ir.expr import Var, binop, const_int
 
 # Alignment of each shared buffer inside the dynamic shared allocation (16: one 128-bit access).
 SHARED_ALIGN = 16
@@ -30,6 +30,10 @@ _INDEX = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 
 class CudaRenderer(CStyleRenderer):
     """Renders a lowered module as one `extern "C" __global__` CUDA C++ kernel."""
+
+    def __init__(self):
+        super().__init__()
+        self.helpers: dict[str, str] = {}  # device functions the kernel needs, by name
 
     type_overrides = {"float16": "half", "bfloat16": "__nv_bfloat16", "float8_e4m3fn": "__nv_fp8_e4m3",
                       "float8_e5m2": "__nv_fp8_e5m2"}
@@ -87,14 +91,51 @@ class CudaRenderer(CStyleRenderer):
 
     def stmt_Atomic(self, s) -> None:
         d = s.buffer.dtype
-        if d.is_bool or (d.is_int and d.bits < 32) or d.bits == 8:
-            raise TileInternalError(f"CUDA has no atomic add on {d} ({s.buffer.name})")
+        if d.is_bool:
+            raise TileInternalError(f"atomic add on bool buffer {s.buffer.name}")
+        if d.bits < 16 or (d.is_int and d.bits == 16):
+            fn = self.narrow_atomic_helper(d)
+            self.guarded(s.pred, f"{fn}(&{self.ref(s.buffer, s.offset)}, {self.converted(s.value, d)});")
+            return
         if d.name == "int64":  # CUDA adds unsigned 64-bit words; two's complement makes it the same
             ptr = f"reinterpret_cast<unsigned long long*>(&{self.ref(s.buffer, s.offset)})"
             self.guarded(s.pred, f"atomicAdd({ptr}, (unsigned long long)({self.converted(s.value, d)}));")
             return
         self.guarded(s.pred, f"atomicAdd(&{self.ref(s.buffer, s.offset)}, "
                              f"{self.converted(s.value, d)});")
+
+    def narrow_atomic_helper(self, d: DType) -> str:
+        """A device function adding to an 8/16-bit element with a compare-and-swap loop on its
+        aligned 32-bit word (CUDA has no atomic add of that width); the add itself follows the
+        oracle's rounding (narrow floats through float32, ints wrapped)."""
+        name = f"tilecore_atomic_add_{d.name}"
+        if name in self.helpers:
+            return name
+        t, bits = self.type_name(d), ("unsigned char" if d.bits == 8 else "unsigned short")
+        cur, val = Var("cur", d), Var("val", d)
+        saved = dict(self.names)
+        self.names[id(cur)], self.names[id(val)] = "cur", "val"
+        total = self.expr(binop("add", cur, val))
+        self.names = saved
+        self.helpers[name] = "\n".join([
+            f"__device__ __forceinline__ void {name}({t}* addr, {t} val) {{",
+            "  const unsigned long long a = reinterpret_cast<unsigned long long>(addr);",
+            "  unsigned* word = reinterpret_cast<unsigned*>(a & ~3ull);",
+            "  const unsigned shift = (unsigned)(a & 3ull) * 8u;",
+            f"  const unsigned mask = {hex((1 << d.bits) - 1)}u << shift;",
+            "  unsigned old = *word, assumed;",
+            "  do {",
+            "    assumed = old;",
+            f"    {bits} in_bits = ({bits})((assumed & mask) >> shift);",
+            f"    const {t} cur = *reinterpret_cast<const {t}*>(&in_bits);",
+            f"    const {t} sum = {total};",
+            f"    const {bits} out_bits = *reinterpret_cast<const {bits}*>(&sum);",
+            "    old = atomicCAS(word, assumed, (assumed & ~mask) | ((unsigned)out_bits << shift));",
+            "  } while (assumed != old);",
+            "}",
+        ])
+        self.reserve(name)
+        return name
 
     def stmt_IntrinsicCall(self, s) -> None:
         """Inline PTX: outputs numbered first, then inputs; printed in the instruction's order."""
@@ -145,7 +186,7 @@ class CudaRenderer(CStyleRenderer):
             lines.append("#include <cuda_bf16.h>")
         if {"float8_e4m3fn", "float8_e5m2"} & self.used_types:
             lines.append("#include <cuda_fp8.h>")
-        return lines
+        return lines + list(self.helpers.values())
 
     def table_decl(self, name: str, values: tuple) -> str:
         return f"__device__ const int {name}[{len(values)}] = {{{', '.join(map(str, values))}}};"
