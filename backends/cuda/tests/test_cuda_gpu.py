@@ -81,3 +81,34 @@ def test_example_on_gpu_matches_interp(mod, sizes):
         g = _numpy(g)
         assert g.shape == w.shape and g.dtype == w.dtype
         np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), **mod.TOLERANCE)
+
+
+def test_more_than_48k_shared_memory_and_d128_attention():
+    """64 KB of shared memory needs the driver's opt-in (cuFuncSetAttribute)."""
+    import flash_attention  # examples/ is on sys.path through cuda_test_util
+
+    sizes = dict(batch=1, heads=2, seq_len=128, dim=128, is_causal=True)
+    func = flash_attention.program(**sizes, block_M=64, block_N=64)
+    k = tilecore.compile(func, out_idx=[-1], target="cuda")
+    assert k.artifact.rendered.smem_bytes > 48 * 1024
+    q, kk, v = flash_attention.make_inputs(np.random.default_rng(3), **sizes)
+    want = tilecore.compile(func, out_idx=[-1], target="interp")(q, kk, v)
+    np.testing.assert_allclose(k(q, kk, v).astype(np.float32), want.astype(np.float32), rtol=1e-2, atol=1e-2)
+
+
+def test_launches_on_the_current_torch_stream():
+    """The kernel reads a tensor a long matmul on a side stream produces: it must queue behind it."""
+    import elementwise_add
+    import torch
+
+    k = tilecore.compile(elementwise_add.program(), out_idx=[-1], target="cuda")
+    big = torch.randn(4096, 4096, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            prod = big @ big  # milliseconds of work ahead of the kernel on stream s
+        a = prod[0].contiguous()
+        c = k(a, a)
+    torch.cuda.synchronize()
+    assert torch.equal(c, a + a)
