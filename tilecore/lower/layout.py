@@ -262,6 +262,16 @@ def slice_groups(parent: Layout, dim: int) -> tuple[tuple[int, ...], ...] | None
     return out
 
 
+def equivalent(a: Layout, b: Layout) -> bool:
+    """True when both layouts put the same element in the same register of the same thread."""
+    if a == b:
+        return True
+    if a.threads != b.threads or a.nregs != b.nregs or tuple(a.shape) != tuple(b.shape):
+        return False
+    (ca, va), (cb, vb) = a.table, b.table
+    return bool(np.array_equal(va, vb) and np.array_equal(ca[va], cb[vb]))
+
+
 def slice_layout(parent: Layout, dim: int) -> Layout:
     """The layout of `parent` reduced along `dim`: a SliceLayout, else replicated everywhere."""
     if len(parent.shape) == 1:

@@ -19,7 +19,7 @@ from ..ir.stmt import CumSum, For, IfThenElse, Reduce, SeqStmt, Stmt
 from ..ir.thread import MemLoad, MemStore, Shuffle
 from .body import stage_fragment
 from .context import LowerCtx, flat_offset
-from .layout import Layout, SliceLayout, StridedLayout
+from .layout import Layout, SliceLayout, StridedLayout, equivalent, slice_layout
 
 
 def acc_dtype(d: dt.DType) -> dt.DType:
@@ -58,9 +58,11 @@ def lower_reduce(ctx: LowerCtx, s: Reduce) -> Stmt:
     """T.reduce_<kind>(src, dst, dim, clear)."""
     src, dst = s.src, s.dst
     if src.scope == "fragment" and dst.scope == "fragment":
-        sl, dl = ctx.layout(src), ctx.layout(dst)
-        if isinstance(dl, SliceLayout) and dl.parent == sl and dl.dim == s.dim \
-                and tuple(dst.shape) == dl.shape and not sl.replicated:
+        sl = ctx.layout(src)
+        dl = slice_layout(sl, s.dim)
+        # the destination may carry an equal slice of another fragment's layout (same rows)
+        if isinstance(dl, SliceLayout) and tuple(dst.shape) == dl.shape and not sl.replicated \
+                and equivalent(dl, ctx.layout(dst)):
             plan = _shuffle_plan(ctx, dl)
             if plan is not None:
                 return _fast_reduce(ctx, s, sl, dl, *plan)
