@@ -14,7 +14,7 @@ from ..errors import TileShapeError
 from ..ir.buffer import Buffer, Region
 from ..ir.expr import Expr, Load, Var, binop, cast, const, linear
 from ..ir.stmt import AtomicAddRegion, Copy, Fill, For, IfThenElse, SeqStmt, Stmt, Store
-from ..ir.thread import Atomic, MemStore, VecMove
+from ..ir.thread import Atomic, MemLoad, MemStore, VecMove
 from ..ir.visit import walk
 from .body import BodyLowerer
 from .context import LowerCtx, all_of, flat_offset
@@ -177,12 +177,14 @@ def _aligned(e: Expr, vec: int) -> bool:
 
 
 def _vector_width(ctx: LowerCtx, copy: Copy, shape) -> int:
-    """The widest vector (elements) both sides of a same-dtype copy can use, 1 when none."""
+    """The widest vector (elements) both sides of a copy can use (each side's access at most
+    `vector_bytes`), 1 when none; the dtypes may differ (converted in registers)."""
     src, dst = copy.src, copy.dst
-    if src.buffer.dtype != dst.buffer.dtype or not shape:
+    if not shape:
         return 1
-    for vec in (16 // src.buffer.dtype.itemsize, 8, 4, 2):
-        if vec <= 1 or vec * src.buffer.dtype.itemsize > ctx.facts.vector_bytes or shape[-1] % vec:
+    widest = max(src.buffer.dtype.itemsize, dst.buffer.dtype.itemsize)
+    for vec in (16 // widest, 8, 4, 2):
+        if vec <= 1 or vec * widest > ctx.facts.vector_bytes or shape[-1] % vec:
             continue
         ok = True
         for r in (src, dst):
@@ -261,21 +263,39 @@ def _guarded_load(buf: Buffer, idx) -> Expr:
 
 
 def _vector_copy(ctx: LowerCtx, copy: Copy, layout: StridedLayout, vec: int) -> Stmt:
+    """Each thread's runs of `vec` elements as one access per side; a dtype change goes through
+    registers (vector in, convert element-wise, vector out)."""
     src, dst = copy.src, copy.dst
+    same = src.buffer.dtype == dst.buffer.dtype
+    tmp_s = tmp_d = None
+    if not same and src.buffer.scope != "fragment":
+        tmp_s = ctx.new_regs(f"{src.buffer.name}_vec", vec, src.buffer.dtype)
+    if not same and dst.buffer.scope != "fragment":
+        tmp_d = ctx.new_regs(f"{dst.buffer.name}_vec", vec, dst.buffer.dtype)
     out: list[Stmt] = []
     for r in range(0, layout.nregs, vec):
         coords = layout.coords(ctx.tx, r)
         sidx, didx = region_index(src, coords), region_index(dst, coords)
         sbuf, soff = _vec_side(ctx, src.buffer, sidx, r)
         dbuf, doff = _vec_side(ctx, dst.buffer, didx, r)
-        conds = []
-        if src.buffer.scope == "global":
-            conds.append(in_bounds(src.buffer, sidx))
-        if dst.buffer.scope == "global":
-            conds.append(in_bounds(dst.buffer, didx))
+        spred = ctx.simp(in_bounds(src.buffer, sidx)) if src.buffer.scope == "global" else None
+        dpred = ctx.simp(in_bounds(dst.buffer, didx)) if dst.buffer.scope == "global" else None
         zero_fill = src.buffer.scope == "global" and dst.buffer.scope != "global"
-        move: Stmt = VecMove(dbuf, doff, sbuf, soff, vec, ctx.simp(all_of(conds)) if conds else None,
-                             zero_fill, copy.loc)
+        group: list[Stmt] = []
+        if same:
+            group.append(VecMove(dbuf, doff, sbuf, soff, vec, all_of([spred, dpred]), zero_fill, copy.loc))
+        else:
+            if tmp_s is not None:
+                group.append(VecMove(tmp_s, const(0), sbuf, soff, vec, spred, spred is not None, copy.loc))
+                vals = [MemLoad(tmp_s, const(k)) for k in range(vec)]
+            else:
+                vals = [MemLoad(sbuf, soff + k) for k in range(vec)]
+            target, base = (tmp_d, 0) if tmp_d is not None else (dbuf, r)
+            for k, v in enumerate(vals):
+                group.append(MemStore(target, const(base + k), cast(v, dst.buffer.dtype), None, copy.loc))
+            if tmp_d is not None:
+                group.append(VecMove(dbuf, doff, tmp_d, const(0), vec, dpred, False, copy.loc))
+        move: Stmt = group[0] if len(group) == 1 else SeqStmt(tuple(group), copy.loc)
         valid = layout.valid(ctx.tx, r)
         out.append(move if valid is None else IfThenElse(valid, move, None, copy.loc))
     return SeqStmt(tuple(out), copy.loc)

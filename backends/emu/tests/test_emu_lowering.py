@@ -107,18 +107,21 @@ def test_cumsum(reverse, dim):
 # --------------------------------------------------------------------------- copies and loops
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(m=st.integers(1, 70), n=st.integers(1, 70), bm=st.sampled_from([8, 16, 32]),
        bn=st.sampled_from([8, 16, 64]), threads=st.sampled_from([32, 64, 128]),
-       dtype=st.sampled_from(["float16", "float32", "int32"]))
-def test_partial_tile_copies(m, n, bm, bn, threads, dtype):
-    """global -> shared -> fragment -> global with tiles overhanging the tensor."""
+       dtype=st.sampled_from(["float16", "float32", "int32"]),
+       frag=st.sampled_from(["same", "float32"]))
+def test_partial_tile_copies(m, n, bm, bn, threads, dtype, frag):
+    """global -> shared -> fragment -> global with tiles overhanging the tensor (the fragment
+    possibly of another dtype: vector accesses convert in registers)."""
+    fdt = dtype if frag == "same" else frag
 
     @T.prim_func
     def k(A: T.Tensor((m, n), dtype), O: T.Tensor((m, n), dtype)):
         with T.Kernel(T.ceildiv(n, bn), T.ceildiv(m, bm), threads=threads) as (bx, by):
             s = T.alloc_shared((bm, bn), dtype)
-            f = T.alloc_fragment((bm, bn), dtype)
+            f = T.alloc_fragment((bm, bn), fdt)
             T.copy(A[by * bm, bx * bn], s)
             T.copy(s, f)
             for i, j in T.Parallel(bm, bn):
