@@ -75,7 +75,7 @@ def poison(d: DType):
 
 def erf(x):
     """Element-wise erf in float64."""
-    return _erf(np.asarray(x, dtype=np.float64)).astype(np.float64)
+    return np.asarray(_erf(np.asarray(x, dtype=np.float64)), dtype=np.float64)
 
 
 UNARY = {
