@@ -32,6 +32,8 @@ class CudaArtifact:
         self.source = rendered.source
         self.arch = arch
         self._loaded: dict[str, LoadedKernel] = {}
+        self._by_device: dict[int, LoadedKernel] = {}  # device index -> kernel for its arch
+        self._grids: dict[tuple, tuple] = {}  # symbolic sizes -> launch grid (host_int is slow)
         self._specs = tuple(ParamSpec(p.name, p.dtype, p.is_pointer) for p in rendered.params)
         if eager and arch is not None:
             # Compile now so a codegen bug surfaces at jit time, and the cubin is cached.
@@ -64,8 +66,14 @@ class CudaArtifact:
             raise TileCallError(f"the cuda target needs CUDA tensors, got a tensor on {dev}",
                                 caller_loc(), hint="move inputs with .cuda()")
         index = dev.index if dev.index is not None else 0
-        arch = device_arch(index)
-        use = self.arch if self.arch is not None and binary_compatible(self.arch, arch) else arch
+        kernel = self._by_device.get(index)
+        if kernel is None:
+            arch = device_arch(index)
+            use = self.arch if self.arch is not None and binary_compatible(self.arch, arch) else arch
+            kernel = self._by_device[index] = self._kernel(use)
         params = list(args) + [int(dyn[s.name]) for s in self._specs[len(args):]]
-        grid = tuple(host_int(g, dyn) for g in r.grid)
-        self._kernel(use).launch(grid, r.block, params, self._specs)
+        key = tuple(sorted(dyn.items()))
+        grid = self._grids.get(key)
+        if grid is None:
+            grid = self._grids[key] = tuple(host_int(g, dyn) for g in r.grid)
+        kernel.launch(grid, r.block, params, self._specs)
