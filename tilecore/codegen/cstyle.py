@@ -9,8 +9,9 @@ Semantics follow the `interp` oracle exactly where C allows:
 - narrow floats (fp16, bf16, fp8) are stored narrow but every operation computes in float32 and
   rounds back to the narrow type after each operation;
 - integer division and remainder are C's (truncating), which is what the IR means;
-- ints narrower than 32 bits are re-wrapped to their width after each arithmetic operation
-  (C would otherwise compute them as int).
+- ints narrower than 32 bits compute as C's promoted `int` and wrap to their width only when
+  stored (a memory write or a cast), as the oracle computes ints wide and wraps on store; let
+  bindings of such ints are therefore declared `int`.
 """
 
 from __future__ import annotations
@@ -190,11 +191,14 @@ class CStyleRenderer:
     def expr_Var(self, e: Var) -> str:
         return self.name_of(e)
 
-    def wrap_int(self, d: DType, s: str) -> str:
-        """Re-wrap a C int-promoted result to `d`'s width (no-op for 32/64-bit ints)."""
+    def compute_type(self, d: DType) -> str:
+        """The C type values of `d` compute in: C's promoted `int` for ints under 32 bits (they
+        wrap to `d` only when stored), `float` for narrow floats, `d`'s own type otherwise."""
         if d.is_int and d.bits < 32:
-            return f"(({self.type_name(d)})({s}))"
-        return s
+            return "int"
+        if d.is_narrow_float:
+            return "float"
+        return self.type_name(d)
 
     def expr_BinOp(self, e: BinOp) -> str:
         t = e.a.dtype
@@ -215,10 +219,8 @@ class CStyleRenderer:
             cmp = "<" if e.op == "min" else ">"
             return f"(({a}) {cmp} ({b}) ? ({a}) : ({b}))"
         if e.op == "pow":
-            text = f"(({self.type_name(t)})pow((double)({a}), (double)({b})))"
-        else:
-            text = f"({a} {_C_OPS[e.op]} {b})"
-        return self.wrap_int(t, text)
+            return f"(({self.compute_type(t)})pow((double)({a}), (double)({b})))"
+        return f"({a} {_C_OPS[e.op]} {b})"
 
     def expr_Unary(self, e: Unary) -> str:
         t = e.dtype
@@ -227,9 +229,9 @@ class CStyleRenderer:
         if t.is_int or t.is_bool:
             a = self.expr(e.a)
             if e.op == "neg":
-                return self.wrap_int(t, f"(-{a})")
+                return f"(-{a})"
             if e.op == "abs":
-                return self.wrap_int(t, f"(({a}) < 0 ? -({a}) : ({a}))")
+                return f"(({a}) < 0 ? -({a}) : ({a}))"
             raise TileInternalError(f"unary {e.op} on integer {t}")
         a = self.compute(e.a)
         if e.op == "neg":
@@ -282,7 +284,9 @@ class CStyleRenderer:
             self.stmt(x)
 
     def stmt_LetStmt(self, s) -> None:
-        self.emit(f"const {self.type_name(s.var.dtype)} {self.name_of(s.var)} = {self.expr(s.value)};")
+        d = s.var.dtype
+        ty = self.compute_type(d) if d.is_int else self.type_name(d)
+        self.emit(f"const {ty} {self.name_of(s.var)} = {self.expr(s.value)};")
 
     def stmt_For(self, s) -> None:
         v = self.name_of(s.var)

@@ -85,8 +85,10 @@ class CudaRenderer(CStyleRenderer):
         fn = "__shfl_xor_sync" if e.mode == "xor" else "__shfl_sync"
         if d.is_narrow_float:
             return self.from_float(d, f"{fn}(0xffffffffu, {self.to_float(d, v)}, {arg}, {e.width})")
-        if d.is_bool or (d.is_int and d.bits < 32):
-            return f"(({self.type_name(d)}){fn}(0xffffffffu, (int)({v}), {arg}, {e.width}))"
+        if d.is_bool:
+            return f"({fn}(0xffffffffu, (int)({v}), {arg}, {e.width}) != 0)"
+        if d.is_int and d.bits < 32:  # such ints compute as int (see compute_type)
+            return f"{fn}(0xffffffffu, (int)({v}), {arg}, {e.width})"
         return f"{fn}(0xffffffffu, {v}, {arg}, {e.width})"
 
     def stmt_Atomic(self, s) -> None:
