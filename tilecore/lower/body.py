@@ -129,7 +129,7 @@ class BodyLowerer:
         if buf.scope == "global":
             return MemLoad(buf, flat_offset(buf, indices, ctx.bounds), indices=tuple(indices))
         if buf.scope == "shared":
-            return MemLoad(ctx.shared(buf), flat_offset(buf, indices, ctx.bounds))
+            return MemLoad(ctx.shared(buf), ctx.offset(buf, indices))
         if buf.scope == "local":
             return MemLoad(ctx.regs(buf), flat_offset(buf, indices, ctx.bounds))
         if self.per_thread:
@@ -182,7 +182,7 @@ class BodyLowerer:
         if buf.scope == "global":
             return MemStore(buf, flat_offset(buf, idx, ctx.bounds), v, guard, loc, indices=idx)
         if buf.scope == "shared":
-            return MemStore(ctx.shared(buf), flat_offset(buf, idx, ctx.bounds), v, guard, loc)
+            return MemStore(ctx.shared(buf), ctx.offset(buf, idx), v, guard, loc)
         if buf.scope == "local":
             return MemStore(ctx.regs(buf), flat_offset(buf, idx, ctx.bounds), v, None, loc)
         regs = ctx.regs(buf)
@@ -218,5 +218,5 @@ class BodyLowerer:
             v = cast(v, buf.dtype)
         target = buf if buf.scope == "global" else ctx.shared(buf)
         guard = None if self.per_thread else binop("eq", ctx.tx, 0)
-        return Atomic("add", target, flat_offset(buf, idx, ctx.bounds), v, guard, s.loc)
+        return Atomic("add", target, ctx.offset(buf, idx), v, guard, s.loc)
 

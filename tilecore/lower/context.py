@@ -103,13 +103,35 @@ class LowerCtx:
         return Var(self.fresh(base)) if dtype is None else Var(self.fresh(base), dtype)
 
     def shared(self, buf: Buffer) -> Buffer:
-        """The flat shared buffer backing the user's shared buffer `buf`."""
+        """The flat shared buffer backing the user's shared buffer `buf` (rows padded, see
+        `row_stride`)."""
         out = self._shared.get(id(buf))
         if out is None:
-            out = Buffer(self.fresh(buf.name), (buf.numel,), buf.dtype, "shared")
+            rows = buf.numel // buf.shape[-1]
+            out = Buffer(self.fresh(buf.name), (rows * self.row_stride(buf),), buf.dtype, "shared")
             self._shared[id(buf)] = out
             self.shared_list.append(out)
         return out
+
+    @staticmethod
+    def row_stride(buf: Buffer) -> int:
+        """Elements between rows of a shared buffer: rows of a multiple of 64 bytes get 16 bytes
+        of padding, so the 8 rows a warp reads at once (ldmatrix, 16-byte vectors) fall in
+        different banks; the padding keeps every row 16-byte aligned."""
+        last = buf.shape[-1]
+        if buf.scope == "shared" and len(buf.shape) >= 2 and (last * buf.dtype.itemsize) % 64 == 0:
+            return last + 16 // buf.dtype.itemsize
+        return last
+
+    def offset(self, buf: Buffer, indices) -> Expr:
+        """The element offset of `indices` in the storage of `buf` (padded rows for shared)."""
+        if buf.scope != "shared" or len(buf.shape) < 2:
+            return flat_offset(buf, indices, self.bounds)
+        idx = [i if isinstance(i, Expr) else const(int(i)) for i in indices]
+        row: Expr = const(0)
+        for k, (i, s) in enumerate(zip(idx[:-1], buf.shape[:-1])):
+            row = i if k == 0 else row * s + i
+        return self.simp(row * self.row_stride(buf) + idx[-1])
 
     def layout(self, buf: Buffer) -> Layout:
         lay = self.layouts.get(buf)

@@ -23,7 +23,7 @@ from ..ir.intrinsic import Intrinsic, LaneMap
 from ..ir.stmt import For, Gemm, IfThenElse, SeqStmt, Stmt
 from ..ir.thread import IntrinsicCall, MemLoad, MemStore, OperandRef
 from .body import stage_fragment
-from .context import LowerCtx, flat_offset
+from .context import LowerCtx
 from .indexing import NotNumeric, evaluate
 from .layout import MmaLayout
 from .tensorize import MmaPlan
@@ -83,8 +83,8 @@ def _simt_gemm(ctx: LowerCtx, g: Gemm) -> Stmt:
     body = []
     for r in range(lay.nregs):
         i, j = lay.coords(ctx.tx, r)
-        a = MemLoad(amem, flat_offset(g.a.buffer, operand_index(g.a, g.transpose_a, i, k), ctx.bounds))
-        b = MemLoad(bmem, flat_offset(g.b.buffer, operand_index(g.b, g.transpose_b, k, j), ctx.bounds))
+        a = MemLoad(amem, ctx.offset(g.a.buffer, operand_index(g.a, g.transpose_a, i, k)))
+        b = MemLoad(bmem, ctx.offset(g.b.buffer, operand_index(g.b, g.transpose_b, k, j)))
         v = binop("add", MemLoad(cregs, const(r)), binop("mul", cast(a, cd), cast(b, cd)))
         st: Stmt = MemStore(cregs, const(r), cast(v, cd), None, g.loc)
         valid = lay.valid(ctx.tx, r)
@@ -230,7 +230,7 @@ def _load_operand(ctx: LowerCtx, op: _Operand, regs: Buffer, base: int, lane: Ex
     for e in range(spec.elems):
         r = row0 + spec.map.coord(lane, e, 0)
         c = col0 + spec.map.coord(lane, e, 1)
-        off = flat_offset(op.buf, operand_index(op.region, op.trans, r, c), ctx.bounds)
+        off = ctx.offset(op.buf, operand_index(op.region, op.trans, r, c))
         out.append(MemStore(regs, const(base + e), MemLoad(op.mem, off), None, loc))
     return out
 
@@ -243,7 +243,7 @@ def _with_loader(ctx: LowerCtx, op: _Operand, found, opmap: LaneMap, regs: Buffe
     starts = loader_rows(ld, placement, op.contig, opmap.rows, opmap.cols)
     r = row0 + starts.coord(lane, 0, 0)
     c = col0 + starts.coord(lane, 0, 1)
-    addr = flat_offset(op.buf, operand_index(op.region, op.trans, r, c), ctx.bounds)
+    addr = ctx.offset(op.buf, operand_index(op.region, op.trans, r, c))
     if not _aligned(addr, 16 // op.buf.dtype.itemsize):
         return None
     return [IntrinsicCall(ld, (OperandRef(regs, const(base)), OperandRef(op.mem, addr)), op.g.loc)]

@@ -305,7 +305,7 @@ def _vec_side(ctx: LowerCtx, buf: Buffer, idx, r: int) -> tuple[Buffer, Expr]:
     if buf.scope == "fragment":
         return ctx.regs(buf), const(r)
     if buf.scope == "shared":
-        return ctx.shared(buf), flat_offset(buf, idx, ctx.bounds)
+        return ctx.shared(buf), ctx.offset(buf, idx)
     if buf.scope == "local":
         return ctx.regs(buf), flat_offset(buf, idx, ctx.bounds)
     return buf, flat_offset(buf, idx, ctx.bounds)
@@ -362,7 +362,7 @@ def lower_atomic_region(ctx: LowerCtx, s: AtomicAddRegion) -> Stmt:
         if dst.buffer.scope == "global":
             conds.append(in_bounds(dst.buffer, didx))
         out.extend(bl.pre)
-        out.append(Atomic("add", target, flat_offset(dst.buffer, didx, ctx.bounds), v, all_of(conds),
+        out.append(Atomic("add", target, ctx.offset(dst.buffer, didx), v, all_of(conds),
                           s.loc))
     return SeqStmt(tuple(out), s.loc)
 

@@ -177,13 +177,13 @@ def _owners(ctx: LowerCtx, dst: Buffer) -> Layout:
 def _store_dst(ctx: LowerCtx, dst: Buffer, r: int, coords, value: Expr, loc) -> Stmt:
     if dst.scope == "fragment":
         return MemStore(ctx.regs(dst), const(r), value, None, loc)
-    return MemStore(ctx.shared(dst), flat_offset(dst, coords, ctx.bounds), value, None, loc)
+    return MemStore(ctx.shared(dst), ctx.offset(dst, coords), value, None, loc)
 
 
 def _load_dst(ctx: LowerCtx, dst: Buffer, r: int, coords) -> Expr:
     if dst.scope == "fragment":
         return MemLoad(ctx.regs(dst), const(r))
-    return MemLoad(ctx.shared(dst), flat_offset(dst, coords, ctx.bounds))
+    return MemLoad(ctx.shared(dst), ctx.offset(dst, coords))
 
 
 def _src_coords(src: Buffer, dst: Buffer, dim: int, dcoords, k: Expr) -> list[Expr]:
@@ -212,7 +212,7 @@ def _generic_reduce(ctx: LowerCtx, s: Reduce) -> Stmt:
         coords = lay.coords(ctx.tx, r)
         k = ctx.fresh_var("k")
         sc = _src_coords(src, dst, s.dim, coords, k)
-        v = _element(s.kind, MemLoad(sbuf, flat_offset(src, sc, ctx.bounds)), acc)
+        v = _element(s.kind, MemLoad(sbuf, ctx.offset(src, sc)), acc)
         body = [MemStore(accr, const(0), identity(s.kind, acc), None, s.loc),
                 For(k, const(0), const(n), 1, "serial",
                     MemStore(accr, const(0), combine(s.kind, MemLoad(accr, const(0)), v), None, s.loc),
@@ -241,7 +241,7 @@ def lower_cumsum(ctx: LowerCtx, s: CumSum) -> Stmt:
         k: Var = ctx.fresh_var("k")
         sc = list(coords)
         sc[s.dim] = k
-        v = cast(MemLoad(sbuf, flat_offset(src, sc, ctx.bounds)), acc)
+        v = cast(MemLoad(sbuf, ctx.offset(src, sc)), acc)
         # the same summation order as a sequential scan from the start (or the end, reversed)
         lo, hi, step = (const(n - 1), coords[s.dim] - 1, -1) if s.reverse else (
             const(0), coords[s.dim] + 1, 1)
