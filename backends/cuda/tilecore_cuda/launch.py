@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import importlib.util
 from dataclasses import dataclass
 
 from tilecore import dtypes as dt
@@ -80,6 +81,9 @@ def device_arch(index: int) -> str:
 def device_count() -> int:
     """Number of CUDA devices the driver sees (0 when there is no usable driver)."""
     try:
+        # Without cuda-bindings there is nothing to ask (and torch need not be imported).
+        if importlib.util.find_spec("cuda.bindings") is None:
+            return 0
         driver = _driver()
         if int(driver.cuInit(0)[0]) != 0:
             return 0
