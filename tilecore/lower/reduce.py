@@ -230,8 +230,7 @@ def _generic_reduce(ctx: LowerCtx, s: Reduce) -> Stmt:
 def lower_cumsum(ctx: LowerCtx, s: CumSum) -> Stmt:
     """T.cumsum: each owner of an output element sums the staged source up to it."""
     src, dst = s.src, s.dst
-    # the oracle accumulates ints in int64 (wrapping once, into dst) and narrow floats in float32
-    acc = dt.float32 if src.dtype.is_narrow_float else (dt.int64 if src.dtype.is_int else src.dtype)
+    acc = acc_dtype(src.dtype)  # as reductions: a narrow running sum would wrap or round
     sbuf, pre = _source(ctx, src, s.loc)
     out = list(pre)
     lay = _owners(ctx, dst)
