@@ -3,8 +3,8 @@
 # tests, every example, the conformance suite on `cuda` against interp, and the benchmarks.
 # Writes logs and a pass/fail table (summary.md) under $OUT; prints the table last.
 #
-# usage: bash tools/gpu_check.sh [STAGE ...]     stages: tests examples conformance bench
-#        (default: all four). CONFORMANCE_EXAMPLES (default 600) sets the number of programs.
+# usage: bash tools/gpu_check.sh [STAGE ...]     stages: tests examples conformance bench sanitize
+#        (default: the first four). CONFORMANCE_EXAMPLES (default 600) sets the number of programs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/tilecore_gpu_check}
@@ -110,6 +110,15 @@ PYEOF
     timeout "${BENCH_TIMEOUT:-150}" $PY benchmarks/gpu.py --out "$OUT/bench.json" >"$OUT/bench.log" 2>&1
     rc=$?
     row benchmarks "$([ $rc = 0 ] && echo done || echo "FAIL (rc $rc)")" "bench.log, bench.json" $(($(date +%s) - t0))
+    ;;
+  sanitize)
+    # Shared-memory hazards on real hardware (the barriers lowering inserted), on one GEMM.
+    if ! command -v compute-sanitizer >/dev/null; then row sanitize SKIP "no compute-sanitizer" 0; continue; fi
+    timeout "${SANITIZE_TIMEOUT:-120}" compute-sanitizer --tool racecheck --error-exitcode 3 \
+      $PY examples/gemm.py cuda >"$OUT/sanitize.log" 2>&1
+    rc=$?
+    row "racecheck examples/gemm.py" "$([ $rc = 0 ] && echo PASS || echo "FAIL (rc $rc)")" \
+      "$(grep -a 'RACECHECK SUMMARY\|ERROR SUMMARY' "$OUT/sanitize.log" | tail -1)" $(($(date +%s) - t0))
     ;;
   *) row "$stage" SKIP "unknown stage" 0 ;;
   esac
