@@ -306,3 +306,34 @@ def test_copy_between_overlapping_regions_reads_the_source_first():
     want = np.concatenate([a[:8], a[:24]])
     np.testing.assert_array_equal(oracle(a), want)
     np.testing.assert_array_equal(cpu(a), want)
+
+
+def guards():
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def guards(A: T.Tensor((n,), "int32"), C: T.Tensor((n, 3), "int32")):
+        with T.Kernel(T.ceildiv(n, 16), threads=16) as bx:
+            for i in T.Parallel(16):
+                idx = bx * 16 + i
+                if idx < n and idx >= 3 and bx != 1 and n - 2 > idx:
+                    C[idx, 0] = A[idx] + 1
+            for i in T.serial(16):
+                if 2 < bx * 16 + i and bx * 16 + i <= n - 1:
+                    C[bx * 16 + i, 1] = A[bx * 16 + i] * 2
+            for i in T.Parallel(16):
+                if bx * 16 + i < n:  # (`and` evaluates both sides, so the load needs its own if)
+                    if A[bx * 16 + i] > 0:
+                        C[bx * 16 + i, 2] = 7
+
+    return guards
+
+
+@settings(max_examples=20)
+@given(st.lists(st.integers(-5, 5), min_size=1, max_size=70))
+def test_loops_guarded_by_linear_conditions_visit_exactly_the_guarded_iterations(xs):
+    a = np.array(xs, np.int32)
+    cpu, oracle = both(guards)
+    same_bits(cpu(a), oracle(a))
+    src = cpu.get_kernel_source()
+    assert "min(" in src and "max(" in src  # the first two loops were narrowed, not masked

@@ -29,8 +29,8 @@ from tilecore.ir.visit import walk
 
 from . import tileops
 from .emit import Faults, Lines, Names
-from .exprs import ExprGen, convert, round_to, storage_np, to_compute, to_storage
-from .ranges import interval, loop_range, upper_facts
+from .exprs import ExprGen, convert, round_to, storage_np, to_compute, to_storage, unsigned
+from .ranges import interval, loop_range, split_guard, upper_facts
 
 HEADER = '''"""tilecore cpu kernel `{name}`: generated from tile IR, compiled by numba. Do not edit."""
 # runtime {runtime}
@@ -194,7 +194,7 @@ class Codegen:
     def _element(self, buf, indices, value_fn) -> None:
         """`buf[indices] = value_fn(ref)` with a bounds check unless proven in range."""
         idx = [self.x.gen(i) for i in indices]
-        ref = f"{self.names.of(buf)}[{', '.join(idx)}]"
+        ref = f"{self.names.of(buf)}[{', '.join(unsigned(c) for c in idx)}]"
         ok = self.x.in_bounds(buf, indices, idx)
         if ok is None:
             self.lines.add(f"{ref} = {value_fn(ref)}")
@@ -220,12 +220,36 @@ class Codegen:
     def _for(self, s: For) -> None:
         var = self.names.of(s.var)
         start, stop = self.x.gen(s.start), self.x.gen(s.stop)
-        step = f", {s.step}" if s.step != 1 else ""
-        self.lines.add(f"for {var} in range({start}, {stop}{step}):")
         r = loop_range(s.start, s.stop, s.step, self.x.env)
         if r is not None:
             self.x.env[id(s.var)] = r
-        self.lines.body(lambda: self.stmt(s.body))
+        split = split_guard(s)
+        if split is None:
+            step = f", {s.step}" if s.step != 1 else ""
+            self.lines.add(f"for {var} in range({start}, {stop}{step}):")
+            self.lines.body(lambda: self.stmt(s.body))
+            self.x.loc = s.loc
+            return
+        # `for i: [lets]; if cond(i): body` with cond linear in i: iterate only where it holds
+        outer, lows, highs, lets, guard = split
+        depth = self.lines.depth
+        if outer:
+            self.lines.add(f"if {' & '.join(f'({self.x.gen(c)})' for c in outer)}:")
+            self.lines.depth += 1
+        lo = f"max({start}, {', '.join(self.x.gen(e) for e in lows)})" if lows else start
+        hi = f"min({stop}, {', '.join(self.x.gen(e) for e in highs)})" if highs else stop
+        self.lines.add(f"for {var} in range({lo}, {hi}):")
+
+        def body():
+            for let in lets:
+                self.stmt(let)
+            n = len(self.x.facts)
+            self.x.facts.extend(upper_facts(guard.cond))
+            self.stmt(guard.then_body)
+            del self.x.facts[n:]
+
+        self.lines.body(body)
+        self.lines.depth = depth
         self.x.loc = s.loc
 
     # ------------------------------------------------------------------ for tile ops

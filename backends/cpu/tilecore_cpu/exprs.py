@@ -94,6 +94,15 @@ def convert(code: str, src: DType, dst: DType) -> str:
     return f"np.int64(np.{dst.name}({code}))"
 
 
+def unsigned(code: str) -> str:
+    """An index as uint64: numba then skips its negative-index wraparound, which otherwise blocks
+    vectorization. Safe because every access is proven or checked in bounds before it happens.
+    Literals stay as they are."""
+    if code.strip("()").isdigit():
+        return code
+    return f"np.uint64({code})"
+
+
 def const_code(value, d: DType) -> str:
     """A typed literal in compute form (narrow constants rounded to their dtype first)."""
     if d.is_bool:
@@ -190,7 +199,7 @@ class ExprGen:
     def load(self, e: Load) -> str:
         buf = e.buffer
         idx = [self.gen(i) for i in e.indices]
-        ref = f"{self.names.of(buf)}[{', '.join(idx)}]"
+        ref = f"{self.names.of(buf)}[{', '.join(unsigned(c) for c in idx)}]"
         ok = self.in_bounds(buf, e.indices, idx)
         if ok is not None:
             ref = f"({ref} if {ok} else {storage_ctor(buf.dtype)}({self.fault_call('read', buf, idx)}))"

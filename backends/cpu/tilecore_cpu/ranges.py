@@ -87,3 +87,64 @@ def upper_facts(cond) -> list[tuple]:
     if isinstance(b, Var) and strict:
         return [(a, b)]
     return []
+
+
+def split_guard(loop):
+    """For `for i in range(a, b): [lets]; if cond: body` (no else, step 1) whose condition is a
+    conjunction of comparisons that are linear in `i` with coefficient +-1, or free of `i`:
+    (i-free conjuncts, lower bounds, upper bounds, lets, the IfThenElse) such that the guard holds
+    exactly for `max(a, *lows) <= i < min(b, *highs)` when the i-free conjuncts hold. Else None.
+
+    Masked tails (`if idx < n`) then cost nothing per element, and the loop vectorizes.
+    """
+    from tilecore.ir.expr import BinOp, Const, binop, linear
+    from tilecore.ir.stmt import IfThenElse, LetStmt, SeqStmt
+    from tilecore.ir.visit import substitute, walk
+
+    if loop.step != 1:
+        return None
+    stmts = loop.body.stmts if isinstance(loop.body, SeqStmt) else (loop.body,)
+    if not stmts or not isinstance(stmts[-1], IfThenElse) or stmts[-1].else_body is not None:
+        return None
+    lets, guard = stmts[:-1], stmts[-1]
+    if not all(isinstance(x, LetStmt) for x in lets):
+        return None
+    env: dict = {}
+    for let in lets:
+        env[let.var] = substitute(let.value, env) if env else let.value
+    i = loop.var
+
+    def uses_i(e) -> bool:
+        return any(n is i for n in walk(e))
+
+    def conjuncts(c):
+        if isinstance(c, BinOp) and c.op == "and":
+            return conjuncts(c.a) + conjuncts(c.b)
+        return [c]
+
+    outer, lows, highs = [], [], []
+    for c in conjuncts(guard.cond):
+        c = substitute(c, env) if env else c
+        if not uses_i(c):
+            outer.append(c)
+            continue
+        if not isinstance(c, BinOp) or c.op not in ("lt", "le", "gt", "ge") or not c.a.dtype.is_int:
+            return None
+        a, b, op = (c.a, c.b, c.op) if c.op in ("lt", "le") else (c.b, c.a, "lt" if c.op == "gt" else "le")
+        side, other, upper = (a, b, True) if uses_i(a) else (b, a, False)
+        if uses_i(other):
+            return None
+        lin = linear(side)
+        if lin is None or lin[0].get(i) != 1 or any(uses_i(x) for x in lin[0] if x is not i):
+            return None
+        rest = substitute(side, {i: Const(0, i.dtype)})  # side == i + rest
+        strict = op == "lt"
+        if upper:  # i + rest < other  <=>  i < other - rest   (<=: one more)
+            bound = binop("sub", other, rest)
+            highs.append(bound if strict else binop("add", bound, 1))
+        else:  # other < i + rest  <=>  i >= other - rest + 1   (<=: i >= other - rest)
+            bound = binop("sub", other, rest)
+            lows.append(binop("add", bound, 1) if strict else bound)
+    if not lows and not highs:
+        return None
+    return outer, lows, highs, list(lets), guard

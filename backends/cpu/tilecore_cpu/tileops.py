@@ -14,7 +14,7 @@ from tilecore.ir.expr import Const, Var
 from tilecore.ir.stmt import AtomicAddRegion, Copy, CumSum, Fill, Gemm, Reduce
 
 from .emit import Lines
-from .exprs import const_code, convert, round_to, storage_np, to_compute, to_storage
+from .exprs import const_code, convert, round_to, storage_np, to_compute, to_storage, unsigned
 
 TILE_OPS = (Copy, Fill, AtomicAddRegion, Gemm, Reduce, CumSum)
 
@@ -53,13 +53,14 @@ class _R:
                 cg.lines.add(f"{t} = {cg.x.gen(e)}")
                 self.starts.append(t)
         it = iter(loop_vars)
-        self.idx = [s if n == 1 else f"{s} + {next(it)}" for s, n in zip(self.starts, r.extents)]
+        self.idx = [s if n == 1 else (next(it) if s == "(0)" else f"{s} + {next(it)}")
+                    for s, n in zip(self.starts, r.extents)]
         self.region_ok = cg.x.in_bounds(r.buffer, r.starts, self.starts, r.extents)
         self.is_global = r.buffer.scope == "global"
 
     @property
     def ref(self) -> str:
-        return f"{self.name}[{', '.join(self.idx)}]"
+        return f"{self.name}[{', '.join(unsigned(c) for c in self.idx)}]"
 
     def elem_ok(self, cg) -> str:
         return " and ".join(f"(0 <= {c} < {cg.x.dim(self.r.buffer, d)})" for d, c in enumerate(self.idx))
