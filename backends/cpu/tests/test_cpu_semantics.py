@@ -337,3 +337,33 @@ def test_loops_guarded_by_linear_conditions_visit_exactly_the_guarded_iterations
     same_bits(cpu(a), oracle(a))
     src = cpu.get_kernel_source()
     assert "min(" in src and "max(" in src  # the first two loops were narrowed, not masked
+
+
+def gemm_rows():
+    @T.prim_func
+    def gemm_rows(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32"),
+                  K: T.Tensor((1,), "int32"), C: T.Tensor((8, 16), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            a_s = T.alloc_shared((16, 16), "float32")
+            b_s = T.alloc_shared((16, 16), "float32")
+            c_l = T.alloc_fragment((8, 16), "float32")
+            T.copy(A, a_s)
+            T.copy(B, b_s)
+            T.clear(c_l)
+            for k in T.serial(K[0]):
+                T.gemm(a_s[k * 8:(k + 1) * 8, :], b_s, c_l)
+            T.copy(c_l, C[0, 0])
+
+    return gemm_rows
+
+
+def test_gemm_on_a_region_outside_its_buffer_raises():
+    a = np.arange(256, dtype=np.float32).reshape(16, 16) % 7
+    b = np.eye(16, dtype=np.float32)
+    cpu, oracle = both(gemm_rows)
+    k = np.array([2], np.int32)
+    same_bits(cpu(a, b, k), oracle(a, b, k))
+    np.testing.assert_array_equal(cpu(a, b, k), a[:8] + a[8:])
+    for kernel in (cpu, oracle):
+        with pytest.raises(TileRuntimeError, match="outside shared buffer a_s"):
+            kernel(a, b, np.array([3], np.int32))

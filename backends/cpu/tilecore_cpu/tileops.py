@@ -194,6 +194,25 @@ def _view2(cg, r: Region) -> tuple[str, tuple[int, int]]:
 
 
 def _gemm(cg, s: Gemm) -> None:
+    """Operand regions outside their buffers fault (as in interp) instead of running the gemm."""
+    checks = []
+    for r in (s.a, s.b, s.c):
+        codes = [cg.x.gen(e) for e in r.starts]
+        ok = cg.x.in_bounds(r.buffer, r.starts, codes, r.extents)
+        if ok is not None:
+            checks.append((ok, r.buffer, codes))
+    if not checks:
+        _gemm_body(cg, s)
+        return
+    cg.lines.add(f"if {' and '.join(ok for ok, _, _ in checks)}:")
+    cg.lines.body(lambda: _gemm_body(cg, s))
+    cg.lines.add("else:")
+    with cg.lines.indent():
+        _, buf, codes = checks[0]
+        cg.lines.add(cg.x.fault_call("region", buf, codes))
+
+
+def _gemm_body(cg, s: Gemm) -> None:
     da, dc = s.a.buffer.dtype, s.c.buffer.dtype
     m, n, k = s.mnk
     lines = cg.lines
