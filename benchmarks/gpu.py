@@ -76,6 +76,7 @@ def best_kernel(build, configs, check):
 
 
 def case_gemm(torch, n, dtype_name, results):
+    """GEMM n^3 in `dtype_name` against torch.matmul (cuBLAS), TFLOP/s."""
     dtype = getattr(torch, dtype_name)
     a = torch.randn(n, n, device="cuda", dtype=dtype)
     b = torch.randn(n, n, device="cuda", dtype=dtype)
@@ -149,6 +150,7 @@ def case_rows(torch, name, results, copy_gbs):
 
 
 def case_attention(torch, causal, results):
+    """FlashAttention forward b8 h16 s2048 d128 against torch SDPA, TFLOP/s."""
     B, H, S, D = 8, 16, 2048, 128
     q, k, v = (torch.randn(B, S, H, D, device="cuda", dtype=torch.float16) for _ in range(3))
     qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
@@ -208,6 +210,7 @@ def table(results) -> str:
 
 
 def main(argv=None) -> int:
+    """Run every case; print the table, optionally write JSON."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="write the results as JSON here")
     ap.add_argument("--quick", action="store_true", help="one config per case, 4096^3 GEMMs only")

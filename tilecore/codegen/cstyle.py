@@ -174,6 +174,7 @@ class CStyleRenderer:
         return text
 
     def expr_Const(self, e: Const) -> str:
+        """A literal: bools, ints with their width's suffix or cast, floats via `float_literal`."""
         d = e.dtype
         if d.is_bool:
             return "true" if e.value else "false"
@@ -189,6 +190,7 @@ class CStyleRenderer:
         return self.float_literal(float(e.value), d)
 
     def expr_Var(self, e: Var) -> str:
+        """A variable by its unique C name."""
         return self.name_of(e)
 
     def compute_type(self, d: DType) -> str:
@@ -201,6 +203,7 @@ class CStyleRenderer:
         return self.type_name(d)
 
     def expr_BinOp(self, e: BinOp) -> str:
+        """Arithmetic, comparison or logic; floats through float32 for narrow types, C ints otherwise."""
         t = e.a.dtype
         if e.op in ("and", "or"):
             return f"({self.expr(e.a)} {_C_OPS[e.op]} {self.expr(e.b)})"
@@ -223,6 +226,7 @@ class CStyleRenderer:
         return f"({a} {_C_OPS[e.op]} {b})"
 
     def expr_Unary(self, e: Unary) -> str:
+        """Negation, not, abs and the float functions (FLOAT_FUNCS), computed like BinOp."""
         t = e.dtype
         if e.op == "not":
             return f"(!{self.expr(e.a)})"
@@ -241,6 +245,7 @@ class CStyleRenderer:
         return self.from_float(t, text) if t.is_narrow_float else text
 
     def expr_Cast(self, e: Cast) -> str:
+        """A conversion with one rounding (narrow floats through the language's conversions)."""
         src, dst = e.value.dtype, e.dtype
         v = self.expr(e.value)
         if dst.is_narrow_float:
@@ -259,6 +264,7 @@ class CStyleRenderer:
         return f"(({self.type_name(dst)})({v}))"
 
     def expr_Select(self, e: Select) -> str:
+        """`c ? a : b`: only the chosen side is evaluated, as the IR requires."""
         return f"({self.expr(e.cond)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
 
     # ------------------------------------------------------------------ statements
@@ -280,15 +286,18 @@ class CStyleRenderer:
         self.depth -= 1
 
     def stmt_SeqStmt(self, s) -> None:
+        """Each statement in order."""
         for x in s.stmts:
             self.stmt(x)
 
     def stmt_LetStmt(self, s) -> None:
+        """A const binding for the rest of the C block (narrow ints held as int)."""
         d = s.var.dtype
         ty = self.compute_type(d) if d.is_int else self.type_name(d)
         self.emit(f"const {ty} {self.name_of(s.var)} = {self.expr(s.value)};")
 
     def stmt_For(self, s) -> None:
+        """A C for loop; `unroll` loops get `#pragma unroll`."""
         v = self.name_of(s.var)
         ty = self.type_name(s.var.dtype)
         if s.kind == "unroll":
@@ -300,6 +309,7 @@ class CStyleRenderer:
         self.emit("}")
 
     def stmt_IfThenElse(self, s) -> None:
+        """An if / else block."""
         self.emit(f"if ({self.expr(s.cond)}) {{")
         self.block(s.then_body)
         if s.else_body is not None:
@@ -323,6 +333,7 @@ class CStyleRenderer:
         return f"{self.name_of(buf)}[{self.expr(offset)}]"
 
     def expr_MemLoad(self, e) -> str:
+        """`buf[offset]`, or 0 of the dtype when the predicate is false (nothing is read)."""
         if e.dtype != e.buffer.dtype:
             raise TileInternalError(f"MemLoad of {e.buffer.name} as {e.dtype}, stored as {e.buffer.dtype}")
         text = self.ref(e.buffer, e.offset)
@@ -331,6 +342,7 @@ class CStyleRenderer:
         return f"({self.expr(e.pred)} ? {text} : {self.zero(e.dtype)})"
 
     def expr_LaneTable(self, e) -> str:
+        """A read of a constant int table, declared once before the kernel."""
         name = self.tables.get(e.values)
         if name is None:
             name = f"lane_table_{len(self.tables)}"
@@ -343,12 +355,15 @@ class CStyleRenderer:
         self.emit(line if pred is None else f"if ({self.expr(pred)}) {line}")
 
     def stmt_MemStore(self, s) -> None:
+        """`buf[offset] = value` rounded to the buffer's dtype, under its predicate."""
         self.guarded(s.pred, f"{self.ref(s.buffer, s.offset)} = {self.converted(s.value, s.buffer.dtype)};")
 
     def stmt_Barrier(self, s) -> None:
+        """The language's block barrier, with the reason lowering recorded."""
         self.emit(self.barrier_text() + (f"  // {s.reason}" if s.reason else ""))
 
     def stmt_VecMove(self, s) -> None:
+        """One 1-16 byte access each way through the language's vector type; zero fill when asked."""
         nbytes = s.lanes * s.src.dtype.itemsize
         vt = self.vector_type(nbytes)
         dst = f"*reinterpret_cast<{vt}*>(&{self.ref(s.dst, s.dst_offset)})"
@@ -364,6 +379,7 @@ class CStyleRenderer:
         self.emit("}")
 
     def stmt_ThreadKernel(self, s) -> None:
+        """Only the outermost ThreadKernel is rendered (by `render`)."""
         raise TileInternalError("a ThreadKernel nested inside the kernel body")
 
     # ------------------------------------------------------------------ language hooks
