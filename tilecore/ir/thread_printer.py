@@ -23,6 +23,7 @@ class ThreadPrinter(Printer):
     """The tile printer extended with thread-level nodes."""
 
     def expr(self, e, prec: int = 0) -> str:
+        """An expression, thread-level nodes included."""
         if isinstance(e, MemLoad):
             s = f"{self.name(e.buffer)}[{self.expr(e.offset)}]"
             return s if e.pred is None else f"({self.expr(e.pred)} ? {s} : 0)"
@@ -36,6 +37,7 @@ class ThreadPrinter(Printer):
         return "" if p is None else f"if ({self.expr(p)}) "
 
     def stmt(self, s, depth: int):
+        """A statement at indentation `depth`, thread-level nodes included."""
         if isinstance(s, ThreadKernel):
             grid = ", ".join(f"{self.name(v)} < {self.expr(g)}" for v, g in zip(s.block_vars, s.grid))
             self.emit(depth, f"kernel grid({grid}) threads({self.name(s.thread_var)} < {s.num_threads}, "

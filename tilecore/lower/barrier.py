@@ -34,12 +34,14 @@ class _Footprint:
         self.loc = loc
 
     def copy(self) -> _Footprint:
+        """An independent copy."""
         f = _Footprint(0, self.loc)
         f.owner = self.owner.copy()
         f.unknown = self.unknown
         return f
 
     def add(self, acc) -> None:
+        """Record one access: (elements, threads), or None when unknown."""
         if acc is None:
             self.unknown = True
             return
@@ -48,6 +50,7 @@ class _Footprint:
         self.owner[idx] = np.where((cur == -1) | (cur == tid), tid, -2)
 
     def merge(self, other: _Footprint) -> None:
+        """Union with another path's footprint (after a branch or a loop)."""
         self.unknown |= other.unknown
         a, b = self.owner, other.owner
         self.owner = np.where(a == -1, b, np.where((b == -1) | (a == b), a, -2))
@@ -109,6 +112,7 @@ class _Inserter:
         self.varying: set[int] = {id(tx)}
 
     def is_varying(self, e: Expr) -> bool:
+        """True when `e` may differ between the threads of the block."""
         for n in walk(e):
             if isinstance(n, Var) and id(n) in self.varying:
                 return True
@@ -119,6 +123,7 @@ class _Inserter:
         return False
 
     def leaf(self, s: Stmt, st, reads=None, writes=None):
+        """(statements, state) for a statement taken as a whole: a barrier first on a hazard."""
         reads = _accesses(s, self.tx, self.threads, "r") if reads is None else reads
         writes = _accesses(s, self.tx, self.threads, "w") if writes is None else writes
         w, r = st

@@ -80,6 +80,7 @@ class BodyLowerer:
 
     # ----------------------------------------------------------------- expressions
     def expr(self, e: Expr) -> Expr:
+        """`e` with loop variables substituted and element loads turned into memory accesses."""
         def fn(n):
             if isinstance(n, Var):
                 return self.subst.get(id(n))
@@ -117,6 +118,7 @@ class BodyLowerer:
         return self.ctx.layout(buf).find_reg(want, self.active)
 
     def stage(self, buf: Buffer) -> Buffer:
+        """The shared staging copy of fragment `buf` (its stores are queued in `pre` once)."""
         scratch = self.staged.get(id(buf))
         if scratch is None:
             scratch, stores = stage_fragment(self.ctx, buf, self.loc)
@@ -125,6 +127,7 @@ class BodyLowerer:
         return scratch
 
     def load(self, buf: Buffer, indices, raw=None) -> Expr:
+        """A read of `buf[indices]`; `raw` are the pre-substitution indices (ownership checks)."""
         ctx = self.ctx
         if buf.scope == "global":
             return MemLoad(buf, flat_offset(buf, indices, ctx.bounds), indices=tuple(indices))
@@ -142,6 +145,7 @@ class BodyLowerer:
 
     # ----------------------------------------------------------------- statements
     def stmt(self, s: Stmt) -> Stmt:
+        """One element-level tile statement, lowered."""
         if isinstance(s, SeqStmt):
             return SeqStmt(tuple(self.stmt(x) for x in s.stmts), s.loc)
         if isinstance(s, LetStmt):
@@ -173,6 +177,8 @@ class BodyLowerer:
                              hint="move tile operations (copy, gemm, reduce, ...) out of the loop")
 
     def store(self, buf: Buffer, indices, value: Expr, loc) -> Stmt:
+        """A write of `value` to `buf[indices]` (owners only for fragments; thread 0 for memory
+        in uniform code)."""
         ctx = self.ctx
         idx = tuple(self.expr(i) for i in indices)
         v = self.expr(value)
@@ -207,6 +213,7 @@ class BodyLowerer:
         return SeqStmt(tuple(out), loc)
 
     def atomic(self, s: AtomicAdd) -> Stmt:
+        """An element atomic_add (a plain update for per-thread storage)."""
         ctx = self.ctx
         buf = s.buffer
         if buf.scope in ("fragment", "local"):

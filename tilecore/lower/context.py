@@ -26,14 +26,17 @@ class LayoutMap:
     keep: list = field(default_factory=list)
 
     def get(self, buf: Buffer) -> Layout | None:
+        """The layout of `buf`, or None."""
         return self.layouts.get(id(buf))
 
     def set(self, buf: Buffer, layout: Layout, origin: str) -> None:
+        """Fix the layout of `buf`; `origin` names the statement that decided it."""
         self.layouts[id(buf)] = layout
         self.origins[id(buf)] = origin
         self.keep.append(buf)
 
     def origin(self, buf: Buffer) -> str:
+        """What fixed the layout of `buf`."""
         return self.origins.get(id(buf), "its default layout")
 
 
@@ -88,6 +91,7 @@ class LowerCtx:
         return out
 
     def simp(self, e: Expr) -> Expr:
+        """`e` simplified with the known variable ranges."""
         return simplify(e, self.bounds)
 
     def fresh(self, base: str) -> str:
@@ -100,6 +104,7 @@ class LowerCtx:
         return name
 
     def fresh_var(self, base: str, dtype=None) -> Var:
+        """A new variable with an unused name."""
         return Var(self.fresh(base)) if dtype is None else Var(self.fresh(base), dtype)
 
     def shared(self, buf: Buffer) -> Buffer:
@@ -134,6 +139,7 @@ class LowerCtx:
         return self.simp(row * self.row_stride(buf) + idx[-1])
 
     def layout(self, buf: Buffer) -> Layout:
+        """The inferred layout of fragment `buf`."""
         lay = self.layouts.get(buf)
         if lay is None:
             raise KeyError(f"no layout for fragment {buf.name}")
@@ -166,9 +172,11 @@ class LowerCtx:
         return out
 
     def lane(self) -> Expr:
+        """The lane index within the warp."""
         return self.simp(self.tx % self.warp_size)
 
     def warp(self) -> Expr:
+        """The warp index within the block."""
         return self.simp(self.tx // self.warp_size)
 
 
@@ -183,4 +191,5 @@ def all_of(conds) -> Expr | None:
 
 
 def loc_str(loc: SourceLoc | None) -> str:
+    """`file:line` for messages."""
     return str(loc) if loc is not None else "<unknown>"

@@ -24,6 +24,7 @@ from .tensorize import GemmQuery
 
 
 def gemm_query(g: Gemm, threads: int, warp_size: int) -> GemmQuery:
+    """The tensorization question for one gemm."""
     m, n, k = g.mnk
     return GemmQuery(g.a.buffer.dtype, g.b.buffer.dtype, g.c.buffer.dtype, m, n, k, g.transpose_a,
                      g.transpose_b, g.a.buffer.scope, g.b.buffer.scope, threads, warp_size, g.policy)
@@ -80,6 +81,7 @@ class _Inference:
         self.loops = [lp for lp in self.loops if id(lp) not in inner]
 
     def assign(self, buf: Buffer, lay: Layout, origin: str) -> bool:
+        """Give an unconstrained fragment `lay`; True when something changed."""
         if buf.scope != "fragment" or self.map.get(buf) is not None:
             return False
         if tuple(lay.shape) != tuple(buf.shape):
@@ -88,6 +90,7 @@ class _Inference:
         return True
 
     def seed(self) -> None:
+        """Tensorized gemms fix their accumulators' layouts."""
         for n in walk(self.launch.body):
             if isinstance(n, Gemm) and id(n) in self.plans:
                 plan = self.plans[id(n)]
@@ -104,6 +107,7 @@ class _Inference:
                     self.map.set(c, lay, f"T.gemm at {loc_str(n.loc)}")
 
     def propagate_once(self) -> bool:
+        """One sweep of the propagation rules; True when a layout was assigned."""
         changed = False
         for lp in self.loops:
             vars_, exts, body = parallel_nest(lp)
@@ -144,6 +148,7 @@ class _Inference:
         return changed
 
     def default_one(self) -> bool:
+        """Give the first unconstrained fragment of a T.Parallel nest the default layout."""
         for lp in self.loops:
             vars_, exts, body = parallel_nest(lp)
             for buf, idx, _, _ in fragment_accesses(body):
@@ -154,6 +159,7 @@ class _Inference:
         return False
 
     def run(self) -> LayoutMap:
+        """Seed, propagate to a fixpoint, default the rest."""
         self.seed()
         for _ in range(1000):
             while self.propagate_once():

@@ -105,6 +105,7 @@ class StridedLayout(Layout):
 
     @property
     def numel(self) -> int:
+        """Elements of the laid-out buffer."""
         n = 1
         for s in self.shape:
             n *= s
@@ -145,6 +146,7 @@ class MmaLayout(Layout):
 
     @property
     def tiles(self) -> tuple[int, int]:
+        """Instruction tiles per warp along M and N."""
         m, n = self.shape
         wm, wn = self.warps
         return m // wm // self.cmap.rows, n // wn // self.cmap.cols

@@ -60,6 +60,7 @@ def fragment_accesses(body: Stmt):
 
 
 def is_identity(indices, vars_) -> bool:
+    """True when `indices` are exactly the loop variables, in order."""
     return len(indices) == len(vars_) and all(i is v for i, v in zip(indices, vars_))
 
 

@@ -81,10 +81,12 @@ class Block:
 
     @property
     def loc(self):
+        """The source location of the statement being executed."""
         return self.locs[self.loc_id]
 
     # ----------------------------------------------------------------- driver
     def run_grid(self) -> None:
+        """Run every block of the grid, one after the other."""
         k = self.k
         dims = [int(np.asarray(self.eval(g, None))) for g in k.grid]
         for flat in range(int(np.prod(dims)) if dims else 1):
@@ -269,6 +271,7 @@ class Block:
 
     # ----------------------------------------------------------------- statements
     def exec(self, s: Stmt, mask: np.ndarray) -> None:
+        """Execute `s` for the threads in `mask`."""
         if s.loc is not None:
             self.loc_id = self._locid(s.loc)
         if isinstance(s, SeqStmt):

@@ -26,6 +26,7 @@ class SharedTracker:
         self.rloc = np.full(n, -1, dtype=np.int64)
 
     def barrier(self) -> None:
+        """A barrier: a new epoch begins."""
         self.writer.fill(-1)
         self.reader.fill(-1)
 
