@@ -3,8 +3,6 @@
 Skipped without a GPU; `tools/gpu_check.sh` runs these on the lent H200.
 """
 
-from __future__ import annotations
-
 import numpy as np
 import pytest
 from cuda_test_util import example_cases, needs_gpu, split
@@ -134,3 +132,26 @@ def test_narrow_int_arithmetic_matches_interp():
     want = tilecore.compile(narrow_int_program(), out_idx=[-1], target="interp")(a, b)
     got = tilecore.compile(narrow_int_program(), out_idx=[-1], target="cuda")(a, b)
     assert np.array_equal(got, want)
+
+
+def rounding_program(dtype: str):
+    """float32 -> `dtype` stores, values across the whole range and past it."""
+    import tilecore.language as T
+
+    @T.prim_func
+    def rounding(A: T.Tensor((256,), "float32"), B: T.Tensor((256,), dtype)):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(256):
+                B[i] = A[i]
+
+    return rounding
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"])
+def test_narrow_float_rounding_and_overflow_match_interp(dtype):
+    rng = np.random.default_rng(7)
+    a = (rng.standard_normal(256) * np.exp2(rng.integers(-30, 20, 256))).astype(np.float32)
+    a[:4] = [1e6, -1e6, np.inf, np.nan]
+    want = tilecore.compile(rounding_program(dtype), out_idx=[-1], target="interp")(a)
+    got = tilecore.compile(rounding_program(dtype), out_idx=[-1], target="cuda")(a)
+    np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))

@@ -21,10 +21,16 @@ _VECTOR_ZERO = {1: "((unsigned char)0)", 2: "((unsigned short)0)", 4: "0u", 8: "
                 16: "make_uint4(0u, 0u, 0u, 0u)"}
 _TO_FLOAT = {"float16": "__half2float({})", "bfloat16": "__bfloat162float({})",
              "float8_e4m3fn": "((float)({}))", "float8_e5m2": "((float)({}))"}
+# fp8 goes through tilecore helpers (see FP8_HELPERS): the constructors saturate, the oracle
+# (ml_dtypes) gives NaN (e4m3) or inf (e5m2) past the largest finite value.
 _FROM_FLOAT = {"float16": "__float2half_rn({})", "bfloat16": "__float2bfloat16_rn({})",
-               "float8_e4m3fn": "__nv_fp8_e4m3({})", "float8_e5m2": "__nv_fp8_e5m2({})"}
+               "float8_e4m3fn": "tilecore_to_e4m3({})", "float8_e5m2": "tilecore_to_e5m2({})"}
 _FROM_DOUBLE = {"float16": "__double2half({})", "bfloat16": "__double2bfloat16({})",
-                "float8_e4m3fn": "__nv_fp8_e4m3({})", "float8_e5m2": "__nv_fp8_e5m2({})"}
+                "float8_e4m3fn": "tilecore_to_e4m3({})", "float8_e5m2": "tilecore_to_e5m2({})"}
+FP8_HELPERS = "\n".join(
+    f"__device__ __forceinline__ {t} tilecore_to_{n}({a} x) {{ {t} r; "
+    f"r.__x = __nv_cvt_{a}_to_fp8(x, __NV_NOSAT, __NV_{n.upper()}); return r; }}"
+    for t, n in (("__nv_fp8_e4m3", "e4m3"), ("__nv_fp8_e5m2", "e5m2")) for a in ("float", "double"))
 _INDEX = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 
 
@@ -39,7 +45,7 @@ class CudaRenderer(CStyleRenderer):
                       "float8_e5m2": "__nv_fp8_e5m2"}
     reserved_words = frozenset(
         "threadIdx blockIdx blockDim gridDim warpSize min max atomicAdd make_uint2 make_uint4 uint2 uint4 "
-        "tilecore_smem __shfl_sync __shfl_xor_sync __syncthreads".split())
+        "tilecore_smem tilecore_to_e4m3 tilecore_to_e5m2 __shfl_sync __shfl_xor_sync __syncthreads".split())
 
     # ------------------------------------------------------------------ types and values
     def to_float(self, d: DType, s: str) -> str:
@@ -198,7 +204,7 @@ class CudaRenderer(CStyleRenderer):
         if {"bfloat16"} & self.used_types:
             lines.append("#include <cuda_bf16.h>")
         if {"float8_e4m3fn", "float8_e5m2"} & self.used_types:
-            lines.append("#include <cuda_fp8.h>")
+            lines += ["#include <cuda_fp8.h>", FP8_HELPERS]
         return lines + list(self.helpers.values())
 
     def table_decl(self, name: str, values: tuple) -> str:
