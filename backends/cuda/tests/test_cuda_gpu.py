@@ -155,3 +155,13 @@ def test_narrow_float_rounding_and_overflow_match_interp(dtype):
     want = tilecore.compile(rounding_program(dtype), out_idx=[-1], target="interp")(a)
     got = tilecore.compile(rounding_program(dtype), out_idx=[-1], target="cuda")(a)
     np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
+
+
+def test_target_arch_other_than_the_device_still_runs():
+    """cuda:sm_80 on a newer device: the sm_80 cubin cannot load there, so the device's own arch
+    is compiled at first launch (same source)."""
+    import elementwise_add
+
+    k = tilecore.compile(elementwise_add.program(), out_idx=[-1], target="cuda:sm_80")
+    a, b = elementwise_add.make_inputs(np.random.default_rng(2), n=3000)
+    np.testing.assert_array_equal(k(a, b), a + b)
