@@ -49,3 +49,14 @@ def test_fp16_gemm_uses_tensor_cores():
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ir
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ir
     assert "barrier()" in kernel.get_ir("insert-barriers")
+
+
+@pytest.mark.parametrize("name", ["gemm", "flash_attention"])
+def test_sm90_emulates_the_sm90_lowering(name):
+    mod = importlib.import_module(name)
+    sizes = mod.TEST_SIZES[0]
+    func = mod.program(**_split(mod.program, sizes))
+    args = mod.make_inputs(np.random.default_rng(2), **_split(mod.make_inputs, sizes))
+    ref = tilecore.jit(func, out_idx=mod.OUT_IDX, target="interp")(*args)
+    out = tilecore.jit(func, out_idx=mod.OUT_IDX, target="emu:sm_90")(*args)
+    np.testing.assert_allclose(out.astype(np.float32), ref.astype(np.float32), **mod.TOLERANCE)
