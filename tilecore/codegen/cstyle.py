@@ -458,6 +458,10 @@ class CStyleRenderer:
         head = self.prelude()
         head += [self.table_decl(n, v) for v, n in self.tables.items()]
         src = "\n".join(head + ["", self.signature(entry, decls, kernel) + " {"] + body + ["}", ""])
-        grid = tuple(kernel.grid) + (Const(1, dt.int32),) * (3 - len(kernel.grid))
-        return RenderedKernel(src, entry, grid, (kernel.num_threads, 1, 1), smem, tuple(params))
+        return RenderedKernel(src, entry, self.launch_grid(kernel), (kernel.num_threads, 1, 1), smem,
+                              tuple(params))
+
+    def launch_grid(self, kernel: ThreadKernel) -> tuple:
+        """The three launch extents (expressions): the kernel's grid, padded with 1s."""
+        return tuple(kernel.grid) + (Const(1, dt.int32),) * (3 - len(kernel.grid))
 

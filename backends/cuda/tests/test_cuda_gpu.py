@@ -165,3 +165,26 @@ def test_target_arch_other_than_the_device_still_runs():
     k = tilecore.compile(elementwise_add.program(), out_idx=[-1], target="cuda:sm_80")
     a, b = elementwise_add.make_inputs(np.random.default_rng(2), n=3000)
     np.testing.assert_array_equal(k(a, b), a + b)
+
+
+def big_grid_program(dynamic: bool):
+    """A (4, M) grid with M past CUDA's 65535 limit on gridDim.y (static or T.dynamic)."""
+    import tilecore.language as T
+
+    M = T.dynamic("M") if dynamic else 70001
+
+    @T.prim_func
+    def big_grid(A: T.Tensor((M, 128), "float32"), B: T.Tensor((M, 128), "float32")):
+        with T.Kernel(4, M, threads=32) as (bx, by):
+            for i in T.Parallel(32):
+                B[by, bx * 32 + i] = A[by, bx * 32 + i] * 2 + by
+
+    return big_grid
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_grid_beyond_65535_blocks_in_y(dynamic):
+    a = np.random.default_rng(4).standard_normal((70001, 128)).astype(np.float32)
+    k = tilecore.compile(big_grid_program(dynamic), out_idx=[-1], target="cuda")
+    assert "blockIdx.y" not in k.get_kernel_source()
+    np.testing.assert_array_equal(k(a), a * 2 + np.arange(70001, dtype=np.float32)[:, None])

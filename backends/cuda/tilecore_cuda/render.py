@@ -12,7 +12,7 @@ from tilecore.codegen.cstyle import CStyleRenderer
 from tilecore.codegen.spec import RenderedKernel
 from tilecore.dtypes import DType
 from tilecore.errors import TileInternalError
-from tilecore.ir.expr import Var, binop, const_int
+from tilecore.ir.expr import Var, binop, const, const_int
 
 # Alignment of each shared buffer inside the dynamic shared allocation (16: one 128-bit access).
 SHARED_ALIGN = 16
@@ -32,6 +32,7 @@ FP8_HELPERS = "\n".join(
     f"r.__x = __nv_cvt_{a}_to_fp8(x, __NV_NOSAT, __NV_{n.upper()}); return r; }}"
     for t, n in (("__nv_fp8_e4m3", "e4m3"), ("__nv_fp8_e5m2", "e5m2")) for a in ("float", "double"))
 _INDEX = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+MAX_GRID_YZ = 65535
 
 
 class CudaRenderer(CStyleRenderer):
@@ -221,11 +222,33 @@ class CudaRenderer(CStyleRenderer):
         t = self.type_name(p.dtype)
         return f"{t}* __restrict__ {c_name}" if p.is_pointer else f"{t} {c_name}"
 
+    @staticmethod
+    def linear_grid(kernel) -> bool:
+        """Whether block indices are decoded from one blockIdx.x: when a y/z extent is symbolic
+        or over CUDA's 65535 limit for those dimensions (x allows 2^31 - 1)."""
+        return any(const_int(g) is None or const_int(g) > MAX_GRID_YZ for g in kernel.grid[1:])
+
+    def launch_grid(self, kernel) -> tuple:
+        """The grid as launched: the kernel's, or all blocks along x (see `linear_grid`)."""
+        if not self.linear_grid(kernel):
+            return super().launch_grid(kernel)
+        total = kernel.grid[0]
+        for g in kernel.grid[1:]:
+            total = total * g
+        return (total, const(1), const(1))
+
     def index_bindings(self, kernel) -> list[str]:
-        """threadIdx.x and blockIdx.x/y/z."""
+        """threadIdx.x and blockIdx.x/y/z (decoded from blockIdx.x for a linear grid)."""
         lines = [f"const int {self.name_of(kernel.thread_var)} = threadIdx.x;"]
-        for v, idx in zip(kernel.block_vars, _INDEX):
-            lines.append(f"const int {self.name_of(v)} = {idx};")
+        if not self.linear_grid(kernel):
+            for v, idx in zip(kernel.block_vars, _INDEX):
+                lines.append(f"const int {self.name_of(v)} = {idx};")
+            return lines
+        rest = "(int)blockIdx.x"
+        for i, (v, g) in enumerate(zip(kernel.block_vars, kernel.grid)):
+            last = i == len(kernel.grid) - 1
+            lines.append(f"const int {self.name_of(v)} = {rest if last else f'{rest} % {self.expr(g)}'};")
+            rest = f"({rest} / {self.expr(g)})"
         return lines
 
     def shared_decls(self, kernel) -> tuple[list[str], int]:
