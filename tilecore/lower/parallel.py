@@ -10,6 +10,8 @@ outside the tensor give 0 and global writes outside it are dropped.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import TileShapeError
 from ..ir.buffer import Buffer, Region
 from ..ir.expr import Expr, Load, Var, binop, cast, const, linear
@@ -18,7 +20,7 @@ from ..ir.thread import Atomic, MemLoad, MemStore, VecMove
 from ..ir.visit import walk
 from .body import BodyLowerer
 from .context import LowerCtx, all_of, flat_offset
-from .layout import Layout, StridedLayout, default_layout
+from .layout import Layout, StridedLayout, default_layout, equivalent
 from .vectorize import vectorize_group
 
 
@@ -177,12 +179,42 @@ def _aligned(e: Expr, vec: int) -> bool:
     return lin is not None and lin[1] % vec == 0 and all(c % vec == 0 for c in lin[0].values())
 
 
+def has_runs(layout: Layout, vec: int) -> bool:
+    """True when every thread's registers come in aligned runs of `vec` consecutive elements
+    along the last dimension (strided layouts with vec, tensor-core accumulators with 2)."""
+    key = (layout, vec)
+    if key not in _RUNS:
+        coords, valid = layout.table
+        ok = layout.nregs % vec == 0
+        for r in range(0, layout.nregs, vec) if ok else ():
+            base, v = coords[:, r], valid[:, r]
+            if np.any(base[v, -1] % vec != 0):
+                ok = False
+                break
+            for k in range(1, vec):
+                want = base.copy()
+                want[:, -1] += k
+                if not np.array_equal(valid[:, r + k], v) or not np.array_equal(coords[v, r + k], want[v]):
+                    ok = False
+                    break
+            if not ok:
+                break
+        _RUNS[key] = ok
+    return _RUNS[key]
+
+
+_RUNS: dict = {}
+
+
 def _vector_width(ctx: LowerCtx, copy: Copy, shape) -> int:
     """The widest vector (elements) both sides of a copy can use (each side's access at most
     `vector_bytes`), 1 when none; the dtypes may differ (converted in registers)."""
     src, dst = copy.src, copy.dst
     if not shape:
         return 1
+    if src.buffer.scope == dst.buffer.scope == "fragment" and \
+            not equivalent(ctx.layout(src.buffer), ctx.layout(dst.buffer)):
+        return 1  # register runs line up only when both fragments share the layout
     widest = max(src.buffer.dtype.itemsize, dst.buffer.dtype.itemsize)
     for vec in (16 // widest, 8, 4, 2):
         if vec <= 1 or vec * widest > ctx.facts.vector_bytes or shape[-1] % vec:
@@ -194,8 +226,7 @@ def _vector_width(ctx: LowerCtx, copy: Copy, shape) -> int:
                 ok = False
                 break
             if b.scope == "fragment":
-                if ctx.layout(b) != StridedLayout(tuple(shape), ctx.threads, vec) or \
-                        tuple(b.shape) != tuple(shape):
+                if tuple(b.shape) != tuple(shape) or not r.is_full or not has_runs(ctx.layout(b), vec):
                     ok = False
                     break
             elif any(not isinstance(s, int) for s in b.shape[:-1]) or not _aligned(r.starts[-1], vec):
@@ -263,7 +294,7 @@ def _guarded_load(buf: Buffer, idx) -> Expr:
     return select(cond, load, cast(0, buf.dtype))
 
 
-def _vector_copy(ctx: LowerCtx, copy: Copy, layout: StridedLayout, vec: int) -> Stmt:
+def _vector_copy(ctx: LowerCtx, copy: Copy, layout: Layout, vec: int) -> Stmt:
     """Each thread's runs of `vec` elements as one access per side; a dtype change goes through
     registers (vector in, convert element-wise, vector out)."""
     src, dst = copy.src, copy.dst
