@@ -61,7 +61,7 @@ class Generated:
 def _poison(d) -> str:
     if d.is_float:
         bits = np.full((), np.nan, dtype=d.np).view(storage_np(d))
-        return f"np.{storage_np(d).name}({int(bits)})" if d.bits < 32 else "np.nan"
+        return f"np.{storage_np(d).name}({int(bits)})" if d.bits < 32 else f"np.{d.name}(np.nan)"
     if d.is_bool:
         return "True"
     if d.kind == "uint":
@@ -103,8 +103,13 @@ class Codegen:
         allocs = []
         for b in launch.allocs:
             name = self.names.of(b)
-            allocs.append(f"{name} = np.empty({tuple(b.static_shape)!r}, np.{storage_np(b.dtype).name})")
-            allocs.append(f"{name}.fill({_poison(b.dtype)})")
+            shape = b.static_shape
+            allocs.append(f"{name} = np.empty({tuple(shape)!r}, np.{storage_np(b.dtype).name})")
+            # poison with plain loops: `.fill` would compile a numba overload per process
+            idx = [f"_p{d}" for d in range(len(shape))]
+            for d, (v, n) in enumerate(zip(idx, shape)):
+                allocs.append("    " * d + f"for {v} in range({n}):")
+            allocs.append("    " * len(shape) + f"{name}[{', '.join(idx)}] = {_poison(b.dtype)}")
         self.lines.depth = 1
         self.x.loc = launch.loc
         self.stmt(launch.body)
