@@ -21,6 +21,7 @@ import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 
+import elementwise_add  # noqa: E402
 import flash_attention  # noqa: E402
 import gemm  # noqa: E402
 import rmsnorm  # noqa: E402
@@ -183,6 +184,20 @@ def case_attention(torch, causal, results):
     results.append(row)
 
 
+def launch_overhead_us(torch) -> float:
+    """Host time of one `Kernel.__call__` on a tiny problem (argument checks, launch), in us."""
+    k = tilecore.jit(elementwise_add.program(), target="cuda")
+    a, b, c = (torch.randn(1024, device="cuda") for _ in range(3))
+    for _ in range(10):
+        k(a, b, c)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(1000):
+        k(a, b, c)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+
 def copy_bandwidth(torch) -> float:
     """Device-to-device copy of the 16384 x 8192 fp16 tensor, bytes read + written, GB/s."""
     x = torch.randn(16384, 8192, device="cuda", dtype=torch.float16)
@@ -227,6 +242,8 @@ def main(argv=None) -> int:
     results: list[dict] = []
     copy_gbs = copy_bandwidth(torch)
     print(f"copy bandwidth (read+write): {copy_gbs:.0f} GB/s", flush=True)
+    overhead = launch_overhead_us(torch)
+    print(f"Kernel.__call__ host time, tiny kernel: {overhead:.1f} us per call", flush=True)
     for dtype_name in ("float16", "bfloat16"):
         for n in ((4096,) if ns.quick else (4096, 8192)):
             case_gemm(torch, n, dtype_name, results)
@@ -244,7 +261,8 @@ def main(argv=None) -> int:
     if ns.out:
         with open(ns.out, "w") as f:
             json.dump(dict(device=torch.cuda.get_device_name(), torch=torch.__version__,
-                           copy_gbs=copy_gbs, results=results), f, indent=1, default=str)
+                           copy_gbs=copy_gbs, call_overhead_us=overhead, results=results), f, indent=1,
+                      default=str)
     return 0
 
 
