@@ -27,9 +27,10 @@ def compute_np(d: DType) -> np.dtype:
 
 def round_to(x, d: DType):
     """Round a computed float to `d`, keeping the compute representation."""
-    if d.is_narrow_float:
-        return np.asarray(x, dtype=np.float32).astype(d.np).astype(np.float32)
-    return np.asarray(x, dtype=compute_np(d))
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow to inf is the rounding's result
+        if d.is_narrow_float:
+            return np.asarray(x, dtype=np.float32).astype(d.np).astype(np.float32)
+        return np.asarray(x, dtype=compute_np(d))
 
 
 def wrap_int(x, d: DType):
