@@ -27,7 +27,7 @@ def test_exp2_one_ulp_off_is_caught(broken_exp2):
     text = f.path.read_text()
     assert "disagrees with interp" in str(f) and str(f.path) in str(f)
     assert "T.exp2(" in text and "exact comparison" in text
-    assert f.case.lines <= 12, f"minimal program has {f.case.lines} kernel lines:\n{text}"
+    assert f.case.lines <= 16, f"minimal program has {f.case.lines} kernel lines:\n{text}"
     _reruns_clean_on_interp(f)
 
 
@@ -36,5 +36,5 @@ def test_gemm_dropping_k_tail_is_caught(broken_gemm):
     print(f)
     text = f.path.read_text()
     assert "T.gemm(" in text
-    assert f.case.lines <= 12, f"minimal program has {f.case.lines} kernel lines:\n{text}"
+    assert f.case.lines <= 16, f"minimal program has {f.case.lines} kernel lines:\n{text}"
     _reruns_clean_on_interp(f)

@@ -32,9 +32,10 @@ def _ceildiv(a: int, b: int) -> int:
 
 
 @st.composite
-def cases(draw, dtypes: tuple = DEFAULT_DTYPES, max_stages: int = 4, producers=("load", "gemm")) -> Case:
-    """A random valid tile program over `dtypes` (names; the first is the simplest), with at
-    most `max_stages` stages after one of `producers`."""
+def cases(draw, dtypes: tuple = DEFAULT_DTYPES, max_stages: int = 4, producers=("load", "gemm"),
+          min_stages: int = 0) -> Case:
+    """A random valid tile program over `dtypes` (names; the first is the simplest), with
+    `min_stages` to `max_stages` stages after one of `producers`."""
     pool_all = tuple(dt.as_dtype(d) for d in dtypes)
     exact = draw(st.booleans())
     gemm_dtypes = [d for d in pool_all if d.name in _GEMM_ACCUM]
@@ -76,7 +77,7 @@ def cases(draw, dtypes: tuple = DEFAULT_DTYPES, max_stages: int = 4, producers=(
         d = draw(st.sampled_from(gemm_dtypes))
         bk = draw(st.sampled_from([16, 8, 32]))
         cur = _produce_gemm(draw, s, d, bk, draw(st.integers(1, 3 * bk)))
-    for _ in range(draw(st.integers(0, max_stages))):
+    for _ in range(draw(st.integers(min_stages, max_stages))):
         kind = draw(st.sampled_from(_STAGES))
         cur = _STAGE_FNS[kind](draw, s, cur)
     _consume(draw, s, cur, consumer, split, pool_all)

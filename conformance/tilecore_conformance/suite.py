@@ -3,6 +3,7 @@ any failure and reports it as a file; statistics are kept for the pytest summary
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -76,27 +77,40 @@ def supported_dtypes(target: str, dtypes=DEFAULT_DTYPES) -> tuple[tuple, dict]:
 
 _HEALTH = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large,
            HealthCheck.large_base_example]
-# Families of simple programs searched after a failure, for a shorter program failing the same way.
-SIMPLE_FAMILIES = ({"max_stages": 1, "producers": ("load",)}, {"max_stages": 1, "producers": ("gemm",)})
+# Families of simple programs searched when the shrunk failure is still long.
+SIMPLE_FAMILIES = ({"min_stages": 1, "max_stages": 1, "producers": ("load",)},
+                   {"max_stages": 1, "producers": ("gemm",)})
 SIMPLE_EXAMPLES = 100
+SHORT = 15  # kernel lines: a failing program this short needs no further search
+SHRINK_BUDGET_S = 60.0
 
 
 def _search(target: str, strategy, n: int, derandomize: bool, shrink: bool, stats: Stats | None):
-    """Run `n` cases from `strategy`; the ConformanceFailure of the (shrunk) first failure, or None."""
+    """Run `n` cases from `strategy`; the ConformanceFailure of the first failure, shrunk for at
+    most SHRINK_BUDGET_S seconds when `shrink`, or None when every case passes."""
     phases = tuple(Phase) if shrink else tuple(p for p in Phase if p != Phase.shrink)
+    failing: dict = {}
+    first: list = []
 
     @settings(max_examples=n, derandomize=derandomize, deadline=None, database=None, phases=phases,
               print_blob=False, report_multiple_bugs=False, suppress_health_check=_HEALTH)
     @given(case=strategy, seed=st.integers(0, 2**32 - 1))
     def run(case: Case, seed: int) -> None:
+        key = (case.key, case.params, seed)
+        if key in failing:
+            raise failing[key]
+        if first and time.monotonic() - first[0] > SHRINK_BUDGET_S:
+            return  # shrinking is over budget: only known failures still fail
         out = check_case(case, target, seed)
         if out.status == "skip":
             if stats is not None:
                 stats.skipped[out.detail] += 1
             assume(False)
         if not out.ok:
-            raise failure(case, target, seed, out.status, out.detail)
-        if stats is not None:
+            failing[key] = failure(case, target, seed, out.status, out.detail)
+            first.append(time.monotonic())
+            raise failing[key]
+        if stats is not None and not first:
             stats.record(case)
 
     try:
@@ -111,8 +125,10 @@ def check_target(target: str, max_examples: int = CI_EXAMPLES, derandomize: bool
     """Run `max_examples` generated programs on `target` against interp; raises a
     ConformanceFailure naming the (shrunk) failing case's file on the first disagreement.
 
-    After a failure, families of simpler programs are searched too, and the shortest program
-    that fails the same way is reported, after dropping every buffer it does not need."""
+    The failure is shrunk by Hypothesis (within a time budget); when the result is still long,
+    families of simple programs are searched for a shorter one failing the same way (it may
+    show a different bug: fix it and rerun to see the next). Finally every buffer the program
+    does not need is dropped."""
     stats = RESULTS.setdefault(target, Stats(target))
     ok_dtypes, stats.dtype_skips = supported_dtypes(target, dtypes)
     if not ok_dtypes:
@@ -120,12 +136,15 @@ def check_target(target: str, max_examples: int = CI_EXAMPLES, derandomize: bool
     f = _search(target, cases(ok_dtypes), max_examples, derandomize, shrink, stats)
     if f is None:
         return stats
-    if shrink:
-        for family in SIMPLE_FAMILIES:
-            g = _search(target, cases(ok_dtypes, **family), SIMPLE_EXAMPLES, True, True, None)
-            if g is not None and g.status == f.status and g.case.lines < f.case.lines:
-                f = g
-        small = minimize(f.case, target, f.seed, f.status)
-        if small is not f.case:
-            f = failure(small, target, f.seed, f.status, check_case(small, target, f.seed).detail)
+    if not shrink:
+        raise f
+    for family in SIMPLE_FAMILIES:
+        if f.case.lines <= SHORT:
+            break
+        g = _search(target, cases(ok_dtypes, **family), SIMPLE_EXAMPLES, True, True, None)
+        if g is not None and g.status == f.status and g.case.lines < f.case.lines:
+            f = g
+    small = minimize(f.case, target, f.seed, f.status)
+    if small is not f.case:
+        f = failure(small, target, f.seed, f.status, check_case(small, target, f.seed).detail)
     raise f
