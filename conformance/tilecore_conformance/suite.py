@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
+from . import loader
 from .case import Case, Param
 from .generate import DEFAULT_DTYPES, cases
 from .reduce import minimize
@@ -43,6 +44,11 @@ class Stats:
     def summary(self) -> str:
         lines = [f"{self.target}: {self.ran} generated programs ran ({self.exact} compared exactly), "
                  f"{sum(self.skipped.values())} skipped; longest program {self.longest} kernel lines"]
+        if self.longest_source:
+            safe = "".join(c if c.isalnum() else "_" for c in self.target)
+            path = loader.work_dir() / f"longest_{safe}.py"
+            path.write_text(self.longest_source)
+            lines[0] += f" ({path})"
         for d, why in self.dtype_skips.items():
             lines.append(f"    {d} not generated: {why}")
         for why, n in self.skipped.most_common(5):
