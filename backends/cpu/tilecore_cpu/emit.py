@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from tilecore.errors import SourceLoc
 
 # Names the generated module defines or imports; IR names never take them.
+_NARROW = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 RESERVED = {
-    "np", "math", "njit", "prange", "block", "launch", "err", "cdiv", "cmod", "fmax", "fmin", "oob",
-    "f2i", "range", "min", "max", "abs", "True", "False", "None", "int", "float", "bool",
+    "np", "math", "njit", "prange", "block", "launch", "launch_serial", "err", "cdiv", "cmod", "fmax",
+    "fmin", "oob", "f2i", "exp_f32", "exp2_f32", "range", "min", "max", "abs", "True", "False", "None",
+    "int", "float", "bool", *(f"{p}_{n}" for p in ("enc", "dec", "rnd") for n in _NARROW),
 }
 
 

@@ -243,7 +243,13 @@ class ExprGen:
         if e.op == "abs":
             return f"abs({a})"
         one = const_code(1.0, t if t.name == "float64" else dt.float32)
-        if e.op in _UNARY_NP:
+        if e.op in ("exp", "exp2", "sigmoid") and t.name != "float64":
+            # float32 exp/exp2 as inline arithmetic that vectorizes (runtime.exp_f32), not libm
+            if e.op == "sigmoid":
+                r = f"({one} / ({one} + exp_f32(-{a})))"
+            else:
+                r = f"{e.op}_f32({a})"
+        elif e.op in _UNARY_NP:
             r = f"{_UNARY_NP[e.op]}({a})"
         elif e.op == "rsqrt":
             r = f"({one} / np.sqrt({a}))"

@@ -7,8 +7,9 @@ from tilecore.target import TargetFacts, TargetInfo
 
 # Per-dtype (rtol, atol) against interp on inexact programs. Float32 differs from the oracle only
 # in summation order (BLAS blocking, vectorized reductions vs NumPy's pairwise sums) and in the
-# last ulp of libm's exp/log/tanh versus NumPy's SIMD versions; a narrow output may then round to
-# the neighbouring value, so narrow tolerances are about two units in the last place.
+# last ulp or two of exp/log/tanh (our vectorized exp, libm's others, versus NumPy's SIMD code);
+# a narrow output may then round to the neighbouring value, so narrow tolerances are about two
+# units in the last place.
 _TOLERANCE = {
     "float64": (1e-9, 1e-12),
     "float32": (1e-4, 1e-5),
