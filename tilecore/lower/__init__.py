@@ -6,6 +6,7 @@ Passes, in order (their names are anchors for backends' `tile_passes`):
 - ``layout-inference``: a layout for every fragment, and the gemm tensorization plans;
 - ``lower-threads``: the KernelLaunch becomes a ThreadKernel (T.Parallel, copy, fill, reduce,
   cumsum, gemm, atomics partitioned over threads);
+- ``prefetch-pipelined``: T.Pipelined loops load the next tile into registers during the math;
 - ``insert-barriers``: block barriers wherever shared memory passes between threads.
 """
 
@@ -20,6 +21,7 @@ from ..target import TargetFacts
 from .barrier import insert_barriers
 from .context import LowerCtx
 from .infer import infer_layouts
+from .prefetch import prefetch
 from .threads import lower_launch
 
 
@@ -61,6 +63,17 @@ def lower_threads(module: Module, facts: TargetFacts) -> Module:
     return module.with_func(module.func.with_body(body)).with_attr("printer", thread_printer)
 
 
+def prefetch_pipelined(module: Module, facts: TargetFacts) -> Module:
+    """Invariant: in loops the user marked T.Pipelined(num_stages >= 2), global-to-shared vector
+    copies at the top of the body read the next iteration's tile into registers before the
+    body's computation (same values; see tilecore.lower.prefetch)."""
+
+    def fn(n):
+        return prefetch(n) if isinstance(n, ThreadKernel) else None
+
+    return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
+
+
 def barriers(module: Module, facts: TargetFacts) -> Module:
     """Invariant: between a shared-memory write by one thread and a read or write of that buffer
     by another there is a Barrier on every path (uniform control flow permitting)."""
@@ -74,5 +87,6 @@ def barriers(module: Module, facts: TargetFacts) -> Module:
 LOWERING_PASSES: list[Pass] = [
     Pass("layout-inference", layout_inference, _lowers),
     Pass("lower-threads", lower_threads, _lowers),
+    Pass("prefetch-pipelined", prefetch_pipelined, _lowers),
     Pass("insert-barriers", barriers, _lowers),
 ]

@@ -49,7 +49,7 @@ def lower_block(ctx: LowerCtx, s: Stmt) -> Stmt:
         lo = const_int(start)
         if lo is not None and lo >= 0 and s.step > 0:
             ctx.var_bounds[id(s.var)] = (lo, None)
-        loop = For(s.var, start, stop, s.step, kind, lower_block(ctx, s.body), (), s.loc)
+        loop = For(s.var, start, stop, s.step, kind, lower_block(ctx, s.body), s.annotations, s.loc)
         return _with_pre(bl.pre, loop)
     if isinstance(s, IfThenElse):
         bl = BodyLowerer(ctx, False, s.loc)

@@ -49,6 +49,8 @@ def test_fp16_gemm_uses_tensor_cores():
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ir
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ir
     assert "barrier()" in kernel.get_ir("insert-barriers")
+    # T.Pipelined(num_stages=3): the next K tile is loaded into registers during the mma work
+    assert "A_next[0 : +8] = A[" in kernel.get_ir("prefetch-pipelined")
 
 
 @pytest.mark.parametrize("name", ["gemm", "flash_attention"])

@@ -1,0 +1,121 @@
+"""Register prefetch for T.Pipelined loops: the next iteration's global loads overlap this one's math.
+
+A pipelined loop (num_stages >= 2) whose body starts with vector copies from global into shared
+memory is rewritten so that each copy goes through registers: the loads of iteration k + 1 are
+issued right after iteration k has stored its tile to shared memory, before its computation,
+and the loads of the first iteration move in front of the loop. Values are unchanged: the
+global tensors read are not written inside the loop and the predicates are evaluated for the
+same iteration as before. (Multi-stage shared buffers with asynchronous copies are a later step.)
+"""
+
+from __future__ import annotations
+
+from ..ir.buffer import Buffer
+from ..ir.expr import Const, Var, binop, const
+from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
+from ..ir.thread import Atomic, MemStore, ThreadKernel, VecMove
+from ..ir.visit import rewrite, substitute, walk
+from .indexing import free_vars, simplify
+
+
+def _flat(s: Stmt) -> list:
+    if isinstance(s, SeqStmt):
+        out = []
+        for x in s.stmts:
+            out.extend(_flat(x))
+        return out
+    return [s]
+
+
+def _move_of(s: Stmt, var: Var):
+    """(guard or None, VecMove) when `s` is a global-to-shared vector copy (maybe under a guard
+    that does not depend on the loop variable)."""
+    guard = None
+    if isinstance(s, IfThenElse) and s.else_body is None and not any(v is var for v in free_vars(s.cond)):
+        guard, inner = s.cond, _flat(s.then_body)
+        if len(inner) != 1:
+            return None
+        s = inner[0]
+    if isinstance(s, VecMove) and s.src.scope == "global" and s.dst.scope == "shared":
+        return guard, s
+    return None
+
+
+def _written_globals(body: Stmt) -> set:
+    out = set()
+    for n in walk(body):
+        if isinstance(n, (MemStore, Atomic)) and n.buffer.scope == "global":
+            out.add(id(n.buffer))
+        elif isinstance(n, VecMove) and n.dst.scope == "global":
+            out.add(id(n.dst))
+    return out
+
+
+def _prefetch_loop(loop: For, new_regs: list, names: set, bounds: dict) -> Stmt | None:
+    body = _flat(loop.body)
+    lead = []
+    for s in body:
+        m = _move_of(s, loop.var)
+        if m is None:
+            break
+        lead.append(m)
+    if not lead:
+        return None
+    written = _written_globals(loop.body)
+    inner_vars = {id(n.var) for n in walk(loop.body) if isinstance(n, (LetStmt, For))}
+    for _, mv in lead:
+        if id(mv.src) in written:
+            return None
+        for e in (mv.src_offset, mv.dst_offset, mv.pred):
+            if e is not None and any(id(v) in inner_vars for v in free_vars(e)):
+                return None
+    loads, stores = [], []
+    for guard, mv in lead:
+        name, k = f"{mv.src.name}_next", 0
+        while name in names:
+            k += 1
+            name = f"{mv.src.name}_next_{k}"
+        names.add(name)
+        tmp = Buffer(name, (mv.lanes,), mv.src.dtype, "local")
+        new_regs.append(tmp)
+        ld: Stmt = VecMove(tmp, const(0), mv.src, mv.src_offset, mv.lanes, mv.pred, mv.zero_fill, mv.loc)
+        st: Stmt = VecMove(mv.dst, mv.dst_offset, tmp, const(0), mv.lanes,
+                           None if mv.zero_fill else mv.pred, False, mv.loc)
+        if guard is not None:
+            ld, st = IfThenElse(guard, ld, None, mv.loc), IfThenElse(guard, st, None, mv.loc)
+        loads.append(ld)
+        stores.append(st)
+    first = simplify(substitute(SeqStmt(tuple(loads), loop.loc), {loop.var: loop.start}), bounds)
+    following = simplify(substitute(SeqStmt(tuple(loads), loop.loc), {loop.var: loop.var + loop.step}),
+                         bounds)
+    more = binop("lt", loop.var + loop.step, loop.stop) if loop.step > 0 else \
+        binop("gt", loop.var + loop.step, loop.stop)
+    has_iter = simplify(binop("lt", loop.start, loop.stop) if loop.step > 0 else
+                        binop("gt", loop.start, loop.stop), bounds)
+    new_body = SeqStmt(tuple(stores) + (IfThenElse(more, following, None, loop.loc),)
+                       + tuple(body[len(lead):]), loop.loc)
+    new_loop = For(loop.var, loop.start, loop.stop, loop.step, loop.kind, new_body, loop.annotations,
+                   loop.loc)
+    head = first if isinstance(has_iter, Const) and has_iter.value is True else \
+        IfThenElse(has_iter, first, None, loop.loc)
+    return SeqStmt((head, new_loop), loop.loc)
+
+
+def prefetch(kernel: ThreadKernel) -> ThreadKernel:
+    """`kernel` with register prefetch in its pipelined loops."""
+    new_regs: list = []
+    names = {b.name for b in kernel.registers} | {b.name for b in kernel.shared}
+    bounds = {id(v): (0, None) for v in kernel.block_vars}
+    bounds[id(kernel.thread_var)] = (0, kernel.num_threads - 1)
+
+    def fn(n):
+        if isinstance(n, For) and (n.annotation("num_stages", 0) or 0) >= 2:
+            return _prefetch_loop(n, new_regs, names, bounds)
+        return None
+
+    body = rewrite(kernel.body, fn)
+    if not new_regs:
+        return kernel
+    return ThreadKernel(kernel.grid, kernel.block_vars, kernel.thread_var, kernel.num_threads,
+                        kernel.warp_size, kernel.shared, kernel.registers + tuple(new_regs), body,
+                        kernel.loc)
