@@ -5,18 +5,20 @@ from __future__ import annotations
 from tilecore.hookspec import hookimpl
 from tilecore.target import TargetFacts, TargetInfo
 
-# Per-dtype (rtol, atol) against interp on inexact programs. Float32 differs from the oracle only
-# in summation order (BLAS blocking, vectorized reductions vs NumPy's pairwise sums) and in the
-# last ulp or two of exp/log/tanh (our vectorized exp, libm's others, versus NumPy's SIMD code);
-# a narrow output may then round to the neighbouring value, so narrow tolerances are about two
-# units in the last place.
+# Per-dtype (rtol, atol) against interp on inexact programs (atol is relative to the magnitude of
+# the values an output was computed from). Float32 differs from the oracle in summation order
+# (BLAS blocking, vectorized reductions vs NumPy's pairwise sums: worst case K * 2^-24 of the
+# summands' scale, about 1e-4 for K = 1024 terms) and in the last ulp or two of exp/log/tanh (our
+# vectorized exp, libm's others, versus NumPy's SIMD code). A narrow intermediate may then round to
+# the neighbouring value, and each later narrow operation may flip another rounding: narrow
+# tolerances allow a handful of units in the last place.
 _TOLERANCE = {
     "float64": (1e-9, 1e-12),
-    "float32": (1e-4, 1e-5),
-    "float16": (2e-3, 1e-3),
-    "bfloat16": (1.6e-2, 1e-2),
-    "float8_e4m3fn": (0.25, 0.02),
-    "float8_e5m2": (0.5, 0.002),
+    "float32": (2e-4, 2e-5),
+    "float16": (4e-3, 2e-3),
+    "bfloat16": (3e-2, 1.6e-2),
+    "float8_e4m3fn": (0.25, 0.125),
+    "float8_e5m2": (0.5, 0.25),
 }
 
 
