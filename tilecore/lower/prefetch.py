@@ -63,10 +63,10 @@ def _prefetch_loop(loop: For, new_regs: list, names: set, bounds: dict) -> Stmt 
         return None
     written = _written_globals(loop.body)
     inner_vars = {id(n.var) for n in walk(loop.body) if isinstance(n, (LetStmt, For))}
-    for _, mv in lead:
+    for guard, mv in lead:
         if id(mv.src) in written:
             return None
-        for e in (mv.src_offset, mv.dst_offset, mv.pred):
+        for e in (mv.src_offset, mv.dst_offset, mv.pred, guard):
             if e is not None and any(id(v) in inner_vars for v in free_vars(e)):
                 return None
     loads, stores = [], []
