@@ -20,29 +20,42 @@ from .exprs import NARROW_BITS, storage_np
 # Below this many bytes of arguments blocks run on the calling thread: waking numba's worker
 # threads costs tens of microseconds (milliseconds on a loaded machine), more than small kernels take.
 PARALLEL_BYTES = 1 << 18
-# "auto": prange over blocks for large calls while the machine has an idle core; when every core is
-# busy already, worker threads wait for time slices and a serial run is faster (measured: 2-10x on
-# a loaded 2-core machine). "always" / "never" override (env TILECORE_CPU_PARALLEL, or tests).
+# "auto": above PARALLEL_BYTES, pick whichever launcher has been faster per byte for this kernel
+# (LaunchChooser); on a machine whose cores are busy with other work, prange's worker threads wait
+# for time slices and the serial launcher wins (measured 2-10x on a loaded 2-core machine), on an
+# idle one prange wins. "always" / "never" override (env TILECORE_CPU_PARALLEL, or tests).
 PARALLEL = os.environ.get("TILECORE_CPU_PARALLEL", "auto")
-_load = [0.0, True]  # (time of the last check, cores idle then)
-
-
-def _cores_idle() -> bool:
-    now = time.monotonic()
-    if now - _load[0] > 1.0:
-        ncpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        _load[:] = [now, os.getloadavg()[0] < ncpu - 0.5]
-    return _load[1]
-
-
-def _parallel_ok(nbytes: int) -> bool:
-    if PARALLEL == "always":
-        return True
-    if PARALLEL == "never":
-        return False
-    return nbytes >= PARALLEL_BYTES and _cores_idle()
-
 _HINT = "guard the access with `if` or T.if_then_else, or size the grid to the tensor"
+
+
+class LaunchChooser:
+    """Measures both launchers on large calls and uses the faster, re-trying the other one every
+    `EXPLORE` calls so a change in machine load is noticed."""
+
+    EXPLORE = 8
+
+    def __init__(self):
+        self.cost = [None, None]  # seconds per byte: [serial, parallel], exponential averages
+        self.calls = 0
+
+    def pick(self, nbytes: int) -> int:
+        """0 for the serial launcher, 1 for the parallel one."""
+        if PARALLEL == "always":
+            return 1
+        if PARALLEL == "never" or nbytes < PARALLEL_BYTES:
+            return 0
+        self.calls += 1
+        for mode in (1, 0):
+            if self.cost[mode] is None:
+                return mode
+        best = 0 if self.cost[0] <= self.cost[1] else 1
+        return 1 - best if self.calls % self.EXPLORE == 0 else best
+
+    def record(self, mode: int, nbytes: int, seconds: float) -> None:
+        """Fold one measured call into the mode's average cost."""
+        c = seconds / max(nbytes, 1)
+        old = self.cost[mode]
+        self.cost[mode] = c if old is None else 0.5 * old + 0.5 * c
 
 
 def _numba_signature(func):
@@ -69,6 +82,7 @@ class CpuArtifact:
         # the parallel launcher compiles on first use: small calls never need it
         self.launch = getattr(self.module, "launch", None)
         self.uses_blas = "np.dot(" in self.source
+        self.chooser = LaunchChooser()
         self._compile(self.launch_serial)
 
     def _compile(self, dispatcher) -> None:
@@ -85,16 +99,20 @@ class CpuArtifact:
                 a = a.view(NARROW_BITS[p.dtype.name])
             views.append(a)
         err = np.zeros(8, dtype=np.int64)
-        fn = self.launch_serial
-        if self.launch is not None and _parallel_ok(sum(a.nbytes for a in views)):
-            if not self.launch.signatures:
-                self._compile(self.launch)
-            fn = self.launch
+        nbytes = sum(a.nbytes for a in views)
+        mode = self.chooser.pick(nbytes) if self.launch is not None else 0
+        fn = self.launch if mode else self.launch_serial
+        compiled_now = mode and not self.launch.signatures
+        if compiled_now:
+            self._compile(self.launch)  # compiled on first use: small calls never need it
+        t = time.perf_counter()
         if self.uses_blas:
             with single_threaded():
                 fn(*views, err)
         else:
             fn(*views, err)
+        if nbytes >= PARALLEL_BYTES and not compiled_now:
+            self.chooser.record(mode, nbytes, time.perf_counter() - t)
         if err[0]:
             raise self._fault(int(err[0]), [int(i) for i in err[1:5]])
 
