@@ -59,7 +59,7 @@ def cases(quick: bool):
     for size in ((1024,) if quick else (1024, 2048)):
         a = rng.standard_normal((size, size), dtype=np.float32)
         b = rng.standard_normal((size, size), dtype=np.float32)
-        prog = gemm.program(M=size, N=size, K=size, block_M=256, block_N=256, block_K=256,
+        prog = gemm.program(M=size, N=size, K=size, block_M=512, block_N=512, block_K=256,
                             dtype="float32", accum_dtype="float32")
         out.append((f"gemm fp32 {size}^3", prog, (a, b), lambda a, b: a @ b,
                     (lambda a, b: torch.mm(a, b)) if torch else None))
@@ -80,16 +80,13 @@ def cases(quick: bool):
     return out
 
 
-def interleaved(fns, rounds=5) -> list[float]:
-    """Best time of each function, measured round-robin so machine load hits all alike."""
+def measured(fns, repeat=7) -> list[float]:
+    """Best time of each function, one library at a time with a pause between: interleaving lets
+    one library's spinning thread pool (torch's, OpenBLAS's) steal the cores from the next."""
+    best = []
     for f in fns:
-        f()
-    best = [float("inf")] * len(fns)
-    for _ in range(rounds):
-        for i, f in enumerate(fns):
-            t = time.perf_counter()
-            f()
-            best[i] = min(best[i], time.perf_counter() - t)
+        time.sleep(0.3)
+        best.append(best_of(f, repeat))
     return best
 
 
@@ -109,7 +106,7 @@ def main(argv=None):
         if torch_fn is not None:
             targs = [torch.from_numpy(a) for a in args]
             fns.append(lambda f=torch_fn, a=targs: f(*a))
-        times = interleaved(fns)
+        times = measured(fns)
         t_tc, t_np = times[:2]
         t_th = times[2] if len(times) > 2 else None
         results[name] = (t_tc, t_np, t_th)
