@@ -246,3 +246,21 @@ def test_macro_inlines():
 
     a = np.arange(16, dtype=np.float32)
     np.testing.assert_array_equal(run(k, a), a * 3)
+
+
+def test_poison_modes_differ_for_ints_and_bools():
+    from tilecore_interp.runner import options
+
+    @T.prim_func
+    def k(A: T.Tensor((4,), "int32"), B: T.Tensor((4,), "bool")):
+        with T.Kernel(1, threads=32) as bx:
+            f = T.alloc_fragment((4,), "int32")
+            g = T.alloc_fragment((4,), "bool")
+            T.copy(f, A)
+            T.copy(g, B)
+
+    kernel = tilecore.jit(k, out_idx=[0, 1], target="interp")
+    a1, b1 = kernel()
+    with options(poison="garbage"):
+        a2, b2 = kernel()
+    assert (a1 != a2).all() and (b1 != b2).all()

@@ -82,10 +82,13 @@ def from_storage(v, d: DType):
 
 def poison_value(d: DType, mode: str = "nan"):
     """What uninitialized shared/fragment memory holds: NaN for floats, a garbage pattern for ints."""
+    nan_mode = mode == "nan"
     if d.is_float:
-        return np.nan if mode == "nan" else 1.0e4 if d.bits > 8 else 448.0
+        return np.nan if nan_mode else 1.0e4 if d.bits > 8 else 448.0
     if d.is_bool:
-        return True
+        return nan_mode
+    # Two different garbage patterns, so the adversarial run sees int reads of poison change.
+    info = np.iinfo(d.np)
     if d.kind == "uint":
-        return np.iinfo(d.np).max
-    return np.iinfo(d.np).min + 7
+        return info.max if nan_mode else info.max // 3
+    return info.min + 7 if nan_mode else info.max - 5
