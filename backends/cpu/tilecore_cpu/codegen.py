@@ -150,7 +150,9 @@ class Codegen:
                 lines.add(f"_g{i} = max(np.int64({self.x.gen(g)}), 0)")
             lines.add(f"for _blk in {'prange' if parallel else 'range'}({' * '.join(gs)}):")
             with lines.indent():
-                rest = "_blk"
+                # prange may type its index unsigned, and numba makes uint64 // int64 a float
+                lines.add("_b = np.int64(_blk)")
+                rest = "_b"
                 idx = []
                 for i, g in enumerate(gs):
                     if i == len(gs) - 1:
