@@ -233,13 +233,13 @@ class CStyleRenderer:
         if t.is_int or t.is_bool:
             a = self.expr(e.a)
             if e.op == "neg":
-                return f"(-{a})"
+                return f"(-({a}))"
             if e.op == "abs":
                 return f"(({a}) < 0 ? -({a}) : ({a}))"
             raise TileInternalError(f"unary {e.op} on integer {t}")
         a = self.compute(e.a)
         if e.op == "neg":
-            text = f"(-{a})"
+            text = f"(-({a}))"
         else:
             text = FLOAT_FUNCS[e.op][1 if t.name == "float64" else 0].format(a)
         return self.from_float(t, text) if t.is_narrow_float else text

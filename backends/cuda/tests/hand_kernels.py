@@ -11,7 +11,7 @@ from tilecore_cuda.intrinsics import ldmatrix, mma_m16n8k16
 
 from tilecore import dtypes as dt
 from tilecore.ir.buffer import Buffer
-from tilecore.ir.expr import Var, binop, cast, const, select, unary
+from tilecore.ir.expr import Const, Unary, Var, binop, cast, const, select, unary
 from tilecore.ir.module import Module, PrimFunc
 from tilecore.ir.stmt import For, IfThenElse, LetStmt, SeqStmt
 from tilecore.ir.thread import (
@@ -80,6 +80,9 @@ def misc_module(dtype=dt.float16) -> Module:
         MemStore(s, tx, cast(select(binop("gt", MemLoad(r, const(1)), float("inf")), -float("inf"),
                                     binop("max", MemLoad(r, const(1)), 1.5)), dtype)),
         Barrier("s"),
+        # negation of negative literals must not print as C's `--` (found by conformance)
+        MemStore(r, const(1), Unary("neg", Const(-1.5, dt.float32), dt.float32)
+                 + cast(Unary("neg", Const(-1, dt.int32), dt.int32), dt.float32)),
         IfThenElse(binop("lt", i, N),
                    Atomic("add", Y, i % 7, unary("exp2", cast(MemLoad(s, (tx + 1) % 64), dt.float32))
                           + cast(unary("exp", MemLoad(s, tx)), dt.float32))),

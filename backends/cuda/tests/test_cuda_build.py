@@ -91,3 +91,9 @@ def test_host_int_follows_c_division():
     n = Var("n")
     assert host_int((n + 127) // 128, {"n": 1}) == 1
     assert host_int((n - 130) // 128, {"n": 1}) == -1  # truncation toward zero, like the kernel
+
+
+def test_negated_negative_literals_stay_negations():
+    """Unary neg of a negative literal once printed `(--1)`, C's decrement (found by conformance)."""
+    r = render_cuda(misc_module()).source
+    assert "(-(-1.5f))" in r and "(-(-1))" in r and "--" not in r
