@@ -76,8 +76,10 @@ class _Scope:
 class Parser:
     """Translates one function (kernel or macro) into statements of the current builder."""
 
-    def __init__(self, fn, builder: bld.Builder | None = None, let_vars: set | None = None):
+    def __init__(self, fn, builder: bld.Builder | None = None, let_vars: set | None = None,
+                 outer_locals: dict | None = None):
         self.fn = fn
+        self.outer_locals = outer_locals or {}
         try:
             lines, start = inspect.getsourcelines(fn)
         except (OSError, TypeError) as e:
@@ -139,7 +141,11 @@ class Parser:
         for arg in a.args:
             ann = annotations.get(arg.arg)
             if isinstance(ann, str):
-                ann = eval(ann, self.globals, dict(self.closure))  # noqa: S307 - user's own annotation
+                scope = {**self.outer_locals, **self.closure}
+                try:
+                    ann = eval(ann, self.globals, scope)  # noqa: S307 - the user's own annotation
+                except NameError as e:
+                    raise TileNameError(f"annotation of {arg.arg!r}: {e}", self.loc(arg)) from None
             if not isinstance(ann, TensorSpec):
                 raise TileTypeError(
                     f"kernel parameter {arg.arg!r} is not annotated with T.Tensor(shape, dtype)",
@@ -670,7 +676,12 @@ def prim_func(fn) -> PrimFunc:
     """`@T.prim_func`: parse the decorated function into a tile-level PrimFunc."""
     if isinstance(fn, PrimFunc):
         return fn
-    return Parser(fn).parse_prim_func()
+    import sys
+
+    # With `from __future__ import annotations`, a factory parameter used only in annotations
+    # is not captured by the closure; the decorating frame (the factory) still holds it.
+    caller = sys._getframe(1)
+    return Parser(fn, outer_locals=dict(caller.f_locals)).parse_prim_func()
 
 
 def macro(fn) -> Macro:
