@@ -84,14 +84,14 @@ def resolve(spec) -> Target:
         if best is None:
             raise TileTargetError("no runnable target is installed",
                                   hint="pip install -e backends/interp")
-        return Target(best.kind, best.default_arch)
+        return Target(best.kind, best.arch())
     info = infos.get(t.kind)
     if info is None:
         installed = ", ".join(sorted(infos)) or "none"
         raise TileTargetError(f"unknown target {str(t)!r}; installed targets: {installed}",
                               hint="install the backend's package (backends/<name>) or fix the name")
     if t.arch is None and info.default_arch is not None:
-        t = Target(t.kind, info.default_arch)
+        t = Target(t.kind, info.arch())
     if t.arch is not None and info.archs and t.arch not in info.archs:
         raise TileTargetError(f"target {t.kind!r} has no arch {t.arch!r}; known: {', '.join(info.archs)}")
     return t

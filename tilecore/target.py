@@ -40,8 +40,15 @@ class TargetInfo:
     description: str
     priority: int = 0
     archs: tuple = ()
-    default_arch: str | None = None
+    default_arch: object = None  # str, or a callable returning one
     available: object = None
+
+    def arch(self) -> str | None:
+        """The default arch; `default_arch` may be a callable so that probing a device (which can
+        import heavy libraries) happens only when this target is actually chosen."""
+        if callable(self.default_arch):
+            return self.default_arch()
+        return self.default_arch
 
     def runnable(self) -> tuple[bool, str]:
         if self.available is None:

@@ -41,7 +41,7 @@ def _default_arch() -> str:
 def tile_targets():
     """`cuda` (priority above interp and cpu, so `auto` picks it on a GPU machine)."""
     return [TargetInfo("cuda", "CUDA C++ with inline PTX, built with NVRTC or nvcc, run on torch",
-                       priority=100, archs=ARCHS, default_arch=_default_arch(),
+                       priority=100, archs=ARCHS, default_arch=_default_arch,
                        available=_available)]
 
 
