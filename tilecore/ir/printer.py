@@ -5,6 +5,7 @@ from __future__ import annotations
 from .buffer import Buffer, Region
 from .expr import OP_SYMBOLS, BinOp, Cast, Const, Expr, Load, Select, Unary, Var, const_int
 from .module import PrimFunc
+from .names import fresh_name
 from .stmt import (
     AtomicAdd,
     AtomicAddRegion,
@@ -36,13 +37,7 @@ class Namer:
     def __call__(self, obj) -> str:
         key = id(obj)
         if key not in self.names:
-            base = obj.name or "v"
-            name, k = base, 1
-            while name in self.used:
-                name = f"{base}_{k}"
-                k += 1
-            self.used.add(name)
-            self.names[key] = name
+            self.names[key] = fresh_name(obj.name or "v", self.used)
         return self.names[key]
 
 
@@ -230,9 +225,9 @@ def print_func(f: PrimFunc) -> str:
     return "\n".join(p.lines) + "\n"
 
 
-def print_node(node) -> str:
-    """Any statement or expression as source text."""
-    p = Printer()
+def print_node(node, printer_cls=None) -> str:
+    """Any statement or expression as source text (with `printer_cls`, e.g. the thread printer)."""
+    p = (printer_cls or Printer)()
     if isinstance(node, Expr):
         return p.expr(node)
     p.stmt(node, 0)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from .expr import Expr
 from .module import PrimFunc
-from .printer import Printer
+from .printer import Printer, print_node
 from .stmt import For, IfThenElse, LetStmt, SeqStmt
 from .thread import (
     Atomic,
@@ -97,8 +96,4 @@ def print_thread_func(f: PrimFunc) -> str:
 
 def print_thread_node(node) -> str:
     """One thread-level statement or expression as text."""
-    p = ThreadPrinter()
-    if isinstance(node, Expr):
-        return p.expr(node)
-    p.stmt(node, 0)
-    return "\n".join(p.lines)
+    return print_node(node, ThreadPrinter)

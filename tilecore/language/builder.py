@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from ..errors import SourceLoc, TileSyntaxError
 from ..ir.buffer import Buffer
+from ..ir.names import fresh_name
 from ..ir.stmt import TILE_OPS, Stmt
 
 
@@ -45,12 +46,7 @@ class Builder:
 
     def unique_name(self, base: str) -> str:
         """A buffer/variable name not used yet in this kernel (printed IR stays unambiguous)."""
-        name, k = base, 1
-        while name in self.names:
-            name = f"{base}_{k}"
-            k += 1
-        self.names.add(name)
-        return name
+        return fresh_name(base, self.names)
 
     def allocate(self, buf: Buffer) -> Buffer:
         """Register a shared/fragment/local buffer with the enclosing kernel."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from ..errors import SourceLoc, TileShapeError
 from ..ir.buffer import Buffer
 from ..ir.expr import Const, Expr, Var, binop, const
+from ..ir.names import fresh_name
 from ..ir.stmt import KernelLaunch
 from ..target import TargetFacts
 from .indexing import simplify
@@ -96,12 +97,7 @@ class LowerCtx:
 
     def fresh(self, base: str) -> str:
         """A name not used yet in this kernel."""
-        name, k = base, 1
-        while name in self._names:
-            name = f"{base}_{k}"
-            k += 1
-        self._names.add(name)
-        return name
+        return fresh_name(base, self._names)
 
     def fresh_var(self, base: str, dtype=None) -> Var:
         """A new variable with an unused name."""
