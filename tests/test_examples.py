@@ -1,17 +1,18 @@
 """Every example runs on interp and matches its NumPy reference, at every test size."""
 
 import importlib
-import inspect
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from tilecore_conformance.corpus import example_files
+from tilecore_conformance.corpus import sizes_for as _split
 
 import tilecore
 
-EXAMPLES = ["elementwise_add", "gemm", "gemm_bias_gelu", "softmax", "rmsnorm", "flash_attention"]
+EXAMPLES = [p.stem for p in example_files()]
 
 
 def cases():
@@ -20,10 +21,6 @@ def cases():
         for i, sizes in enumerate(mod.TEST_SIZES):
             yield pytest.param(name, sizes, id=f"{name}-{i}")
 
-
-def _split(fn, sizes):
-    params = inspect.signature(fn).parameters
-    return {k: v for k, v in sizes.items() if k in params}
 
 
 @pytest.mark.parametrize("name,sizes", list(cases()))

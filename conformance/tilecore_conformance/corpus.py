@@ -54,7 +54,9 @@ def load(path: Path):
     return sys.modules.get(name) or loader.import_file(path, name)
 
 
-def _split(fn, sizes: dict) -> dict:
+def sizes_for(fn, sizes: dict) -> dict:
+    """The entries of `sizes` that `fn` takes (TEST_SIZES mix program, input and reference
+    parameters). Every example-driven test uses this one rule."""
     params = inspect.signature(fn).parameters
     return {k: v for k, v in sizes.items() if k in params}
 
@@ -89,11 +91,11 @@ def _differs(want, got, rtol, atol) -> str | None:
 def check_example(path: Path, sizes: dict, target: str) -> Outcome:
     """Run one example at one size on `target` and on the oracle; compare."""
     mod = load(path)
-    func = mod.program(**_split(mod.program, sizes))
+    func = mod.program(**sizes_for(mod.program, sizes))
     reason = plugins.manager().hook.tile_unsupported(target=plugins.resolve(target), func=func)
     if reason:
         return Outcome("skip", str(reason))
-    args = mod.make_inputs(np.random.default_rng(0), **_split(mod.make_inputs, sizes))
+    args = mod.make_inputs(np.random.default_rng(0), **sizes_for(mod.make_inputs, sizes))
     rtol, atol = float(mod.TOLERANCE.get("rtol", 0)), float(mod.TOLERANCE.get("atol", 0))
     where = f"{path} with sizes {sizes}"
     try:

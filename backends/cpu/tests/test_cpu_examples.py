@@ -1,17 +1,18 @@
 """Every example runs on cpu and matches both its NumPy reference and the interp oracle."""
 
 import importlib
-import inspect
 
 import numpy as np
 import pytest
+from tilecore_conformance.corpus import example_files
+from tilecore_conformance.corpus import sizes_for as _split
 from tilecore_cpu import artifact
 
 import tilecore
 from tilecore import dtypes as dt
 from tilecore import plugins
 
-EXAMPLES = ["elementwise_add", "gemm", "gemm_bias_gelu", "softmax", "rmsnorm", "flash_attention"]
+EXAMPLES = [p.stem for p in example_files()]
 
 
 def cases():
@@ -23,10 +24,6 @@ def cases():
             yield pytest.param(name, sizes, "serial", id=f"{name}-{i}-serial")
         yield pytest.param(name, mod.TEST_SIZES[0], "parallel", id=f"{name}-0-parallel")
 
-
-def _split(fn, sizes):
-    params = inspect.signature(fn).parameters
-    return {k: v for k, v in sizes.items() if k in params}
 
 
 def _as_f32(x):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import importlib
-import inspect
 import os
 import sys
 
 import pytest
+from tilecore_conformance.corpus import sizes_for
 from tilecore_cuda.build import nvcc_path
 
 EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples"))
@@ -42,7 +42,4 @@ needs_nvcc = pytest.mark.skipif(nvcc_path() is None, reason="nvcc is not install
 needs_gpu = pytest.mark.skipif(not has_gpu(), reason="no CUDA device (GPU tests run on the H200)")
 
 
-def split(fn, sizes: dict) -> dict:
-    """The entries of `sizes` that `fn` takes (TEST_SIZES mix program and input parameters)."""
-    params = inspect.signature(fn).parameters
-    return {k: v for k, v in sizes.items() if k in params}
+split = sizes_for  # the one rule, shared with conformance and the other backends' tests

@@ -1,20 +1,17 @@
 """Every example, at every test size, on `emu:sm_80` against the `interp` oracle."""
 
 import importlib
-import inspect
 import time
 
 import numpy as np
 import pytest
+from tilecore_conformance.corpus import example_files
+from tilecore_conformance.corpus import sizes_for as _split
 
 import tilecore
 
-EXAMPLES = ["elementwise_add", "gemm", "gemm_bias_gelu", "softmax", "rmsnorm", "flash_attention"]
+EXAMPLES = [p.stem for p in example_files()]
 
-
-def _split(fn, sizes):
-    params = inspect.signature(fn).parameters
-    return {k: v for k, v in sizes.items() if k in params}
 
 
 def cases():
