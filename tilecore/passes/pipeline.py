@@ -21,11 +21,10 @@ CORE_PASSES: list[Pass] = [verify_pass, simplify]
 
 
 def _lowering_passes() -> list[Pass]:
-    """The thread-level lowering passes, when the lowering package is present in the core."""
-    try:
-        from ..lower import LOWERING_PASSES  # type: ignore[attr-defined]
-    except ImportError:
-        return []
+    """The thread-level lowering passes (imported on first compile, keeping `import tilecore`
+    light; a broken import must fail loudly rather than silently drop lowering)."""
+    from ..lower import LOWERING_PASSES
+
     return list(LOWERING_PASSES)
 
 
