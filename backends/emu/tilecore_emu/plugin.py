@@ -57,7 +57,7 @@ def tile_build(target, module):
     """An artifact executing the lowered module lane by lane."""
     if target.kind != "emu":
         return None
-    from .machine import EmuArtifact
+    from tilecore.emulator.machine import EmuArtifact
 
     return EmuArtifact(module)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilecore.errors import TileRuntimeError
-from tilecore.ir.thread import IntrinsicCall
+from ..errors import TileRuntimeError
+from ..ir.thread import IntrinsicCall
 
 from . import values as V
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilecore.errors import SourceLoc, TileRuntimeError
-from tilecore.ir.buffer import Buffer
-from tilecore.ir.expr import BinOp, Cast, Const, Expr, Select, Unary, Var
-from tilecore.ir.module import Module
-from tilecore.ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
-from tilecore.ir.thread import (
+from ..errors import SourceLoc, TileRuntimeError
+from ..ir.buffer import Buffer
+from ..ir.expr import BinOp, Cast, Const, Expr, Select, Unary, Var
+from ..ir.module import Module
+from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
+from ..ir.thread import (
     Atomic,
     Barrier,
     IntrinsicCall,
@@ -28,7 +28,7 @@ from tilecore.ir.thread import (
     VecMove,
     find_kernel,
 )
-from tilecore.ir.thread_printer import print_thread_func
+from ..ir.thread_printer import print_thread_func
 
 from . import values as V
 from .intrinsics import run_intrinsic

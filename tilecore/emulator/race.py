@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilecore.errors import TileRuntimeError
+from ..errors import TileRuntimeError
 
 _MANY = -2  # more than one reader
 

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from tilecore.dtypes import DType
+from ..dtypes import DType
 
 _erf = np.frompyfunc(math.erf, 1, 1)
 
