@@ -11,7 +11,6 @@ import numpy as np
 
 from ..errors import TileRuntimeError
 from ..ir.thread import IntrinsicCall
-
 from . import values as V
 
 

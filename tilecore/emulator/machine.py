@@ -29,7 +29,6 @@ from ..ir.thread import (
     find_kernel,
 )
 from ..ir.thread_printer import print_thread_func
-
 from . import values as V
 from .intrinsics import run_intrinsic
 from .race import SharedTracker

@@ -24,6 +24,7 @@ from tilecore.ir.visit import rewrite
 tilecore_cuda = pytest.importorskip("tilecore_cuda")
 from tilecore_cuda import intrinsics as cuda_intrinsics  # noqa: E402
 from tilecore_cuda.lowering import tile_gemm_tensorize as cuda_tensorize  # noqa: E402
+
 from tilecore.emulator.machine import EmuArtifact  # noqa: E402
 
 gemm = importlib.import_module("gemm")
