@@ -3,32 +3,52 @@
 from __future__ import annotations
 
 import functools
+import warnings
 
 from . import plugins
-from .errors import TileError, TileTargetError, caller_loc
-from .ir.module import Module, PrimFunc
+from .errors import TileError, TilePerformanceWarning, TileTargetError, caller_loc
+from .ir.module import Module, ModuleAttrs, PrimFunc
 from .kernel import Kernel
+from .options import options_from_pass_configs
 from .passes.pipeline import run_pipeline
 
 
 def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> Kernel:  # noqa: A001
-    """Lower and build `func` for `target`; returns a callable Kernel."""
+    """Lower and build `func` for `target`; returns a callable Kernel.
+
+    `pass_configs`: TileLang-style options (see `tilecore.options`); unknown keys raise.
+    The backends are asked once, before the pipeline, for a frozen TargetDesc; a gemm no backend
+    tensorizes warns once (TilePerformanceWarning) with the reason."""
     if not isinstance(func, PrimFunc):
         raise TileError(f"tilecore.compile needs a @T.prim_func kernel, got {type(func).__name__}",
                         caller_loc(), hint="decorate the kernel with @T.prim_func")
+    options = options_from_pass_configs(pass_configs)
     t = plugins.resolve(target)
-    pm = plugins.manager()
-    reason = pm.hook.tile_unsupported(target=t, func=func)
+    reason = plugins.unsupported(t, func)
     if reason:
         raise TileTargetError(f"target {t} cannot compile {func.name}: {reason}", func.loc)
-    facts = plugins.facts(t)
-    extra = [x for group in pm.hook.tile_passes(target=t) or () for x in (group or ())]
-    module = Module(func, (("target", t),))
-    stages = run_pipeline(module, facts, extra)
-    artifact = pm.hook.tile_build(target=t, module=stages[-1][1])
+    desc = plugins.describe(t, func, options)
+    module = Module(func, ModuleAttrs(target=t, options=options))
+    stages = run_pipeline(module, desc)
+    final = stages[-1][1]
+    _warn(final.attrs.diagnostics)
+    artifact = plugins.manager().hook.tile_build(target=t, module=final)
     if artifact is None:
         raise TileTargetError(f"no installed backend builds target {t}")
-    return Kernel(func, t, out_idx, artifact, stages)
+    return Kernel(func, t, out_idx, artifact, stages, desc)
+
+
+_warned: set = set()
+
+
+def _warn(diagnostics) -> None:
+    """Each performance diagnostic once per process, as a warning at the user's line."""
+    for d in diagnostics:
+        if d.category != "performance" or (d.loc, d.message) in _warned:
+            continue
+        _warned.add((d.loc, d.message))
+        file, line = (d.loc.file, d.loc.line) if d.loc is not None else ("<tilecore>", 0)
+        warnings.warn_explicit(d.message, TilePerformanceWarning, file, line)
 
 
 class JITFactory:
@@ -65,9 +85,16 @@ class JITFactory:
         return self.fn(*args, **kwargs)
 
 
-def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, **_ignored):
+def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, **unknown):
     """Compile a kernel: `tilecore.jit(prim_func, out_idx=[-1], target="cpu")`, or decorate a
-    factory `@tilecore.jit(out_idx=[-1])\\ndef matmul(M, N, K): ... return main`."""
+    factory `@tilecore.jit(out_idx=[-1])\\ndef matmul(M, N, K): ... return main`.
+
+    Any other keyword (TileLang's `execution_backend`, `target_host`, ...) is a TileError: an
+    option that would be ignored must not look accepted."""
+    if unknown:
+        raise TileError(f"tilecore.jit got unknown keyword argument(s) {', '.join(sorted(unknown))}",
+                        caller_loc(), hint="tilecore.jit takes out_idx, target and pass_configs")
+    options_from_pass_configs(pass_configs)  # a bad key fails at decoration, not first call
     if func is None:
         return lambda f: jit(f, out_idx=out_idx, target=target, pass_configs=pass_configs)
     if isinstance(func, PrimFunc):

@@ -90,6 +90,18 @@ class TileInternalError(Exception):
     """A bug in tilecore itself (never the user's fault)."""
 
 
+class TileWarning(UserWarning):
+    """Base class of tilecore's warnings (the program compiles and is correct)."""
+
+
+class TilePerformanceWarning(TileWarning):
+    """The program runs slower than it could, and why (e.g. a gemm without tensor cores)."""
+
+
+class TileConfigWarning(TileWarning):
+    """A configuration key tilecore knows but does not apply (e.g. a TileLang pass config)."""
+
+
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 
 

@@ -1,10 +1,27 @@
 """The contract between tilecore's core and its backends, as pluggy hook specifications.
 
 A backend is a distribution that registers a module (or object) under the entry point group
-``tilecore.backends``; that module implements any of the hooks below with ``@hookimpl``.
-Each hook receives the parsed :class:`~tilecore.target.Target`; an implementation returns
-``None`` for a target that is not its own, so many backends coexist. Hooks that expect one
-answer are ``firstresult``. The core never imports a backend: it only calls these hooks.
+``tilecore.backends``; that module implements any of the hooks below with ``@hookimpl``. The
+data types crossing the boundary (``GemmQuery``, ``MmaPlan``, ``Declined``, the ``Artifact``
+protocol) are in :mod:`tilecore.contract`; ``Target``, ``TargetInfo``, ``TargetFacts`` and
+``TargetDesc`` in :mod:`tilecore.target`.
+
+How the core calls them, per compile (``tilecore.compile``):
+
+1. ``tile_targets`` (once per process) to resolve the target string;
+2. ``tile_lowering_target``, ``tile_target_facts``, ``tile_passes`` and, for thread-lowered
+   targets, ``tile_gemm_tensorize`` once per distinct gemm: the answers are frozen into a
+   ``TargetDesc`` **before** the pipeline runs; passes only read that description;
+3. ``tile_unsupported``, then the pipeline, then ``tile_build``;
+4. ``tile_tolerance`` is asked by conformance and tests, never by compile.
+
+Every hook but ``tile_targets`` receives the parsed ``target``; an implementation returns
+``None`` for a target that is not its own, so many backends coexist. A hook marked
+*firstresult* stops at the first non-None answer (pluggy calls the most recently registered
+implementation first; ``@hookimpl(tryfirst=True)`` jumps the queue, which is how tests
+substitute an answer); the others collect a list of every non-None answer. An implementation
+may accept any subset of a hook's parameters (pluggy passes only the ones it names), so a
+parameter added to a spec later does not break existing backends.
 
 Example (the whole of a minimal backend's plugin module)::
 
@@ -33,55 +50,115 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 @hookspec
 def tile_targets():
-    """Return a list of :class:`~tilecore.target.TargetInfo`, one per target kind this backend
-    provides (e.g. ``interp``; ``cuda`` with archs ``sm_80``, ``sm_90``)."""
+    """Declare the target kinds this backend provides.
+
+    :return: a list of :class:`~tilecore.target.TargetInfo`, one per kind (e.g. ``interp``;
+        ``cuda`` with archs ``sm_80``, ``sm_90``), or None/``[]``.
+
+    All answers are collected. Two backends declaring the same kind is a TileTargetError (at
+    discovery, or in ``tilecore.plugins.register`` for the second one): which backend compiles a
+    program must not depend on registration order.
+    """
+
+
+@hookspec(firstresult=True)
+def tile_lowering_target(target):
+    """Name the target whose lowering ``target`` runs, for emulators and simulators.
+
+    :param target: the parsed compile target (:class:`~tilecore.target.Target`).
+    :return: another :class:`~tilecore.target.Target` (``emu:cuda:sm_80`` -> ``cuda:sm_80``),
+        or None (the default: a target lowers as itself).
+
+    firstresult. The core then asks ``tile_target_facts``, ``tile_passes`` and
+    ``tile_gemm_tensorize`` for the returned target (``tile_passes`` also for ``target``), so an
+    emulator reproduces any installed backend's lowering without knowing its name; only
+    ``tile_build`` and ``tile_tolerance`` are asked for ``target`` itself.
+    """
 
 
 @hookspec(firstresult=True)
 def tile_target_facts(target):
-    """Return :class:`~tilecore.target.TargetFacts` for ``target`` when it is yours, else None.
+    """Report the machine facts of ``target``.
 
-    Facts drive target-neutral passes: whether the program lowers to threads, the warp size,
-    shared memory size, the widest vector access, and backend-specific extras."""
+    :param target: a :class:`~tilecore.target.Target` (a lowering target).
+    :return: :class:`~tilecore.target.TargetFacts` when ``target`` is yours, else None.
+
+    firstresult. Facts drive the target-neutral passes: whether the program lowers to threads,
+    the warp size, thread and shared-memory limits, the widest vector access, and
+    backend-specific extras (``facts.get(key)``). A target nobody answers for is a tile-level
+    target (``TargetFacts(target)``: no thread lowering).
+    """
 
 
 @hookspec
 def tile_passes(target):
-    """Return ``[(anchor, Pass), ...]`` to insert into the pipeline for ``target``.
+    """Add backend passes to the pipeline for ``target``.
 
-    ``anchor`` is ``"before:<pass name>"`` or ``"after:<pass name>"`` naming a core pass; core
-    passes are never reordered or removed. Return ``[]`` (or None) for other targets."""
+    :param target: the compile target, and (separately) its lowering target.
+    :return: ``[(anchor, Pass), ...]``, or None/``[]`` for other targets. ``anchor`` is
+        ``"before:<pass name>"`` or ``"after:<pass name>"`` naming a core pass; a
+        :class:`~tilecore.passes.base.Pass` maps ``(Module, TargetDesc) -> Module``.
 
-
-@hookspec(firstresult=True)
-def tile_unsupported(target, func):
-    """Return a human-readable reason when ``target`` cannot compile ``func`` (a PrimFunc), else
-    None. The conformance runner skips such programs and prints the reason; compiling one
-    raises a TileTargetError with the reason."""
-
-
-@hookspec(firstresult=True)
-def tile_build(target, module):
-    """Compile the fully lowered :class:`~tilecore.ir.module.Module` for ``target``.
-
-    Return an artifact object with ``source`` (str: the generated code, shown by
-    ``Kernel.get_kernel_source()``), ``array_api`` (``"numpy"`` or ``"torch"``) and
-    ``run(args, dyn)``: execute on the argument arrays (in parameter order, outputs included,
-    written in place) with ``dyn`` mapping each symbolic dimension name to its int value."""
-
-
-@hookspec(firstresult=True)
-def tile_tolerance(target, dtype):
-    """Return ``(rtol, atol)`` this target promises against ``interp`` for outputs of ``dtype``
-    (a DType) on inexact programs, or None to use the core defaults."""
+    All answers are collected (in hook call order). Core passes are never reordered or removed;
+    an unknown anchor is a TileInternalError.
+    """
 
 
 @hookspec(firstresult=True)
 def tile_gemm_tensorize(target, query):
     """Choose tensor-core instructions for one ``gemm`` on a thread-lowered ``target``.
 
-    ``query`` is a :class:`tilecore.lower.tensorize.GemmQuery` (operand dtypes and scopes, the
-    block tile M x N x K, transposes, thread count, warp size and the user's ``policy``). Return
-    a :class:`tilecore.lower.tensorize.MmaPlan` (the mma intrinsic, the warp grid, and candidate
-    operand loaders such as ``ldmatrix``) or None: for a target that is not yours, or when no
-    instruction fits, in which case the core lowers the gemm with SIMT multiply-adds."""
+    :param target: the lowering target.
+    :param query: a :class:`tilecore.contract.GemmQuery` (operand dtypes and scopes, the block
+        tile M x N x K, transposes, thread count, warp size and the user's ``policy``).
+    :return: a :class:`tilecore.contract.MmaPlan` (the mma intrinsic, the warp grid, candidate
+        operand loaders such as ``ldmatrix``); or a :class:`tilecore.contract.Declined` with the
+        reason no instruction fits (dtype, shape, warp count), which the user is told in a
+        one-time ``TilePerformanceWarning`` and in ``Kernel.get_ir()``; or None for a target
+        that is not yours.
+
+    firstresult: the first non-None answer (plan or Declined) is final. Asked once per distinct
+    query before the pipeline runs (the answers live in ``TargetDesc.gemms``); when nobody
+    answers, or the answer is Declined, the core lowers the gemm with SIMT multiply-adds.
+    """
+
+
+@hookspec(firstresult=True)
+def tile_unsupported(target, func):
+    """Say why ``target`` cannot compile ``func``.
+
+    :param target: the compile target (asked again for its lowering target when different).
+    :param func: the :class:`~tilecore.ir.module.PrimFunc` as the frontend produced it.
+    :return: a human-readable reason, or None when it can compile ``func``.
+
+    firstresult. Compiling such a program raises a TileTargetError with the reason; the
+    conformance runner skips it and counts the reason.
+    """
+
+
+@hookspec(firstresult=True)
+def tile_build(target, module):
+    """Compile the fully lowered module for ``target``.
+
+    :param target: the compile target.
+    :param module: the :class:`~tilecore.ir.module.Module` after the last pass; its
+        ``attrs.options`` are the compile :class:`~tilecore.options.Options`.
+    :return: an object satisfying :class:`tilecore.contract.Artifact` (``source``,
+        ``array_api``, ``run(args, dyn)``, and ``device`` for ``array_api == "torch"``), or
+        None when ``target`` is not yours.
+
+    firstresult. Nobody building the target is a TileTargetError.
+    """
+
+
+@hookspec(firstresult=True)
+def tile_tolerance(target, dtype):
+    """State the accuracy ``target`` promises against ``interp`` on inexact programs.
+
+    :param target: the compile target.
+    :param dtype: the output's :class:`~tilecore.dtypes.DType`.
+    :return: ``(rtol, atol)``, or None to use the core defaults.
+
+    firstresult. Exact programs (inputs chosen so every summation order is exact) are compared
+    with ``==`` whatever this returns.
+    """

@@ -10,7 +10,8 @@ from .ir.buffer import Buffer
 from .ir.expr import Var
 from .ir.module import Module, PrimFunc
 from .passes.pipeline import render
-from .target import Target
+from .contract import Artifact, Diagnostic
+from .target import Target, TargetDesc
 
 
 def _is_torch(x) -> bool:
@@ -46,11 +47,15 @@ def _from_numpy(a: np.ndarray):
 class Kernel:
     """A PrimFunc compiled for one target; call it like a function on arrays or tensors."""
 
-    def __init__(self, func: PrimFunc, target: Target, out_idx, artifact, stages):
+    def __init__(self, func: PrimFunc, target: Target, out_idx, artifact: Artifact, stages,
+                 desc: TargetDesc | None = None):
+        """`artifact` satisfies `tilecore.contract.Artifact`; `stages` are the pipeline's
+        [(stage name, Module)]; `desc` the target description the pipeline ran with."""
         self.func = func
         self.target = target
         self.artifact = artifact
         self.stages: list[tuple[str, Module]] = stages
+        self.desc = desc
         n = len(func.params)
         if out_idx is None:
             out_idx = []
@@ -73,7 +78,8 @@ class Kernel:
         return self.artifact.source
 
     def get_ir(self, stage: str = "final") -> str:
-        """The IR after pipeline stage `stage` ('input', a pass name, or 'final')."""
+        """The IR after pipeline stage `stage` ('input', a pass name, or 'final'), preceded by the
+        stage's diagnostics as `#` comments."""
         if stage == "final":
             return render(self.stages[-1][1])
         for name, mod in self.stages:
@@ -83,7 +89,14 @@ class Kernel:
 
     @property
     def stage_names(self) -> list[str]:
+        """The pipeline's stage names, 'input' first."""
         return [n for n, _ in self.stages]
+
+    @property
+    def diagnostics(self) -> tuple[Diagnostic, ...]:
+        """Notes the compiler made about this kernel (e.g. why a gemm runs without tensor cores);
+        also printed at the top of `get_ir()`."""
+        return self.stages[-1][1].attrs.diagnostics
 
     # --------------------------------------------------------------------- calling
     def _check(self, args) -> dict:

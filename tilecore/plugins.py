@@ -8,8 +8,10 @@ from importlib.metadata import entry_points
 import pluggy
 
 from . import hookspec
-from .errors import TileTargetError
-from .target import Target, TargetFacts, TargetInfo
+from .contract import Declined, GemmQuery, MmaPlan
+from .errors import TileInternalError, TileTargetError
+from .options import Options
+from .target import Target, TargetDesc, TargetFacts, TargetInfo
 
 ENTRY_POINT_GROUP = "tilecore.backends"
 
@@ -34,9 +36,19 @@ def manager() -> pluggy.PluginManager:
 
 
 def register(plugin, name: str | None = None) -> None:
-    """Register a backend object at run time (tests, or a vendor prototyping without packaging)."""
-    manager().register(plugin, name=name)
+    """Register a backend object at run time (tests, or a vendor prototyping without packaging).
+
+    Raises TileTargetError (and registers nothing) when it claims a target kind that an
+    installed backend already provides."""
+    pm = manager()
+    pm.register(plugin, name=name)
     _infos.cache_clear()
+    try:
+        _infos()
+    except TileTargetError:
+        pm.unregister(plugin)
+        _infos.cache_clear()
+        raise
 
 
 def unregister(name: str) -> None:
@@ -50,10 +62,19 @@ def unregister(name: str) -> None:
 
 @functools.lru_cache(maxsize=1)
 def _infos() -> dict[str, TargetInfo]:
+    """Every declared target kind; two backends declaring one kind is an error (which of them
+    compiles a program must not depend on registration order)."""
     out: dict[str, TargetInfo] = {}
-    for group in manager().hook.tile_targets():
-        for info in group or ():
+    owner: dict[str, str] = {}
+    for impl in reversed(manager().hook.tile_targets.get_hookimpls()):  # call order
+        for info in impl.function() or ():
+            if info.kind in out:
+                raise TileTargetError(
+                    f"target kind {info.kind!r} is claimed by two backends: {owner[info.kind]!r} "
+                    f"and {impl.plugin_name!r}",
+                    hint="uninstall one of them, or give the run-time registered one another kind")
             out[info.kind] = info
+            owner[info.kind] = impl.plugin_name
     return out
 
 
@@ -97,7 +118,73 @@ def resolve(spec) -> Target:
     return t
 
 
+def lowering_target(target: Target) -> Target:
+    """The target whose lowering `target` runs (`tile_lowering_target`; itself for all but
+    emulators)."""
+    real = manager().hook.tile_lowering_target(target=target)
+    if real is None:
+        return target
+    if not isinstance(real, Target):
+        raise TileInternalError(f"tile_lowering_target returned {real!r} for {target}, not a Target")
+    return real
+
+
 def facts(target: Target) -> TargetFacts:
-    """The facts the owning backend reports; a target with no facts is a plain tile-level one."""
-    f = manager().hook.tile_target_facts(target=target)
-    return f if f is not None else TargetFacts(target)
+    """The facts of `target`'s lowering target, as its backend reports them; a target with no
+    facts is a plain tile-level one."""
+    real = lowering_target(target)
+    f = manager().hook.tile_target_facts(target=real)
+    return f if f is not None else TargetFacts(real)
+
+
+def unsupported(target: Target, func) -> str | None:
+    """Why `target` (or the target whose lowering it runs) cannot compile `func`, or None."""
+    hook = manager().hook.tile_unsupported
+    real = lowering_target(target)
+    return hook(target=target, func=func) or (hook(target=real, func=func) if real != target else None)
+
+
+def describe(target: Target, func=None, options: Options | None = None) -> TargetDesc:
+    """The frozen TargetDesc for compiling `func` (a PrimFunc, or None) for `target`.
+
+    This is the one place the pipeline's questions reach the hooks: the lowering target
+    (`tile_lowering_target`), its facts (`tile_target_facts`), the extra passes of the target and
+    of its lowering target (`tile_passes`), and, for thread-lowered targets, the answer to
+    `tile_gemm_tensorize` for every distinct gemm of `func`."""
+    pm = manager()
+    real = lowering_target(target)
+    f = pm.hook.tile_target_facts(target=real)
+    f = f if f is not None else TargetFacts(real)
+    extra = []
+    for t in (target, real) if real != target else (target,):
+        for group in pm.hook.tile_passes(target=t) or ():
+            extra.extend(group or ())
+    gemms = _gemm_answers(real, f, func) if func is not None and f.lowers_to_threads else ()
+    return TargetDesc(target, real, f, options if options is not None else Options(), gemms,
+                      tuple(extra))
+
+
+def _gemm_answers(real: Target, f: TargetFacts, func) -> tuple:
+    """((GemmQuery, MmaPlan | Declined), ...) for the distinct gemms of `func`."""
+    from .lower.tensorize import gemm_queries
+
+    hook = manager().hook.tile_gemm_tensorize
+    out: list = []
+    for q in gemm_queries(func, f.warp_size):
+        if any(q == seen for seen, _ in out):
+            continue
+        answer = hook(target=real, query=q)
+        if answer is None:
+            answer = Declined(f"no installed backend tensorizes {describe_query(q)} for {real}")
+        elif not isinstance(answer, (MmaPlan, Declined)):
+            raise TileInternalError(f"tile_gemm_tensorize returned {answer!r} for {real}; expected an "
+                                    "MmaPlan, a Declined or None")
+        out.append((q, answer))
+    return tuple(out)
+
+
+def describe_query(q: GemmQuery) -> str:
+    """A gemm query as words: `gemm(float32 x float32 -> float32, 64x64x32, transpose_B)`."""
+    flags = "".join(f", {n}" for n, on in (("transpose_A", q.transpose_a), ("transpose_B", q.transpose_b))
+                    if on)
+    return f"gemm({q.a_dtype} x {q.b_dtype} -> {q.c_dtype}, {q.m}x{q.n}x{q.k}{flags})"

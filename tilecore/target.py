@@ -77,3 +77,64 @@ class TargetFacts:
             if k == key:
                 return v
         return default
+
+
+@dataclass(frozen=True)
+class TargetDesc:
+    """Everything the passes may know about the target, asked of the hooks once before the
+    pipeline runs (`tilecore.plugins.describe`) and frozen: passes are `(Module, TargetDesc) ->
+    Module` and never call the plugin manager, so they can be run and tested on a hand-made
+    description with no backend registered.
+
+    - `target`: the compile target the user named (``emu:cuda:sm_80``); `tile_build` gets it;
+    - `lowering`: the target whose lowering runs (``cuda:sm_80``): facts, tensorization and
+      extra passes were asked for it; equal to `target` for every target but emulators;
+    - `facts`: the lowering target's TargetFacts; its fields are also readable on the
+      description itself (``desc.warp_size``, ``desc.get("sm")``);
+    - `options`: the compile Options (from `pass_configs`);
+    - `gemms`: ``((GemmQuery, MmaPlan | Declined), ...)``: the backend's answer for every
+      distinct gemm of the program (see `tensorize`);
+    - `passes`: the backends' extra ``(anchor, Pass)`` pairs.
+    """
+
+    target: Target
+    lowering: Target
+    facts: TargetFacts
+    options: object = None  # tilecore.options.Options (imported lazily: it imports errors only)
+    gemms: tuple = ()
+    passes: tuple = ()
+
+    def __post_init__(self):
+        if self.options is None:
+            from .options import Options
+
+            object.__setattr__(self, "options", Options())
+
+    def tensorize(self, query):
+        """The backend's answer for `query` (a GemmQuery): an MmaPlan or a Declined reason.
+
+        A query nobody was asked about (a pass created the gemm after the description was
+        built) is declined with that reason rather than asked now: passes stay pure."""
+        from .contract import Declined
+
+        for q, answer in self.gemms:
+            if q == query:
+                return answer
+        return Declined("this gemm was created by a pass after the target was described, so no "
+                        "backend was asked to tensorize it")
+
+    def get(self, key: str, default=None):
+        """A backend-specific fact (`TargetFacts.get`)."""
+        return self.facts.get(key, default)
+
+    def __getattr__(self, name: str):
+        # Only reached for names that are not fields: the facts' fields (warp_size,
+        # shared_memory_bytes, lowers_to_threads, ...) read through the description, so a
+        # pass written against `facts` works unchanged when handed the description.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        facts = object.__getattribute__(self, "facts")
+        try:
+            return getattr(facts, name)
+        except AttributeError:
+            raise AttributeError(f"TargetDesc has no field or fact {name!r}") from None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import SourceLoc
 from .buffer import Buffer
@@ -61,21 +61,36 @@ class PrimFunc:
 
 
 @dataclass(frozen=True)
+class ModuleAttrs:
+    """What a module carries besides its function, as named fields (values only, no functions):
+
+    - `target`: the compile target (a `tilecore.target.Target`) or None for a hand-built module;
+    - `options`: the compile `tilecore.options.Options` (None for a hand-built module), for
+      backends' `tile_build`; passes read them from the TargetDesc;
+    - `diagnostics`: notes passes made for the user (`tilecore.contract.Diagnostic`), e.g. why a
+      gemm runs without tensor cores; shown by `Kernel.get_ir` and warned once by compile.
+    """
+
+    target: object = None
+    options: object = None
+    diagnostics: tuple = ()
+
+
+@dataclass(frozen=True)
 class Module:
-    """What passes transform: the kernel function plus module-level facts (target, stage)."""
+    """What passes transform: the kernel function plus its typed attributes."""
 
     func: PrimFunc
-    attrs: tuple = ()
+    attrs: ModuleAttrs = field(default_factory=ModuleAttrs)
 
-    def attr(self, key: str, default=None):
-        for k, v in self.attrs:
-            if k == key:
-                return v
-        return default
+    def __post_init__(self):
+        if not isinstance(self.attrs, ModuleAttrs):
+            raise TypeError(f"Module.attrs must be a ModuleAttrs, got {type(self.attrs).__name__}")
 
-    def with_attr(self, key: str, value) -> Module:
-        attrs = tuple((k, v) for k, v in self.attrs if k != key) + ((key, value),)
-        return Module(self.func, attrs)
+    def with_attrs(self, **changes) -> Module:
+        """This module with some attribute fields replaced."""
+        return Module(self.func, replace(self.attrs, **changes))
 
     def with_func(self, func: PrimFunc) -> Module:
+        """This module with another function (same attributes)."""
         return Module(func, self.attrs)

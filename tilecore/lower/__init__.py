@@ -3,67 +3,94 @@
 
 Passes, in order (their names are anchors for backends' `tile_passes`):
 
-- ``layout-inference``: a layout for every fragment, and the gemm tensorization plans;
+- ``layout-inference``: a layout for every fragment, stored on its KernelLaunch;
 - ``lower-threads``: the KernelLaunch becomes a ThreadKernel (T.Parallel, copy, fill, reduce,
   cumsum, gemm, atomics partitioned over threads);
 - ``prefetch-pipelined``: T.Pipelined loops load the next tile into registers during the math;
-- ``insert-barriers``: block barriers wherever shared memory passes between threads.
+- ``insert-barriers``: block barriers wherever shared memory passes between threads (skipped
+  under ``pass_configs={"tl.disable_thread_storage_sync": True}``).
+
+Every pass is ``(Module, TargetDesc) -> Module`` and reads the backend's answers (facts,
+tensorization) from the description; none calls the plugin manager.
 """
 
 from __future__ import annotations
 
+from ..contract import Diagnostic, MmaPlan
 from ..ir.module import Module
-from ..ir.stmt import KernelLaunch
-from ..ir.thread import ThreadKernel, thread_printer
+from ..ir.stmt import Gemm, KernelLaunch
+from ..ir.thread import ThreadKernel
 from ..ir.visit import rewrite, walk
 from ..passes.base import Pass
-from ..target import TargetFacts
+from ..target import TargetDesc
 from .barrier import insert_barriers
-from .context import LowerCtx
-from .infer import infer_layouts
+from .context import LayoutMap, LowerCtx
+from .infer import annotate_layouts, plan_gemms, stored_layouts
+from .layout import MmaLayout
 from .prefetch import prefetch
+from .tensorize import gemm_answer
 from .threads import lower_launch
 
 
-def _lowers(facts: TargetFacts) -> bool:
-    return facts.lowers_to_threads
+def _lowers(desc: TargetDesc) -> bool:
+    return desc.facts.lowers_to_threads
 
 
-def _launches(module: Module) -> list[KernelLaunch]:
-    return [n for n in walk(module.func.body) if isinstance(n, KernelLaunch)]
+def _syncs(desc: TargetDesc) -> bool:
+    return desc.facts.lowers_to_threads and not desc.options.disable_thread_storage_sync
 
 
-def layout_inference(module: Module, facts: TargetFacts) -> Module:
-    """Invariant: every fragment of every kernel launch has a layout (module attr "layouts",
-    id(launch) -> (LayoutMap, gemm plans)); conflicting gemm layouts raise a TileError."""
-    out = {}
-    for launch in _launches(module):
-        out[id(launch)] = (launch, *infer_layouts(launch, facts))
-    return module.with_attr("layouts", out)
+def layout_inference(module: Module, desc: TargetDesc) -> Module:
+    """Invariant: every KernelLaunch carries, in its annotations ("layouts"), a layout for each
+    of its fragments (seeded by the tensorized gemms' accumulators); conflicting gemm layouts
+    raise a TileError."""
+
+    def fn(n):
+        return annotate_layouts(n, desc) if isinstance(n, KernelLaunch) else None
+
+    return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
 
 
-def lower_threads(module: Module, facts: TargetFacts) -> Module:
+def _simt_notes(launch: KernelLaunch, desc: TargetDesc, layouts: LayoutMap) -> list[Diagnostic]:
+    """Why each gemm of `launch` that lowers to SIMT multiply-adds does not get tensor cores."""
+    out = []
+    for g in walk(launch.body):
+        if not isinstance(g, Gemm):
+            continue
+        answer = gemm_answer(g, launch.num_threads, desc)
+        what = f"T.gemm({g.a.buffer.name}, {g.b.buffer.name}, {g.c.buffer.name})"
+        if isinstance(answer, MmaPlan):
+            lay = layouts.get(g.c.buffer)
+            if isinstance(lay, MmaLayout) and lay.warps == tuple(answer.warps):
+                continue
+            reason = (f"the layout of {g.c.buffer.name} was fixed by {layouts.origin(g.c.buffer)}, not by "
+                      "this gemm's instruction")
+        else:
+            reason = answer.reason
+        out.append(Diagnostic("performance", f"{what} runs as SIMT multiply-adds, not tensor-core "
+                                             f"instructions: {reason}", g.loc))
+    return out
+
+
+def lower_threads(module: Module, desc: TargetDesc) -> Module:
     """Invariant: no tile-level op, KernelLaunch or T.Parallel loop remains; the function body
-    holds ThreadKernels whose memory accesses are flat MemLoad/MemStore/VecMove/Atomic nodes."""
-    table = module.attr("layouts") or {}
-    if not table:
-        table = layout_inference(module, facts).attr("layouts")
+    holds ThreadKernels whose memory accesses are flat MemLoad/MemStore/VecMove/Atomic nodes.
+    Every gemm lowered without tensor cores adds a "performance" Diagnostic saying why."""
+    notes: list[Diagnostic] = []
 
     def fn(n):
         if isinstance(n, KernelLaunch):
-            entry = table.get(id(n))
-            if entry is None:
-                return None
-            _, layouts, plans = entry
-            ctx = LowerCtx(n, facts, layouts, plans, module.attr("target"))
-            return lower_launch(n, ctx)
+            layouts = stored_layouts(n, desc)
+            notes.extend(_simt_notes(n, desc, layouts))
+            return lower_launch(n, LowerCtx(n, desc, layouts, plan_gemms(n, desc)))
         return None
 
     body = rewrite(module.func.body, fn)
-    return module.with_func(module.func.with_body(body)).with_attr("printer", thread_printer)
+    out = module.with_func(module.func.with_body(body))
+    return out.with_attrs(diagnostics=out.attrs.diagnostics + tuple(notes)) if notes else out
 
 
-def prefetch_pipelined(module: Module, facts: TargetFacts) -> Module:
+def prefetch_pipelined(module: Module, desc: TargetDesc) -> Module:
     """Invariant: in loops the user marked T.Pipelined(num_stages >= 2), global-to-shared vector
     copies at the top of the body read the next iteration's tile into registers before the
     body's computation (same values; see tilecore.lower.prefetch)."""
@@ -74,7 +101,7 @@ def prefetch_pipelined(module: Module, facts: TargetFacts) -> Module:
     return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
 
 
-def barriers(module: Module, facts: TargetFacts) -> Module:
+def barriers(module: Module, desc: TargetDesc) -> Module:
     """Invariant: between a shared-memory write by one thread and a read or write of that buffer
     by another there is a Barrier on every path (uniform control flow permitting)."""
 
@@ -88,5 +115,5 @@ LOWERING_PASSES: list[Pass] = [
     Pass("layout-inference", layout_inference, _lowers),
     Pass("lower-threads", lower_threads, _lowers),
     Pass("prefetch-pipelined", prefetch_pipelined, _lowers),
-    Pass("insert-barriers", barriers, _lowers),
+    Pass("insert-barriers", barriers, _syncs),
 ]

@@ -13,7 +13,7 @@ from ..ir.buffer import Buffer
 from ..ir.expr import Const, Expr, Var, binop, const
 from ..ir.names import fresh_name
 from ..ir.stmt import KernelLaunch
-from ..target import TargetFacts
+from ..target import TargetDesc
 from .indexing import simplify
 from .layout import Layout
 
@@ -61,11 +61,16 @@ def numel_expr(buf: Buffer) -> Expr:
 class LowerCtx:
     """Everything the lowering of one `KernelLaunch` shares."""
 
-    def __init__(self, launch: KernelLaunch, facts: TargetFacts, layouts: LayoutMap, plans: dict,
-                 target):
+    def __init__(self, launch: KernelLaunch, desc: TargetDesc, layouts: LayoutMap, plans: dict):
+        """`desc`: the target description (`ctx.facts` is its TargetFacts, `ctx.target` the
+        compile target); `layouts`: the fragments' layouts; `plans`: id(Gemm) -> MmaPlan for
+        the gemms of `launch` that are tensorized (ids of this launch's own nodes)."""
+        facts = desc.facts
         self.launch = launch
+        self.desc = desc
         self.facts = facts
-        self.target = target
+        self.options = desc.options
+        self.target = desc.target
         self.threads = launch.num_threads
         self.warp_size = max(1, facts.warp_size)
         self.tx = Var("tx")

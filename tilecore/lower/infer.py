@@ -12,35 +12,58 @@ default strided layout and propagation resumes; leftovers get their own default.
 
 from __future__ import annotations
 
-from .. import plugins
-from ..errors import TileError
+from dataclasses import dataclass
+
+from ..contract import MmaPlan
+from ..errors import TileError, TileInternalError
 from ..ir.buffer import Buffer
 from ..ir.stmt import Copy, For, Gemm, KernelLaunch, Reduce
 from ..ir.visit import walk
 from .context import LayoutMap, loc_str
 from .layout import Layout, MmaLayout, default_layout, slice_layout
 from .parallel import fragment_accesses, parallel_nest
-from .tensorize import GemmQuery
+from .tensorize import gemm_answer
+
+LAYOUTS_KEY = "layouts"  # the KernelLaunch annotation layout inference writes
 
 
-def gemm_query(g: Gemm, threads: int, warp_size: int) -> GemmQuery:
-    """The tensorization question for one gemm."""
-    m, n, k = g.mnk
-    return GemmQuery(g.a.buffer.dtype, g.b.buffer.dtype, g.c.buffer.dtype, m, n, k, g.transpose_a,
-                     g.transpose_b, g.a.buffer.scope, g.b.buffer.scope, threads, warp_size, g.policy)
+@dataclass(frozen=True)
+class FragmentLayouts:
+    """The result of layout inference for one kernel launch, stored on the launch itself (its
+    `annotations`, key "layouts"), so it travels with the IR through any later pass.
+
+    `entries` are (fragment Buffer, Layout, what fixed it); buffers are matched by identity,
+    the IR's identity for buffers. A leaf for the generic visitors: walking a launch never
+    descends into its layouts."""
+
+    IR_LEAF = True
+    entries: tuple
+
+    def layout_map(self) -> LayoutMap:
+        """The layouts as the lowering's LayoutMap."""
+        out = LayoutMap()
+        for buf, lay, origin in self.entries:
+            out.set(buf, lay, origin)
+        return out
+
+    @staticmethod
+    def of(launch: KernelLaunch) -> FragmentLayouts | None:
+        """The layouts stored on `launch`, or None when layout inference has not run on it."""
+        for k, v in launch.annotations:
+            if k == LAYOUTS_KEY:
+                return v
+        return None
 
 
-def plan_gemms(launch: KernelLaunch, facts) -> dict:
-    """id(Gemm) -> MmaPlan for every gemm the target tensorizes (asked once, through the hook)."""
-    pm = plugins.manager()
+def plan_gemms(launch: KernelLaunch, desc) -> dict:
+    """id(Gemm) -> MmaPlan for the gemms of `launch` that `desc` tensorizes (answers the core
+    asked before the pipeline ran; no hook is called here)."""
     plans = {}
     for n in walk(launch.body):
-        if isinstance(n, Gemm) and n.c.buffer.scope == "fragment" and n.c.is_full:
-            q = gemm_query(n, launch.num_threads, facts.warp_size)
-            plan = pm.hook.tile_gemm_tensorize(target=facts.target, query=q)
-            if plan is not None and n.a.buffer.scope in ("shared", "fragment") \
-                    and n.b.buffer.scope in ("shared", "fragment"):
-                plans[id(n)] = plan
+        if isinstance(n, Gemm):
+            answer = gemm_answer(n, launch.num_threads, desc)
+            if isinstance(answer, MmaPlan):
+                plans[id(n)] = answer
     return plans
 
 
@@ -172,7 +195,34 @@ class _Inference:
         return self.map
 
 
-def infer_layouts(launch: KernelLaunch, facts) -> tuple[LayoutMap, dict]:
-    """(layouts, gemm plans) for one kernel launch."""
-    plans = plan_gemms(launch, facts)
-    return _Inference(launch, facts, plans).run(), plans
+def infer_layouts(launch: KernelLaunch, desc) -> tuple[LayoutMap, dict]:
+    """(layouts, gemm plans) for one kernel launch on `desc` (a TargetDesc)."""
+    plans = plan_gemms(launch, desc)
+    return _Inference(launch, desc.facts, plans).run(), plans
+
+
+def annotate_layouts(launch: KernelLaunch, desc) -> KernelLaunch:
+    """`launch` with its inferred fragment layouts stored in its annotations."""
+    layouts, _ = infer_layouts(launch, desc)
+    entries = tuple((b, layouts.get(b), layouts.origin(b)) for b in layouts.keep)
+    notes = tuple((k, v) for k, v in launch.annotations if k != LAYOUTS_KEY)
+    return KernelLaunch(launch.grid, launch.block_vars, launch.threads, launch.allocs, launch.body,
+                        notes + ((LAYOUTS_KEY, FragmentLayouts(entries)),), launch.loc)
+
+
+def stored_layouts(launch: KernelLaunch, desc) -> LayoutMap:
+    """The layouts layout inference stored on `launch` (inferred now when none are stored).
+
+    A fragment allocated by the launch with no stored layout means a pass between
+    layout-inference and lower-threads added it: that is a pipeline bug, reported rather
+    than lowered with a guess."""
+    stored = FragmentLayouts.of(launch)
+    if stored is None:
+        return infer_layouts(launch, desc)[0]
+    out = stored.layout_map()
+    missing = [b.name for b in launch.allocs if b.scope == "fragment" and out.get(b) is None]
+    if missing:
+        raise TileInternalError(f"fragments {', '.join(missing)} of the kernel at {loc_str(launch.loc)} "
+                                "have no layout: a pass after layout-inference allocated them; anchor "
+                                "it before:layout-inference")
+    return out

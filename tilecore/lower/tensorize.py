@@ -1,45 +1,54 @@
 """The questions lowering asks a backend about `gemm`, and the shape of its answer.
 
-The core asks once per gemm through the `tile_gemm_tensorize` hook; the backend answers with
+The types live in `tilecore.contract` (re-exported here for backends written against this
+module). The core asks once per distinct gemm, before the pipeline runs, through the
+`tile_gemm_tensorize` hook (see `tilecore.plugins.describe`); the backend answers with
 instructions as data (`tilecore.ir.intrinsic.Intrinsic`), so the core never names a vendor.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..contract import Declined, GemmQuery, MmaPlan
+from ..ir.stmt import Gemm, KernelLaunch
+from ..ir.visit import walk
 
-from ..dtypes import DType
-
-
-@dataclass(frozen=True)
-class GemmQuery:
-    """One gemm as the backend sees it: C[M, N] (+)= op(A)[M, K] @ op(B)[K, N] per block."""
-
-    a_dtype: DType
-    b_dtype: DType
-    c_dtype: DType
-    m: int
-    n: int
-    k: int
-    transpose_a: bool
-    transpose_b: bool
-    a_scope: str
-    b_scope: str
-    threads: int
-    warp_size: int
-    policy: str
+__all__ = ["Declined", "GemmQuery", "MmaPlan", "gemm_answer", "gemm_queries", "gemm_query", "warp_grid"]
 
 
-@dataclass(frozen=True)
-class MmaPlan:
-    """A backend's tensorization: `mma` (kind "mma") applied by a `warps` = (wm, wn) grid of
-    warps, each owning an (M / wm) x (N / wn) sub-tile; `loaders` are candidate operand loaders
-    (kind "ldmatrix"): lowering uses one whose lane map, placed on the operand, equals the mma
-    operand's map, and falls back to per-element shared loads otherwise."""
+def gemm_query(g: Gemm, threads: int, warp_size: int) -> GemmQuery:
+    """The tensorization question for one gemm of a block of `threads` threads."""
+    m, n, k = g.mnk
+    return GemmQuery(g.a.buffer.dtype, g.b.buffer.dtype, g.c.buffer.dtype, m, n, k, g.transpose_a,
+                     g.transpose_b, g.a.buffer.scope, g.b.buffer.scope, threads, warp_size, g.policy)
 
-    mma: object  # Intrinsic
-    warps: tuple
-    loaders: tuple = ()
+
+def core_decline(g: Gemm) -> Declined | None:
+    """Why the core lowers `g` without tensor cores whatever the backend offers, or None."""
+    c = g.c.buffer
+    if c.scope != "fragment" or not g.c.is_full:
+        return Declined(f"the accumulator {c.name} is not a whole fragment")
+    for name, r in (("A", g.a), ("B", g.b)):
+        if r.buffer.scope not in ("shared", "fragment"):
+            return Declined(f"operand {name} ({r.buffer.name}) is in {r.buffer.scope} memory; tensor "
+                            "cores read shared memory or fragments (T.copy it to T.alloc_shared first)")
+    return None
+
+
+def gemm_queries(func, warp_size: int) -> list[GemmQuery]:
+    """The query of every gemm of `func` (a PrimFunc) the core would offer to a backend."""
+    out = []
+    for launch in walk(func.body):
+        if isinstance(launch, KernelLaunch):
+            for g in walk(launch.body):
+                if isinstance(g, Gemm) and core_decline(g) is None:
+                    out.append(gemm_query(g, launch.num_threads, warp_size))
+    return out
+
+
+def gemm_answer(g: Gemm, threads: int, desc) -> MmaPlan | Declined:
+    """How `g` (in a block of `threads` threads) is lowered on `desc` (a TargetDesc): a plan from
+    the answers asked before the pipeline, or the reason it is not tensorized."""
+    return core_decline(g) or desc.tensorize(gemm_query(g, threads, desc.facts.warp_size))
 
 
 def warp_grid(policy: str, num_warps: int, m: int, n: int, tile_m: int, tile_n: int) -> tuple | None:

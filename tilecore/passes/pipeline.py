@@ -1,9 +1,13 @@
 """The one ordered pass list, for every target.
 
-Tile-level passes run for every target. Thread-level lowering passes (added to CORE_PASSES by
-the lowering modules) carry a `when` predicate on TargetFacts (`lowers_to_threads`), so GPU-like
-targets share one list instead of copying it per target. Backends add passes only at named
-anchors (`before:<name>` / `after:<name>`) through the `tile_passes` hook.
+Tile-level passes run for every target. Thread-level lowering passes (added by the lowering
+modules) carry a `when` predicate on the TargetDesc (`lowers_to_threads`), so GPU-like targets
+share one list instead of copying it per target. Backends add passes only at named anchors
+(`before:<name>` / `after:<name>`) through the `tile_passes` hook; the core collects them into
+`TargetDesc.passes` before the pipeline runs.
+
+With TILECORE_VERIFY=1 (always in the test suites) the IR is verified after every pass: the
+tile-IR verifier while the body is tile IR, the thread-IR verifier once it holds ThreadKernels.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ import sys
 
 from ..errors import TileInternalError
 from ..ir.module import Module
-from ..target import TargetFacts
+from ..ir.thread import find_kernel
+from ..target import TargetDesc
 from .base import Pass
 from .simplify import simplify, verify_pass
 
@@ -28,28 +33,56 @@ def _lowering_passes() -> list[Pass]:
     return list(LOWERING_PASSES)
 
 
-def build_pass_list(facts: TargetFacts, extra: list | None = None) -> list[Pass]:
-    """Core passes (+ lowering), with backend passes inserted at their anchors."""
+def build_pass_list(desc: TargetDesc) -> list[Pass]:
+    """Core passes (+ lowering), with the description's backend passes inserted at their
+    anchors; only those that apply to `desc`."""
     passes = [p for p in CORE_PASSES + _lowering_passes()]
-    for anchor, p in extra or ():
+    for anchor, p in desc.passes:
         where, _, name = anchor.partition(":")
         idx = next((i for i, q in enumerate(passes) if q.name == name), None)
         if idx is None or where not in ("before", "after"):
             raise TileInternalError(f"pass {p.name!r} names unknown anchor {anchor!r}")
         passes.insert(idx if where == "before" else idx + 1, p)
-    return [p for p in passes if p.applies(facts)]
+    return [p for p in passes if p.applies(desc)]
 
 
-def run_pipeline(module: Module, facts: TargetFacts, extra: list | None = None) -> list[tuple[str, Module]]:
+def verify_enabled() -> bool:
+    """Whether TILECORE_VERIFY asks for verification after every pass."""
+    return os.environ.get("TILECORE_VERIFY", "") not in ("", "0", "false")
+
+
+def verify_module(module: Module, after: str = "") -> None:
+    """Check `module` with the verifier of its IR level; a failure is a TileInternalError
+    naming the pass that produced it."""
+    from ..ir.thread_verifier import verify_thread_func
+    from ..ir.verifier import verify
+
+    try:
+        if find_kernel(module.func.body) is not None:
+            verify_thread_func(module.func)
+        else:
+            verify(module.func)
+    except TileInternalError as e:
+        if after:
+            raise TileInternalError(f"after pass {after!r}: {e}") from e
+        raise
+
+
+def run_pipeline(module: Module, desc: TargetDesc) -> list[tuple[str, Module]]:
     """Run every applicable pass; returns [(stage name, module)] starting with 'input'.
 
     Set TILECORE_DUMP_IR=1 to print every stage to stderr, or to a directory path to write one
-    file per stage there.
+    file per stage there; TILECORE_VERIFY=1 to verify the IR after every pass.
     """
     stages = [("input", module)]
     dump = os.environ.get("TILECORE_DUMP_IR", "")
-    for i, p in enumerate(build_pass_list(facts, extra)):
-        module = p(module, facts)
+    check = verify_enabled()
+    for i, p in enumerate(build_pass_list(desc)):
+        module = p(module, desc)
+        if not isinstance(module, Module):
+            raise TileInternalError(f"pass {p.name!r} returned {type(module).__name__}, not a Module")
+        if check:
+            verify_module(module, p.name)
         stages.append((p.name, module))
         if dump:
             _dump(dump, i, p.name, module)
@@ -57,11 +90,16 @@ def run_pipeline(module: Module, facts: TargetFacts, extra: list | None = None) 
 
 
 def render(module: Module) -> str:
-    """Printable text of a module at any stage (tile IR as source; thread IR via its printer)."""
-    printer = module.attr("printer")
-    if printer is not None:
-        return printer(module)
-    return module.func.script()
+    """Printable text of a module at any stage: tile IR as tilecore source, a body holding a
+    ThreadKernel as thread IR; the module's diagnostics first, as comments."""
+    if find_kernel(module.func.body) is not None:
+        from ..ir.thread_printer import print_thread_func
+
+        text = print_thread_func(module.func)
+    else:
+        text = module.func.script()
+    notes = "".join(f"# {d.category}: {d}\n" for d in module.attrs.diagnostics)
+    return notes + text
 
 
 def _dump(dest: str, index: int, name: str, module: Module) -> None:

@@ -9,12 +9,12 @@ from ..ir.module import Module
 from ..ir.stmt import SeqStmt
 from ..ir.verifier import verify
 from ..ir.visit import rewrite
-from ..target import TargetFacts
+from ..target import TargetDesc
 from .base import tile_pass
 
 
 @tile_pass("verify")
-def verify_pass(module: Module, facts: TargetFacts) -> Module:
+def verify_pass(module: Module, desc: TargetDesc) -> Module:
     """Invariant: every variable is defined before use and every buffer is allocated."""
     verify(module.func)
     return module
@@ -38,7 +38,7 @@ def _fold_cast(c: Cast):
 
 
 @tile_pass("simplify")
-def simplify(module: Module, facts: TargetFacts) -> Module:
+def simplify(module: Module, desc: TargetDesc) -> Module:
     """Invariant: casts of constants are folded (rounded to the target dtype) and statement
     sequences are flat (no SeqStmt directly inside a SeqStmt, no empty nested ones)."""
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from tilecore import dtypes as dt
 from tilecore.hookspec import hookimpl
-from tilecore.lower.tensorize import GemmQuery, MmaPlan, warp_grid
+from tilecore.contract import Declined, GemmQuery, MmaPlan
+from tilecore.lower.tensorize import warp_grid
 from tilecore.target import Target, TargetFacts
 
 from .intrinsics import ldmatrix, mma_m16n8k16
@@ -40,16 +41,26 @@ def tile_target_facts(target):
 @hookimpl
 def tile_gemm_tensorize(target, query: GemmQuery):
     """`mma.sync` m16n8k16 (f16/bf16 in, f32 accumulate) on sm_80+, loaded with `ldmatrix`; the
-    warp grid follows the gemm's policy. None for other dtypes, shapes or targets."""
-    if target.kind != "cuda" or _sm(target) < 80:
+    warp grid follows the gemm's policy. Declined (with the reason) for other dtypes and shapes;
+    None for other targets."""
+    if target.kind != "cuda":
         return None
+    if _sm(target) < 80:
+        return Declined(f"{target} predates the sm_80 tensor-core instructions tilecore uses")
     q = query
-    if q.a_dtype != q.b_dtype or q.a_dtype.name not in _MMA_DTYPES or q.c_dtype != dt.float32:
-        return None
-    if q.k % 16 or q.threads % q.warp_size or q.warp_size != 32:
-        return None
+    if q.a_dtype != q.b_dtype or q.a_dtype.name not in _MMA_DTYPES:
+        return Declined(f"the m16n8k16 tensor-core instruction needs float16 or bfloat16 A and B of one dtype, got "
+                        f"{q.a_dtype} and {q.b_dtype}")
+    if q.c_dtype != dt.float32:
+        return Declined(f"the m16n8k16 tensor-core instruction accumulates in float32, the accumulator is {q.c_dtype}")
+    if q.k % 16:
+        return Declined(f"K = {q.k} is not a multiple of the instruction's 16")
+    if q.threads % q.warp_size or q.warp_size != 32:
+        return Declined(f"{q.threads} threads are not whole warps of 32")
     warps = warp_grid(q.policy, q.threads // 32, q.m, q.n, 16, 8)
     if warps is None:
-        return None
+        return Declined(f"no grid of {q.threads // 32} warps splits the {q.m}x{q.n} tile into 16x8 "
+                        "instruction tiles (make M a multiple of 16 x warps-in-M and N of 8 x warps-in-N, "
+                        "or use fewer threads)")
     loaders = tuple(ldmatrix(count, trans, q.a_dtype) for count in (4, 2) for trans in (False, True))
     return MmaPlan(mma=mma_m16n8k16(q.a_dtype), warps=warps, loaders=loaders)

@@ -1,8 +1,11 @@
-"""Hook implementations registering `emu:<arch>`: the lowering of the real target, run on the CPU.
+"""Hook implementations registering `emu:<target>`: any installed lowering, run on the CPU.
 
-`emu:sm_80` answers the facts and passes hooks with whatever the installed backends answer for
-`cuda:sm_80` (asked through the plugin manager; emu never imports a GPU backend), so the thread
-program it executes is exactly the one the CUDA code generator would render.
+`emu:<kind>:<arch>` (e.g. ``emu:cuda:sm_80``) names the lowering target whose thread program it
+executes; the core then asks that target's backend for facts, passes and tensorization
+(`tile_lowering_target`), so the program emu runs is exactly the one that backend's code
+generator would render. Emu knows no vendor: a short form ``emu:<arch>`` (``emu:sm_80``) or
+``emu:<kind>`` picks the one installed thread-lowering target kind that declares that arch in
+its TargetInfo (or is that kind), and is an error when none or several do.
 """
 
 from __future__ import annotations
@@ -10,46 +13,69 @@ from __future__ import annotations
 from tilecore.hookspec import hookimpl
 from tilecore.target import Target, TargetInfo
 
-# emu arch -> the real target whose lowering it reproduces
-REAL_TARGETS = {"sm_80": Target("cuda", "sm_80"), "sm_90": Target("cuda", "sm_90")}
+
+def _lowering_kinds() -> dict:
+    """Installed target kinds (other than emu) whose facts lower to threads: kind -> TargetInfo."""
+    from tilecore import plugins
+
+    out = {}
+    for kind, info in plugins.target_infos().items():
+        if kind == "emu":
+            continue
+        arch = info.archs[0] if info.archs else None
+        if plugins.facts(Target(kind, arch)).lowers_to_threads:
+            out[kind] = info
+    return out
+
+
+def _default_arch() -> str:
+    """`<kind>:<arch>` of the highest-priority thread-lowering target (its first listed arch, so
+    no device is probed); "none" when there is none (naming it then explains why)."""
+    kinds = _lowering_kinds()
+    if not kinds:
+        return "none"
+    kind, info = max(kinds.items(), key=lambda kv: kv[1].priority)
+    return f"{kind}:{info.archs[0]}" if info.archs else kind
 
 
 def real_target(target: Target) -> Target:
-    """The target whose lowering `emu:<arch>` runs."""
-    return REAL_TARGETS[target.arch or "sm_80"]
+    """The lowering target `emu:<spec>` runs (a TileTargetError when it names none)."""
+    from tilecore import plugins
+    from tilecore.errors import TileTargetError
+
+    spec = target.arch or _default_arch()
+    kinds = _lowering_kinds()
+    if ":" in spec or spec in kinds or spec in plugins.target_infos():
+        real = plugins.resolve(spec)
+        if real.kind == "emu" or real.kind not in kinds:
+            raise TileTargetError(f"{target}: {real} does not lower to threads, so there is nothing to emulate",
+                                  hint=f"thread-lowering targets installed: {', '.join(sorted(kinds)) or 'none'}")
+        return real
+    owners = sorted(k for k, info in kinds.items() if spec in info.archs)
+    if len(owners) == 1:
+        return Target(owners[0], spec)
+    known = ", ".join(f"{k}:{a}" for k, info in sorted(kinds.items()) for a in info.archs) or "none"
+    if not owners:
+        raise TileTargetError(f"no installed thread-lowering backend has arch {spec!r} for {target}",
+                              hint=f"known: {known} (pip install -e backends/<name> for others)")
+    raise TileTargetError(f"{target} is ambiguous: {', '.join(owners)} all have arch {spec!r}",
+                          hint=f"name the lowering target, e.g. emu:{owners[0]}:{spec}")
 
 
 @hookimpl
 def tile_targets():
-    """`emu` with archs sm_80 and sm_90; runs anywhere, below the compiled targets for `auto`."""
-    return [TargetInfo("emu", "lane-level emulator of the lowered thread program", priority=-10,
-                       archs=tuple(REAL_TARGETS), default_arch="sm_80")]
+    """`emu` (any arch: see the module docstring); runs anywhere, below the compiled targets for
+    `auto`."""
+    return [TargetInfo("emu", "lane-level emulator of any installed thread lowering", priority=-10,
+                       default_arch=_default_arch)]
 
 
 @hookimpl
-def tile_target_facts(target):
-    """The real target's facts (their `target` stays the real one: lowering hooks ask it)."""
+def tile_lowering_target(target):
+    """`emu:<spec>` runs the lowering of the target `<spec>` names."""
     if target.kind != "emu":
         return None
-    from tilecore import plugins
-    from tilecore.errors import TileTargetError
-
-    facts = plugins.manager().hook.tile_target_facts(target=real_target(target))
-    if facts is None or not facts.lowers_to_threads:
-        raise TileTargetError(f"{target} needs the lowering of {real_target(target)}, which no installed "
-                              f"backend provides", hint="pip install -e backends/cuda")
-    return facts
-
-
-@hookimpl
-def tile_passes(target):
-    """The real target's extra passes."""
-    if target.kind != "emu":
-        return None
-    from tilecore import plugins
-
-    groups = plugins.manager().hook.tile_passes(target=real_target(target))
-    return [x for g in groups or () for x in (g or ())]
+    return real_target(target)
 
 
 @hookimpl

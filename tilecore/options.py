@@ -1,0 +1,138 @@
+"""Compile options: TileLang's `pass_configs` as one frozen dataclass.
+
+`tilecore.compile(..., pass_configs={...})` and `@tilecore.jit(pass_configs=...)` accept
+TileLang's keys (strings such as ``"tl.disable_tma_lower"``, or members of a str enum like
+TileLang's ``PassConfigKey``). Each key is one of three kinds:
+
+- **honoured**: it maps to a field of `Options`, which reaches every pass through the target
+  description (`TargetDesc.options`) and the backends through `module.attrs.options`;
+- **known, not applied**: a TileLang key that means nothing for tilecore's pipeline (debug
+  printing, TVM simplifier knobs, nvcc flags); accepted with a one-time `TileConfigWarning`;
+- **unknown**: a TileError naming the key (a typo must not be silently dropped).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+from .errors import TileConfigWarning, TileError, caller_loc
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options every pass and backend may read (all default to TileLang's defaults).
+
+    - ``disable_tma_lower``, ``disable_warp_specialized``, ``disable_wgmma``,
+      ``disable_vectorize_256``: forbid those code shapes; no pass produces them yet, and the
+      passes that will (the Hopper path) must check these fields;
+    - ``enable_async_copy``: global-to-shared copies may become asynchronous copies (cp.async);
+    - ``disable_vectorize``: no vector memory accesses (every access one element);
+    - ``disable_thread_storage_sync``: no automatic barriers (`insert-barriers` is skipped; the
+      kernel author synchronizes, and `emu` reports the races of a kernel that does not).
+    """
+
+    disable_tma_lower: bool = False
+    disable_warp_specialized: bool = False
+    disable_wgmma: bool = False
+    disable_vectorize_256: bool = False
+    enable_async_copy: bool = True
+    disable_vectorize: bool = False
+    disable_thread_storage_sync: bool = False
+
+
+# TileLang pass-config key -> Options field
+HONOURED = {
+    "tl.disable_tma_lower": "disable_tma_lower",
+    "tl.disable_warp_specialized": "disable_warp_specialized",
+    "tl.disable_wgmma": "disable_wgmma",
+    "tl.disable_vectorize_256": "disable_vectorize_256",
+    "tl.enable_async_copy": "enable_async_copy",
+    "tirx.use_async_copy": "enable_async_copy",
+    "tir.use_async_copy": "enable_async_copy",
+    "tirx.disable_vectorize": "disable_vectorize",
+    "tir.disable_vectorize": "disable_vectorize",
+    "tl.disable_thread_storage_sync": "disable_thread_storage_sync",
+}
+
+# TileLang keys accepted without effect, with why (told once per process).
+NOT_APPLIED = {
+    "tl.enable_fast_math": "no backend applies fast math yet; arithmetic keeps IEEE semantics",
+    "tl.disable_safe_memory_legalize": "bounds predicates are part of T.copy's meaning and stay",
+    "tl.disable_out_of_bound_warning": "tilecore has no out-of-bound warnings (accesses are "
+                                       "predicated or raise on interp/emu)",
+    "tl.Simplify": "tilecore's simplifier has no knobs",
+    "tl.dynamic_alignment": "symbolic dimensions are not assumed aligned",
+    "tl.disable_dynamic_tail_split": "tilecore does not split dynamic tails",
+    "tl.config_index_bitwidth": "index arithmetic is 32-bit with 64-bit global offsets",
+    "tl.ptxas_register_usage_level": "no compiler flags are taken from pass_configs",
+    "tl.device_compile_flags": "no compiler flags are taken from pass_configs",
+    "tl.debug_merge_shared_memory_allocations": "shared buffers are not merged",
+    "tl.enable_aggressive_shared_memory_merge": "shared buffers are not merged",
+    "tl.disable_shared_memory_reuse": "shared buffers are not merged",
+    "tl.disable_shuffle_elect": "tilecore does not elect threads with shuffles",
+    "tl.disable_loop_unswitching": "tilecore does not unswitch loops",
+    "tl.disable_buffer_init_check": "interp and emu poison uninitialized memory instead",
+    "tl.disable_data_race_check": "emu always checks races",
+    "tl.force_let_inline": "tilecore does not inline lets",
+    "tl.ast_print_enable": "use Kernel.get_ir(stage) or TILECORE_DUMP_IR",
+    "tl.enable_dump_ir": "use TILECORE_DUMP_IR=1|<dir>",
+    "tl.dump_ir_path": "use TILECORE_DUMP_IR=<dir>",
+    "tl.layout_visualization_enable": "tilecore has no layout visualizer",
+    "tl.layout_visualization_formats": "tilecore has no layout visualizer",
+    "tirx.disable_cse_tir": "tilecore has no CSE pass",
+    "tirx.enable_equiv_terms_in_cse_tir": "tilecore has no CSE pass",
+    "tirx.disable_storage_rewrite": "tilecore has no storage rewrite",
+    "tirx.noalias": "kernel parameters are always assumed not to alias",
+    "tirx.enable_debug": "tilecore emits no debug information",
+    "tirx.merge_static_smem": "shared buffers are not merged",
+    "cuda.kernels_output_dir": "use Kernel.get_kernel_source()",
+}
+
+_warned: set[str] = set()
+
+
+def _key_name(key) -> str:
+    """A pass-config key as a string (str enums such as TileLang's PassConfigKey by value)."""
+    value = getattr(key, "value", key)
+    if not isinstance(value, str):
+        raise TileError(f"a pass_configs key is a string like 'tl.disable_tma_lower', got {key!r}",
+                        caller_loc())
+    return value
+
+
+def options_from_pass_configs(pass_configs) -> Options:
+    """`Options` for TileLang-style `pass_configs` (a mapping, or None for the defaults).
+
+    Raises TileError for an unknown key or a non-bool value of a boolean option; warns once
+    (TileConfigWarning) per known key that tilecore does not apply."""
+    if pass_configs is None:
+        return Options()
+    if isinstance(pass_configs, Options):
+        return pass_configs
+    if not hasattr(pass_configs, "items"):
+        raise TileError(f"pass_configs must be a dict, got {type(pass_configs).__name__}", caller_loc())
+    fields: dict[str, bool] = {}
+    for key, value in pass_configs.items():
+        name = _key_name(key)
+        field = HONOURED.get(name)
+        if field is not None:
+            if not isinstance(value, bool):
+                raise TileError(f"pass_configs[{name!r}] must be True or False, got {value!r}",
+                                caller_loc())
+            fields[field] = value
+            continue
+        why = NOT_APPLIED.get(name)
+        if why is not None:
+            if name not in _warned:
+                _warned.add(name)
+                loc = caller_loc()
+                warnings.warn_explicit(f"pass_configs key {name!r} has no effect in tilecore: {why}",
+                                       TileConfigWarning, loc.file if loc else "<tilecore>",
+                                       loc.line if loc else 0)
+            continue
+        known = ", ".join(sorted(HONOURED))
+        raise TileError(f"unknown pass_configs key {name!r}", caller_loc(),
+                        hint=f"tilecore honours {known}; see tilecore/options.py")
+    return Options(**fields)
+
