@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as dt
+from .contract import Artifact, Diagnostic
 from .errors import TileCallError, TileError, caller_loc
 from .ir.buffer import Buffer
 from .ir.expr import Var
 from .ir.module import Module, PrimFunc
 from .passes.pipeline import render
-from .contract import Artifact, Diagnostic
 from .target import Target, TargetDesc
 
 

@@ -7,8 +7,8 @@ renderer or a GPU, and `emu:<arch>` can ask for exactly these answers through th
 from __future__ import annotations
 
 from tilecore import dtypes as dt
-from tilecore.hookspec import hookimpl
 from tilecore.contract import Declined, GemmQuery, MmaPlan
+from tilecore.hookspec import hookimpl
 from tilecore.lower.tensorize import warp_grid
 from tilecore.target import Target, TargetFacts
 
@@ -49,10 +49,11 @@ def tile_gemm_tensorize(target, query: GemmQuery):
         return Declined(f"{target} predates the sm_80 tensor-core instructions tilecore uses")
     q = query
     if q.a_dtype != q.b_dtype or q.a_dtype.name not in _MMA_DTYPES:
-        return Declined(f"the m16n8k16 tensor-core instruction needs float16 or bfloat16 A and B of one dtype, got "
-                        f"{q.a_dtype} and {q.b_dtype}")
+        return Declined(f"the m16n8k16 tensor-core instruction needs float16 or bfloat16 A and B "
+                        f"of one dtype, got {q.a_dtype} and {q.b_dtype}")
     if q.c_dtype != dt.float32:
-        return Declined(f"the m16n8k16 tensor-core instruction accumulates in float32, the accumulator is {q.c_dtype}")
+        return Declined("the m16n8k16 tensor-core instruction accumulates in float32, the "
+                        f"accumulator is {q.c_dtype}")
     if q.k % 16:
         return Declined(f"K = {q.k} is not a multiple of the instruction's 16")
     if q.threads % q.warp_size or q.warp_size != 32:

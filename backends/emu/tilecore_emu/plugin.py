@@ -48,8 +48,9 @@ def real_target(target: Target) -> Target:
     if ":" in spec or spec in kinds or spec in plugins.target_infos():
         real = plugins.resolve(spec)
         if real.kind == "emu" or real.kind not in kinds:
-            raise TileTargetError(f"{target}: {real} does not lower to threads, so there is nothing to emulate",
-                                  hint=f"thread-lowering targets installed: {', '.join(sorted(kinds)) or 'none'}")
+            installed = ", ".join(sorted(kinds)) or "none"
+            raise TileTargetError(f"{target}: {real} does not lower to threads, so there is nothing "
+                                  "to emulate", hint=f"thread-lowering targets installed: {installed}")
         return real
     owners = sorted(k for k, info in kinds.items() if spec in info.archs)
     if len(owners) == 1:
