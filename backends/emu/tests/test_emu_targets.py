@@ -92,9 +92,10 @@ def test_emu_names_no_vendor():
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.FunctionDef)) and ast.get_docstring(node) is not None:
             docs.add(id(node.body[0].value))
+    kinds = (ast.Constant, ast.Name, ast.Attribute)
     words = " ".join(
         str(n.value) if isinstance(n, ast.Constant) else getattr(n, "id", "") + getattr(n, "attr", "")
-        for n in ast.walk(tree) if id(n) not in docs and isinstance(n, (ast.Constant, ast.Name, ast.Attribute)))
+        for n in ast.walk(tree) if id(n) not in docs and isinstance(n, kinds))
     for vendor in ("cuda", "sm_", "nvidia", "hip", "gfx", "metal"):
         assert vendor not in words.lower(), vendor
 
