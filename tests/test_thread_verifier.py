@@ -11,7 +11,7 @@ from tilecore.errors import TileInternalError
 from tilecore.ir.buffer import Buffer
 from tilecore.ir.expr import Var, binop, cast, const
 from tilecore.ir.module import Module, PrimFunc
-from tilecore.ir.stmt import For, IfThenElse, LetStmt, SeqStmt
+from tilecore.ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
 from tilecore.ir.thread import Barrier, MemLoad, MemStore, Shuffle, ThreadKernel
 from tilecore.ir.thread_verifier import verify_thread_func
 from tilecore.passes.base import Pass
@@ -140,3 +140,29 @@ def test_pipeline_names_the_pass_that_broke_the_ir(monkeypatch):
     verify_module(Module(func))
     with pytest.raises(TileInternalError, match="after pass 'drop-regs'.*buffer r "):
         run_pipeline(Module(func), desc)
+
+
+@dataclasses.dataclass(frozen=True)
+class _FutureStmt(Stmt):
+    """A statement kind the verifier does not know (as later design steps will add)."""
+
+    buffer: Buffer
+    offset: object
+    loc: object = None
+
+
+def test_unknown_statement_kinds_are_still_checked():
+    def good(X, Y, tx, bx, s, r):
+        return _FutureStmt(s, tx)
+
+    def bad_buffer(X, Y, tx, bx, s, r):
+        return _FutureStmt(Buffer("ghost", (4,), dt.float32, "shared"), tx)
+
+    def bad_var(X, Y, tx, bx, s, r):
+        return _FutureStmt(s, Var("nowhere"))
+
+    verify_thread_func(_kernel(good))
+    with pytest.raises(TileInternalError, match="buffer ghost"):
+        verify_thread_func(_kernel(bad_buffer))
+    with pytest.raises(TileInternalError, match="variable nowhere"):
+        verify_thread_func(_kernel(bad_var))

@@ -235,13 +235,26 @@ class _KernelChecker:
 
     def stmt_other(self, s, where: str) -> None:
         """A statement kind this verifier does not know (added by a later design step): its
-        expressions and buffers are still checked."""
-        from .buffer import Buffer
+        buffers, expressions and nested statements (its dataclass fields) are still checked."""
+        import dataclasses
 
-        for n in walk(s):
-            if n is s:
-                continue
-            if isinstance(n, Buffer):
-                self.buffer(n, where)
-            elif isinstance(n, Var) and id(n) not in self.defined:
-                raise TileInternalError(f"{where}: variable {n.name} used before definition")
+        from .buffer import Buffer
+        from .stmt import Stmt
+
+        def field(v) -> None:
+            if isinstance(v, Buffer):
+                self.buffer(v, where)
+            elif isinstance(v, Expr):
+                self.expr(v, where)
+            elif isinstance(v, Stmt):
+                self.stmt(v)
+            elif isinstance(v, tuple):
+                for x in v:
+                    field(x)
+            elif dataclasses.is_dataclass(v) and not isinstance(v, type) and not getattr(v, "IR_LEAF", False):
+                for f in dataclasses.fields(v):
+                    field(getattr(v, f.name))
+
+        for f in dataclasses.fields(s):
+            if f.name != "loc":
+                field(getattr(s, f.name))
