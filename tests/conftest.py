@@ -7,6 +7,15 @@ if EXAMPLES not in sys.path:
 
 from hypothesis import settings  # noqa: E402
 
+from tilecore import plugins  # noqa: E402
+
+# The toy backend (tests/toy_backend.py) is registered for the whole session: it is how the
+# core's tests run the thread lowering with no backend distribution installed.
+import toy_backend  # noqa: E402
+
+if plugins.manager().get_plugin("toy") is None:
+    plugins.register(toy_backend.TOY, name="toy")
+
 # CI is deterministic: derandomized examples (HYPOTHESIS_PROFILE=explore for random runs).
 settings.register_profile("ci", derandomize=True, deadline=None)
 settings.register_profile("explore", deadline=None)
