@@ -22,9 +22,10 @@ Everything here is data: the lane maps are tables built once, so a test can corr
 
 from __future__ import annotations
 
-from dataclasses import replace
+import contextlib
 
 from tilecore import dtypes as dt
+from tilecore import plugins
 from tilecore.hookspec import hookimpl
 from tilecore.ir.intrinsic import Intrinsic, LaneMap, Operand
 from tilecore.lower.tensorize import GemmQuery, MmaPlan, warp_grid
@@ -158,8 +159,26 @@ class ToyBackend:
 
 def with_entry(lanes: int, operand: str, lane: int, elem: int, rc: tuple) -> dict:
     """Toy maps with one entry of `operand`'s map replaced (mutation tests)."""
+    return {operand: mma_maps(lanes)[operand].with_entry(lane, elem, rc)}
+
+
+def swapped(lanes: int, operand: str, a: tuple, b: tuple) -> dict:
+    """Toy maps with the cells of slots a = (lane, elem) and b exchanged in `operand`'s map:
+    still a bijection, so a lowering and an executor that both read the table stay correct."""
     good = mma_maps(lanes)[operand]
-    return {operand: replace(good, table=good.with_entry(lane, elem, rc).table)}
+    return {operand: good.with_entry(*a, good.at(*b)).with_entry(*b, good.at(*a))}
 
 
 TOY = ToyBackend()
+
+
+@contextlib.contextmanager
+def installed(variant: ToyBackend):
+    """Answer the `toy` target with `variant` instead of the session's toy backend for a while."""
+    plugins.unregister("toy")
+    plugins.register(variant, name="toy")
+    try:
+        yield variant
+    finally:
+        plugins.unregister("toy")
+        plugins.register(TOY, name="toy")
