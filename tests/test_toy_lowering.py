@@ -197,8 +197,9 @@ def reduce_ref(a, M, N, bM, bN, kind, dim):
     return out if dim == 1 else out[:, :N]
 
 
-@pytest.mark.parametrize("target,threads", [(W4, 4), (W4, 16), (W4, 32), (W64, 64), (W64, 128),
-                                            (W64, 256)])
+# thread counts include partial warps (6 on w4; 32 and 96 on w64)
+@pytest.mark.parametrize("target,threads", [(W4, 4), (W4, 6), (W4, 16), (W4, 32), (W64, 32), (W64, 64),
+                                            (W64, 96), (W64, 256)])
 @pytest.mark.parametrize("kind", ["sum", "max", "absmax"])
 @pytest.mark.parametrize("dim", [0, 1])
 def test_reductions_across_lanes_and_warps(target, threads, kind, dim):
@@ -224,6 +225,22 @@ def test_row_reduction_spanning_warps_uses_shuffles(target, threads):
     width = toy_backend.warp_size(Target.parse(target))
     assert f"width={width})" in ir and "shfl_xor" in ir
     assert "red_scratch" in ir and "barrier()" in ir
+
+
+@pytest.mark.parametrize("target,threads", [(W4, 6), (W4, 16), (W64, 96), (W64, 128)])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_cumsum_over_a_fragment(target, threads, dim):
+    @T.prim_func
+    def k(A: T.Tensor((16, 64), "int32"), B: T.Tensor((16, 64), "int32")):
+        with T.Kernel(1, threads=threads) as bx:
+            f = T.alloc_fragment((16, 64), "int32")
+            T.copy(A, f)
+            T.cumsum(f, dim=dim)
+            T.copy(f, B)
+
+    a = np.random.default_rng(8).integers(-9, 9, (16, 64)).astype(np.int32)
+    _, b = run(k, a, target=target)
+    np.testing.assert_array_equal(b, np.cumsum(a, axis=dim))
 
 
 # ------------------------------------------------------------------------ elementwise, dynamic
@@ -255,6 +272,25 @@ def test_global_atomics_from_every_block(target, threads):
 
 
 # ------------------------------------------------------------------------------ mutation
+
+@pytest.mark.parametrize("lanes", [4, 64])
+def test_toy_maps_are_scrambled_bijections(lanes):
+    """The premise of the toy: every map is a bijection but not the natural order, and A's map
+    has no bit-field formula (the lowering must index through a table)."""
+    from tilecore.ir.expr import Var
+    from tilecore.ir.thread import LaneTable
+
+    maps = toy_backend.mma_maps(lanes)
+    lane = Var("lane", dt.int32)
+    for name, m in maps.items():
+        natural = tuple(divmod(s, m.cols) for s in range(m.rows * m.cols))
+        assert m.is_bijective() and m.table != natural, name
+    a = maps["A"]
+    assert any(isinstance(a.coord(lane, e, ax), LaneTable) for e in range(a.elems) for ax in (0, 1))
+    c = maps["C"]
+    c_tables = [isinstance(c.coord(lane, e, ax), LaneTable) for e in range(c.elems) for ax in (0, 1)]
+    assert not any(c_tables) if lanes == 4 else any(c_tables)
+
 
 def _gemm_case(target, threads):
     M = N = K = 16

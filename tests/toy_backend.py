@@ -1,7 +1,7 @@
 """A toy thread-lowering backend that lets the core test its lowering with nothing else installed.
 
 It is a complete backend in the sense of `tilecore.hookspec`, registered at run time by
-`tests/conftest.py` (`tilecore.plugins.register(toy_backend, name="toy")`):
+`tests/conftest.py` (`tilecore.plugins.register(toy_backend.TOY, name="toy")`):
 
 - target kinds `toy:w4` and `toy:w64`: warps of 4 and 64 lanes, so nothing in the lowering can
   lean on NVIDIA's 32;
@@ -11,8 +11,8 @@ It is a complete backend in the sense of `tilecore.hookspec`, registered at run 
   elements of every operand) and an 8x8x8 mma on w64 (one element each), fp16/bf16 in, fp32
   accumulate. A natural map (lane = row, element = col) hides index mistakes; a scrambled one
   does not: A and B are permutations no bit-field formula reproduces (the lowering must use a
-  lookup table), C is an XOR pattern that is linear in the lane's bits with negative
-  coefficients;
+  lookup table); C is an XOR pattern, linear in the lane's bits with negative coefficients on
+  w4 (the lowering derives formulas) and a table again on w64;
 - no renderer: `tile_build` returns the core emulator's artifact, which executes the thread IR
   lane by lane from the same lane maps.
 
