@@ -20,11 +20,18 @@ def test_import_is_light():
 
 
 def test_targets_lists_toy_and_auto_resolves():
-    assert "toy" in tilecore.targets()
+    from tilecore.errors import TileTargetError
     from tilecore.plugins import resolve
 
+    assert "toy" in tilecore.targets()
+    assert "toy" not in tilecore.targets(runnable_only=True)  # used only where named
     assert resolve("toy").arch == "w4"  # the default arch
-    assert resolve("auto").kind in tilecore.targets(runnable_only=True)
+    runnable = tilecore.targets(runnable_only=True)
+    if runnable:
+        assert resolve("auto").kind in runnable
+    else:  # only the core (and the toy) installed
+        with pytest.raises(TileTargetError, match="no runnable target"):
+            resolve("auto")
 
 
 def test_unknown_arch_is_a_target_error():
@@ -40,7 +47,7 @@ def test_cli_lists_targets(capsys):
 
     assert main(["targets"]) == 0
     out = capsys.readouterr().out
-    assert "toy" in out and "[w4, w64]" in out and "runnable" in out
+    assert "toy" in out and "[w4, w64]" in out and "name toy:w4 or toy:w64 explicitly" in out
 
 
 def _kernel():

@@ -95,6 +95,10 @@ def toy_mma(lanes: int, in_dtype=dt.float16, maps: dict | None = None) -> Intrin
     )
 
 
+def _only_by_name() -> tuple[bool, str]:
+    return False, "a test fixture of the core: name toy:w4 or toy:w64 explicitly"
+
+
 class ToyBackend:
     """The hook implementations (an object, so a test can register a variant with other maps)."""
 
@@ -104,9 +108,11 @@ class ToyBackend:
 
     @hookimpl
     def tile_targets(self):
-        """`toy` with archs w4 and w64; it runs anywhere (the emulator) but never wins `auto`."""
+        """`toy` with archs w4 and w64. It runs anywhere (on the emulator) but declares itself
+        not runnable, so it never wins `auto` nor joins "every runnable target" (the conformance
+        plugin's default): it runs where a test names it."""
         return [TargetInfo(KIND, "toy thread-lowering target (core tests)", priority=-100,
-                           archs=tuple(WARP_SIZES), default_arch="w4")]
+                           archs=tuple(WARP_SIZES), default_arch="w4", available=_only_by_name)]
 
     @hookimpl
     def tile_target_facts(self, target):
