@@ -236,7 +236,7 @@ def _add_kernel():
             for i in T.Parallel(16):
                 B[i] = A[i] + 1.0
 
-    return tilecore.jit(add, out_idx=[-1], target="interp")
+    return tilecore.jit(add, out_idx=[-1], target="toy:w4")
 
 
 def test_call_wrong_argument_count():
@@ -272,7 +272,7 @@ def test_out_idx_out_of_range():
                 B[i] = A[i]
 
     with pytest.raises(TileCallError) as e:
-        tilecore.jit(add, out_idx=[2], target="interp")  # <- here
+        tilecore.jit(add, out_idx=[2], target="toy:w4")  # <- here
     assert e.value.loc.line == marked_line(test_out_idx_out_of_range)
 
 
@@ -284,7 +284,7 @@ def test_unknown_target_lists_installed():
 
     with pytest.raises(TileTargetError) as e:
         tilecore.jit(add, target="tpu")
-    assert "interp" in str(e.value) and "tpu" in str(e.value)
+    assert "toy" in str(e.value) and "tpu" in str(e.value)
 
 
 def test_out_of_bounds_global_access_at_runtime():
@@ -296,7 +296,7 @@ def test_out_of_bounds_global_access_at_runtime():
                     B[i] = A[i]  # <- here
         return k
 
-    kernel = tilecore.jit(build(), out_idx=[-1], target="interp")
+    kernel = tilecore.jit(build(), out_idx=[-1], target="toy:w4")
     with pytest.raises(TileRuntimeError) as e:
         kernel(np.zeros(10, np.float32))
     check(e, build, TileRuntimeError)

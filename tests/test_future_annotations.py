@@ -19,6 +19,6 @@ def scale(n, dtype):
 
 
 def test_parameters_used_only_in_annotations_resolve():
-    kernel = tilecore.jit(scale(8, "float32"), out_idx=[-1], target="interp")
+    kernel = tilecore.jit(scale(8, "float32"), out_idx=[-1], target="toy:w4")
     a = np.arange(8, dtype=np.float32)
     np.testing.assert_array_equal(kernel(a), 2 * a)

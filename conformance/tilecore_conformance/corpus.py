@@ -1,49 +1,21 @@
 """The fixed corpus: every kernel in `examples/` through the same runner as generated programs.
 
-An example module exposes `program(**sizes)` (a PrimFunc factory), `make_inputs(rng, **sizes)`,
-`TEST_SIZES` (a list of size dicts), `OUT_IDX` and `TOLERANCE` (rtol/atol against its NumPy
-reference; (0, 0) means exact). Each target's outputs must match interp's within TOLERANCE,
-and interp with shuffled blocks and poisoned memory must match plain interp.
+Examples follow the protocol read by `tilecore.example_protocol` (re-exported here). Each
+target's outputs must match interp's within TOLERANCE, and interp with shuffled blocks and
+poisoned memory must match plain interp.
 """
 
 from __future__ import annotations
 
-import inspect
-import os
 from pathlib import Path
 
 import numpy as np
 
 from tilecore import plugins
+from tilecore.example_protocol import example_files, examples_dir, sizes_for  # noqa: F401 (re-exported)
 
 from . import loader
 from .runner import ORACLE, Outcome, _short_trace
-
-_REQUIRED = ("program", "make_inputs", "TEST_SIZES", "OUT_IDX", "TOLERANCE")
-
-
-def examples_dir() -> Path | None:
-    """$TILECORE_EXAMPLES, else the `examples/` folder next to the installed tilecore package."""
-    env = os.environ.get("TILECORE_EXAMPLES")
-    if env:
-        return Path(env)
-    import tilecore
-
-    d = Path(tilecore.__file__).resolve().parent.parent / "examples"
-    return d if d.is_dir() else None
-
-
-def example_files(directory: Path | None = None) -> list[Path]:
-    """Every example file that follows the convention (checked by reading, not importing)."""
-    d = directory or examples_dir()
-    if d is None:
-        return []
-    out = []
-    for p in sorted(d.glob("*.py")):
-        text = p.read_text()
-        if all(name in text for name in _REQUIRED):
-            out.append(p)
-    return out
 
 
 def load(path: Path):
@@ -52,13 +24,6 @@ def load(path: Path):
     import sys
 
     return sys.modules.get(name) or loader.import_file(path, name)
-
-
-def sizes_for(fn, sizes: dict) -> dict:
-    """The entries of `sizes` that `fn` takes (TEST_SIZES mix program, input and reference
-    parameters). Every example-driven test uses this one rule."""
-    params = inspect.signature(fn).parameters
-    return {k: v for k, v in sizes.items() if k in params}
 
 
 def _run(func, out_idx, target, args, shuffle=None):

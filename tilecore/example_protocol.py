@@ -1,0 +1,45 @@
+"""The example protocol: how tests and the conformance corpus read `examples/*.py`.
+
+An example module exposes `program(**sizes)` (a PrimFunc factory), `make_inputs(rng, **sizes)`,
+`reference(*inputs, **sizes)` (NumPy), `TEST_SIZES` (a list of size dicts), `OUT_IDX` and
+`TOLERANCE` (rtol/atol against the reference; (0, 0) means exact). This module is the one
+reader of that protocol; it lives in the core so that the core's own tests (run with no
+backend distribution installed) and `tilecore_conformance.corpus` share it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from pathlib import Path
+
+REQUIRED = ("program", "make_inputs", "TEST_SIZES", "OUT_IDX", "TOLERANCE")
+
+
+def examples_dir() -> Path | None:
+    """$TILECORE_EXAMPLES, else the `examples/` folder next to the installed tilecore package."""
+    env = os.environ.get("TILECORE_EXAMPLES")
+    if env:
+        return Path(env)
+    d = Path(__file__).resolve().parent.parent / "examples"
+    return d if d.is_dir() else None
+
+
+def example_files(directory: Path | None = None) -> list[Path]:
+    """Every example file that follows the protocol (checked by reading, not importing)."""
+    d = directory or examples_dir()
+    if d is None:
+        return []
+    out = []
+    for p in sorted(d.glob("*.py")):
+        text = p.read_text()
+        if all(name in text for name in REQUIRED):
+            out.append(p)
+    return out
+
+
+def sizes_for(fn, sizes: dict) -> dict:
+    """The entries of `sizes` that `fn` takes (TEST_SIZES mix program, input and reference
+    parameters). Every example-driven test uses this one rule."""
+    params = inspect.signature(fn).parameters
+    return {k: v for k, v in sizes.items() if k in params}
