@@ -6,7 +6,10 @@ Passes, in order (their names are anchors for backends' `tile_passes`):
 - ``layout-inference``: a layout for every fragment, and the gemm tensorization plans;
 - ``lower-threads``: the KernelLaunch becomes a ThreadKernel (T.Parallel, copy, fill, reduce,
   cumsum, gemm, atomics partitioned over threads);
-- ``prefetch-pipelined``: T.Pipelined loops load the next tile into registers during the math;
+- ``async-pipeline``: T.Pipelined loops become multi-stage asynchronous-copy pipelines where
+  the target has asynchronous copies (facts `async_copy_sizes`) and the copies qualify;
+- ``prefetch-pipelined``: the other T.Pipelined loops load the next tile into registers during
+  the math;
 - ``insert-barriers``: block barriers wherever shared memory passes between threads.
 """
 
@@ -18,6 +21,7 @@ from ..ir.thread import ThreadKernel, thread_printer
 from ..ir.visit import rewrite, walk
 from ..passes.base import Pass
 from ..target import TargetFacts
+from .async_pipeline import async_pipeline
 from .barrier import insert_barriers
 from .context import LowerCtx
 from .infer import infer_layouts
@@ -63,6 +67,18 @@ def lower_threads(module: Module, facts: TargetFacts) -> Module:
     return module.with_func(module.func.with_body(body)).with_attr("printer", thread_printer)
 
 
+def async_pipelines(module: Module, facts: TargetFacts) -> Module:
+    """Invariant: in T.Pipelined(num_stages=s >= 2) loops on targets with asynchronous copies,
+    each stageable shared buffer has up to s stages filled by AsyncCopy s - 1 tiles ahead, with
+    one AsyncCommit per iteration and an AsyncWait before the tile is read (same values; see
+    tilecore.lower.async_pipeline). Such loops carry the annotation `async_stages`."""
+
+    def fn(n):
+        return async_pipeline(n, facts) if isinstance(n, ThreadKernel) else None
+
+    return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
+
+
 def prefetch_pipelined(module: Module, facts: TargetFacts) -> Module:
     """Invariant: in loops the user marked T.Pipelined(num_stages >= 2), global-to-shared vector
     copies at the top of the body read the next iteration's tile into registers before the
@@ -87,6 +103,7 @@ def barriers(module: Module, facts: TargetFacts) -> Module:
 LOWERING_PASSES: list[Pass] = [
     Pass("layout-inference", layout_inference, _lowers),
     Pass("lower-threads", lower_threads, _lowers),
+    Pass("async-pipeline", async_pipelines, _lowers),
     Pass("prefetch-pipelined", prefetch_pipelined, _lowers),
     Pass("insert-barriers", barriers, _lowers),
 ]
