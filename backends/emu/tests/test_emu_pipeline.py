@@ -32,6 +32,11 @@ def _gemm(M, N, K, target="emu:sm_80", **kw):
     return kernel, (a, b)
 
 
+def _check(c, a, b):
+    want = gemm.reference(a, b).astype(np.float32)
+    np.testing.assert_allclose(c.astype(np.float32), want, **gemm.TOLERANCE)
+
+
 @pytest.mark.parametrize("M, N, K, stages", [
     (64, 64, 32, 3),     # one tile: fewer tiles than s - 1, the prologue's second tile is off
     (72, 40, 24, 4),     # K smaller than one tile, M/N ragged
@@ -43,7 +48,7 @@ def test_pipelined_gemm_ragged(M, N, K, stages):
     kernel, (a, b) = _gemm(M, N, K, block_M=64, block_N=64, block_K=32, num_stages=stages)
     assert "async_wait(cp.async" in kernel.get_ir("async-pipeline")
     c = kernel(a, b)
-    np.testing.assert_allclose(c.astype(np.float32), gemm.reference(a, b).astype(np.float32), **gemm.TOLERANCE)
+    _check(c, a, b)
 
 
 def test_two_byte_rows_stay_synchronous():
@@ -53,7 +58,7 @@ def test_two_byte_rows_stay_synchronous():
     ir = kernel.get_ir("async-pipeline")
     assert "async B_shared[" in ir and "async A_shared[" not in ir
     c = kernel(a, b)
-    np.testing.assert_allclose(c.astype(np.float32), gemm.reference(a, b).astype(np.float32), **gemm.TOLERANCE)
+    _check(c, a, b)
 
 
 def test_without_async_copies_the_register_prefetch_stays():
@@ -69,7 +74,7 @@ def test_without_async_copies_the_register_prefetch_stays():
     assert "A_next" in text and "async_commit" not in text
     c = np.zeros((64, 64), dtype=np.float16)
     EmuArtifact(module).run([a, b, c], {})
-    np.testing.assert_allclose(c.astype(np.float32), gemm.reference(a, b).astype(np.float32), **gemm.TOLERANCE)
+    _check(c, a, b)
 
 
 @pytest.mark.parametrize("causal", [False, True])
