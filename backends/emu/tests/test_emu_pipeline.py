@@ -8,6 +8,8 @@ import importlib
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tilecore
 from tilecore.emulator.machine import EmuArtifact
@@ -49,6 +51,14 @@ def test_pipelined_gemm_ragged(M, N, K, stages):
     assert "async_wait(cp.async" in kernel.get_ir("async-pipeline")
     c = kernel(a, b)
     _check(c, a, b)
+
+
+@settings(max_examples=8, deadline=None, derandomize=True, database=None)
+@given(M=st.integers(1, 140), N=st.integers(1, 140), K=st.integers(1, 150), stages=st.integers(2, 4))
+def test_pipelined_gemm_any_shape(M, N, K, stages):
+    """Any M, N, K (so any row alignment: some copies cp.async, some synchronous) and stage count."""
+    kernel, (a, b) = _gemm(M, N, K, block_M=64, block_N=64, block_K=32, num_stages=stages)
+    _check(kernel(a, b), a, b)
 
 
 def test_two_byte_rows_stay_synchronous():
