@@ -3,8 +3,11 @@
 Each value is an array over the block's threads; control flow narrows an *active mask*.
 Registers are (threads x n) arrays, shared memory one flat array per buffer, global memory
 flat views of the argument arrays. Warp-wide operations (shuffles, intrinsics) require whole
-warps; barriers require the whole block. Intrinsics run from their declared lane maps
-(`tilecore.ir.intrinsic`), the same tables the code generator reads.
+warps; a barrier requires every thread of its scope (the block, its named thread count, each
+warpgroup). Asynchronous copies land at the wait that retires them (`asyncops.py`), and the race
+tracker (`race.py`) checks every shared access against the asynchronous memory model of
+docs/architecture.md. Intrinsics run from their declared lane maps (`tilecore.ir.intrinsic`),
+the same tables the code generator reads.
 """
 
 from __future__ import annotations
