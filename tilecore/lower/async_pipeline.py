@@ -18,7 +18,8 @@ stage being refilled before the refill (docs/architecture.md, "The asynchronous 
 
 A shared buffer is stageable when, in the loop body, it is written only by global->shared vector
 copies at the body's top level, each of `async_copy_sizes` bytes with the same dtype and with
-offsets, predicates and guards computable at the top of an iteration; when it is not read in the
+offsets, predicates and guards computable at the top of an iteration, writing the same elements
+in every iteration (so a hand-written double buffer is left alone); when it is not read in the
 body before its last copy; when it is used nowhere outside the loop; and when the global tensor it
 copies from is not written in the loop. The stage stride is the buffer's size rounded up to 128
 bytes (bank-neutral, 16-byte aligned, so vector and ldmatrix addresses keep their alignment and
@@ -126,8 +127,13 @@ def _stageable(loop: For, kernel_body: Stmt, sizes: tuple) -> dict[int, list]:
         b = mv.dst
         bufs[id(b)] = b
         exprs = [mv.src_offset, mv.dst_offset, mv.pred] + ([s.cond] if isinstance(s, IfThenElse) else [])
+        # Every iteration must write the same elements (a stage then holds exactly its tile):
+        # the destination, the guard and, without zero fill, the predicate ignore the loop var.
+        same_place = [mv.dst_offset] + ([s.cond] if isinstance(s, IfThenElse) else []) + \
+            ([mv.pred] if mv.pred is not None and not mv.zero_fill else [])
         ok = (mv.lanes * mv.dst.dtype.itemsize in sizes and id(mv.src) not in written
-              and not any(id(v) in inner for e in exprs if e is not None for v in free_vars(e)))
+              and not any(id(v) in inner for e in exprs if e is not None for v in free_vars(e))
+              and not any(v is loop.var for e in same_place for v in free_vars(e)))
         if not ok:
             bad.add(id(b))
         positions.setdefault(id(b), []).append(i)

@@ -180,3 +180,24 @@ def test_refilling_a_stage_still_in_flight_is_reported():
         return out
 
     assert "issues an asynchronous copy" in _expect_race(_map_loop_body(final, fn), a, b)
+
+
+def test_hand_double_buffered_copy_is_not_staged():
+    """A copy whose destination moves with the loop counter (the user's own double buffer, read
+    one iteration later) keeps its synchronous semantics: staging it would read the wrong tile."""
+    import tilecore.language as T
+
+    @T.prim_func
+    def shifted(A: T.Tensor((8, 64), "float32"), B: T.Tensor((8, 64), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            S = T.alloc_shared((2, 64), "float32")
+            for k in T.Pipelined(8, num_stages=3):
+                T.copy(A[k, 0:64], S[k % 2, 0:64])
+                if k > 0:
+                    for j in T.Parallel(64):
+                        B[k - 1, j] = S[(k - 1) % 2, j]
+    kernel = tilecore.jit(shifted, out_idx=[-1], target="emu:sm_80")
+    assert "async_commit" not in kernel.get_ir("async-pipeline")
+    a = np.arange(8 * 64, dtype=np.float32).reshape(8, 64)
+    out = kernel(a)
+    np.testing.assert_array_equal(out[:7], a[:7])
