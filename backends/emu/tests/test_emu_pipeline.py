@@ -5,6 +5,7 @@ buffer and the user's line."""
 
 import dataclasses
 import importlib
+import importlib.util
 
 import numpy as np
 import pytest
@@ -201,3 +202,26 @@ def test_hand_double_buffered_copy_is_not_staged():
     a = np.arange(8 * 64, dtype=np.float32).reshape(8, 64)
     out = kernel(a)
     np.testing.assert_array_equal(out[:7], a[:7])
+
+
+@pytest.mark.parametrize("arg", ["order=[0, 1]", "stage=[0, 1]", "group=[[0], [1]]", "sync=[[0, 1]]"])
+def test_tilelang_schedule_arguments_are_rejected(arg, tmp_path):
+    """TileLang's hand schedule arguments raise a TileError naming the user's line, never ignored."""
+    from tilecore.errors import TileSyntaxError
+    src = tmp_path / "kern.py"
+    src.write_text(
+        "import tilecore.language as T\n\n"
+        "def build():\n"
+        "    @T.prim_func\n"
+        "    def f(A: T.Tensor((64,), 'float32')):\n"
+        "        with T.Kernel(1, threads=32) as bx:\n"
+        f"            for k in T.Pipelined(4, num_stages=2, {arg}):\n"
+        "                A[k] = 1.0\n"
+        "    return f\n")
+    spec = importlib.util.spec_from_file_location("kern", src)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with pytest.raises(TileSyntaxError) as err:
+        mod.build()
+    msg = str(err.value)
+    assert "kern.py:7" in msg and "not supported" in msg and "num_stages" in msg
