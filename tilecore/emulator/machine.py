@@ -3,8 +3,11 @@
 Each value is an array over the block's threads; control flow narrows an *active mask*.
 Registers are (threads x n) arrays, shared memory one flat array per buffer, global memory
 flat views of the argument arrays. Warp-wide operations (shuffles, intrinsics) require whole
-warps; barriers require the whole block. Intrinsics run from their declared lane maps
-(`tilecore.ir.intrinsic`), the same tables the code generator reads.
+warps; a barrier requires every thread of its scope (the block, its named thread count, each
+warpgroup). Asynchronous copies land at the wait that retires them (`asyncops.py`), and the race
+tracker (`race.py`) checks every shared access against the asynchronous memory model of
+docs/architecture.md. Intrinsics run from their declared lane maps (`tilecore.ir.intrinsic`),
+the same tables the code generator reads.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from ..ir.expr import BinOp, Cast, Const, Expr, Select, Unary, Var
 from ..ir.module import Module
 from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
 from ..ir.thread import (
+    AsyncCommit,
+    AsyncCopy,
+    AsyncWait,
     Atomic,
     Barrier,
     IntrinsicCall,
@@ -30,8 +36,9 @@ from ..ir.thread import (
 )
 from ..ir.thread_printer import print_thread_func
 from . import values as V
+from .asyncops import AsyncState
 from .intrinsics import run_intrinsic
-from .race import SharedTracker
+from .race import SharedTracker, SyncClock
 
 
 class EmuArtifact:
@@ -96,9 +103,11 @@ class Block:
             self.env[id(k.thread_var)] = self.tid
             self.shared = {}
             self.trackers = {}
+            self.clock = SyncClock(self.T)
+            self.asyncs = AsyncState(self.T)
             for b in k.shared:
                 self.shared[id(b)] = np.full(b.shape[0], V.poison(b.dtype), dtype=b.dtype.np)
-                self.trackers[id(b)] = SharedTracker(b.name, b.shape[0])
+                self.trackers[id(b)] = SharedTracker(b.name, b.shape[0], self.clock)
             self.regs = {id(b): np.full((self.T, b.shape[0]), V.poison(b.dtype), dtype=b.dtype.np)
                          for b in k.registers}
             self.exec(k.body, np.ones(self.T, dtype=bool))
@@ -301,11 +310,13 @@ class Block:
         elif isinstance(s, VecMove):
             self._vecmove(s, mask)
         elif isinstance(s, Barrier):
-            if not mask.all():
-                raise TileRuntimeError("a barrier is reached by only some threads of the block "
-                                       "(divergent control flow)", self.loc)
-            for tr in self.trackers.values():
-                tr.barrier()
+            self._barrier(s, mask)
+        elif isinstance(s, AsyncCopy):
+            self.asyncs.issue(self, s, mask)
+        elif isinstance(s, AsyncCommit):
+            self.asyncs.commit(s.queue, mask)
+        elif isinstance(s, AsyncWait):
+            self.asyncs.wait(self, s.queue, s.pending, mask)
         elif isinstance(s, Atomic):
             self._atomic(s, mask)
         elif isinstance(s, IntrinsicCall):
@@ -315,6 +326,31 @@ class Block:
             raise TileRuntimeError("nested ThreadKernel", self.loc)
         else:
             raise TileRuntimeError(f"emu cannot execute {type(s).__name__}", self.loc)
+
+    def _barrier(self, s: Barrier, mask: np.ndarray) -> None:
+        """A barrier of its scope: the threads taking part must all arrive, then are ordered."""
+        if s.scope == "block":
+            if not mask.all():
+                raise TileRuntimeError("a barrier is reached by only some threads of the block "
+                                       "(divergent control flow)", self.loc)
+            self.clock.barrier(None)
+        elif s.scope == "named":
+            m = self._whole_warps(mask, f"named barrier {s.barrier_id}")
+            if int(m.sum()) != s.count:
+                raise TileRuntimeError(f"named barrier {s.barrier_id} expects {s.count} threads but "
+                                       f"{int(m.sum())} arrive (a GPU would hang)", self.loc)
+            self.clock.barrier(self.tid[m])
+        else:
+            size = 4 * self.W
+            if self.T % size:
+                raise TileRuntimeError(f"a warpgroup barrier needs whole warpgroups; the block has "
+                                       f"{self.T} threads", self.loc)
+            groups = mask.reshape(-1, size)
+            if not np.all(groups.all(axis=1) | ~groups.any(axis=1)):
+                raise TileRuntimeError("a warpgroup barrier executed by part of a warpgroup "
+                                       "(divergent control flow)", self.loc)
+            for g in np.nonzero(groups.all(axis=1))[0]:
+                self.clock.barrier(self.tid[g * size:(g + 1) * size])
 
     def _for(self, s: For, mask: np.ndarray) -> None:
         start, stop = self.eval(s.start, mask), self.eval(s.stop, mask)

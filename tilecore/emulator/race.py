@@ -1,9 +1,21 @@
-"""Shared-memory race detection between barriers.
+"""Shared-memory race detection under the asynchronous memory model (docs/architecture.md).
 
-For every element of a shared buffer the tracker remembers which thread wrote it and which
-thread(s) read it since the last barrier. A read of an element another thread wrote (RAW), or a
-write of an element another thread read (WAR), with no barrier in between, is a data race: the
-GPU may order the two accesses either way. The error names the buffer and both source lines.
+Time is counted in *epochs*: every barrier starts a new one. `SyncClock` remembers, for each pair
+of threads, the last epoch in which both passed a barrier together (block barriers set every
+pair; named and warpgroup barriers only the pairs taking part). An access made in epoch `t` by
+thread `a` is ordered before a later access by `b` when `a == b` or a barrier both took part in
+started after `t`.
+
+For every element of a shared buffer the tracker remembers its last writer (and the write's
+epoch), its readers since they were last ordered (a thread range and the epoch of the latest
+read), and the thread whose asynchronous copy into it has been issued but has not landed. It
+raises, naming the buffer and both source lines:
+
+- a read (RAW) of an element another thread wrote, or a write (WAR) of an element another
+  thread read, with no barrier ordering the two;
+- any access to an element whose asynchronous write is still pending (a missing or too weak
+  wait), and the issue of an asynchronous copy into an element that another thread read or
+  wrote, or that another copy is still filling (a stage buffer reused too early).
 """
 
 from __future__ import annotations
@@ -12,65 +24,158 @@ import numpy as np
 
 from ..errors import TileRuntimeError
 
-_MANY = -2  # more than one reader
+
+class SyncClock:
+    """Epochs and the per-pair last common barrier of one block's threads."""
+
+    def __init__(self, threads: int):
+        self.threads = threads
+        self.epoch = 0
+        self.block_epoch = 0  # the epoch the last block-wide barrier started
+        self.sync: np.ndarray | None = None  # (T, T) last common barrier; None: only block barriers
+
+    def barrier(self, tids: np.ndarray | None = None) -> None:
+        """A barrier taken by every thread (`tids` None) or by threads `tids` only."""
+        self.epoch += 1
+        if tids is None:
+            self.block_epoch = self.epoch
+            self.sync = None  # every earlier access is ordered before every later one
+            return
+        if self.sync is None:
+            self.sync = np.full((self.threads, self.threads), self.block_epoch, dtype=np.int64)
+        self.sync[np.ix_(tids, tids)] = self.epoch
+
+    def ordered(self, a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Whether accesses by threads `a` in epochs `t` are ordered before accesses by `b` now."""
+        if self.sync is None:
+            return (a == b) | (self.block_epoch > t)
+        return (a == b) | (self.sync[a, b] > t)
+
+    def ordered_range(self, lo: np.ndarray, hi: np.ndarray, t: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Whether every thread in lo..hi other than `b` is ordered (since epochs `t`) before `b`."""
+        if self.sync is None:
+            return ((lo == b) & (hi == b)) | (self.block_epoch > t)
+        out = np.ones(len(lo), dtype=bool)
+        for key in set(zip(lo.tolist(), hi.tolist())):
+            sel = (lo == key[0]) & (hi == key[1])
+            rows = self.sync[b[sel]][:, key[0]:key[1] + 1].copy()
+            cols = np.arange(key[0], key[1] + 1)
+            rows[cols[None, :] == b[sel][:, None]] = np.iinfo(np.int64).max  # a thread vs itself
+            out[sel] = rows.min(axis=1) > t[sel]
+        return out
 
 
 class SharedTracker:
-    """Per-element writer/reader thread ids of one shared buffer in the current barrier epoch."""
+    """Per-element writer, readers and pending asynchronous writes of one shared buffer."""
 
-    def __init__(self, name: str, n: int):
+    def __init__(self, name: str, n: int, clock: SyncClock):
         self.name = name
+        self.clock = clock
         self.writer = np.full(n, -1, dtype=np.int64)
-        self.reader = np.full(n, -1, dtype=np.int64)
+        self.wtime = np.zeros(n, dtype=np.int64)
         self.wloc = np.full(n, -1, dtype=np.int64)
+        self.wasync = np.zeros(n, dtype=bool)  # the last write was a landed asynchronous copy
+        self.rlo = np.full(n, -1, dtype=np.int64)
+        self.rhi = np.full(n, -1, dtype=np.int64)
+        self.rtime = np.zeros(n, dtype=np.int64)
         self.rloc = np.full(n, -1, dtype=np.int64)
+        self.pending = np.full(n, -1, dtype=np.int64)  # thread whose async copy has not landed
+        self.ploc = np.full(n, -1, dtype=np.int64)
 
-    def barrier(self) -> None:
-        """A barrier: a new epoch begins."""
-        self.writer.fill(-1)
-        self.reader.fill(-1)
+    def _raise(self, msg: str, loc_id: int, locs: list, hint: str):
+        raise TileRuntimeError(f"data race on shared buffer {self.name}: {msg}", locs[loc_id], hint=hint)
 
-    def read(self, idx: np.ndarray, tid: np.ndarray, loc_id: int, locs: list) -> None:
-        """Record reads of elements `idx` by threads `tid`; raise on a read-after-write race."""
-        if idx.size == 0:
-            return
-        w = self.writer[idx]
-        bad = (w >= 0) & (w != tid)
+    def _check_pending(self, idx, tid, verb: str, loc_id: int, locs: list) -> None:
+        p = self.pending[idx]
+        bad = p >= 0
         if bad.any():
             k = int(np.argmax(bad))
-            raise TileRuntimeError(
-                f"data race on shared buffer {self.name}: thread {int(tid[k])} reads element "
-                f"{int(idx[k])} written by thread {int(w[k])} (at {_loc(locs, self.wloc[idx[k]])}) "
-                f"with no barrier in between", locs[loc_id],
-                hint="a barrier is missing between the write and the read (a lowering bug unless "
-                     "the kernel writes shared memory inside per-thread code)")
+            self._raise(
+                f"thread {int(tid[k])} {verb} element {int(idx[k])} before the asynchronous copy of "
+                f"thread {int(p[k])} into it (issued at {_loc(locs, self.ploc[idx[k]])}) has landed",
+                loc_id, locs, "no wait retires that copy here: an AsyncWait (cp.async.wait_group) is "
+                "missing or waits for too few groups, or the stage buffer is reused too early")
+
+    def _check_war(self, idx, tid, verb: str, loc_id: int, locs: list) -> None:
+        lo, hi = self.rlo[idx], self.rhi[idx]
+        cand = lo >= 0
+        if not cand.any():
+            return
+        ok = np.ones(len(idx), dtype=bool)
+        ok[cand] = self.clock.ordered_range(lo[cand], hi[cand], self.rtime[idx][cand], tid[cand])
+        bad = ~ok
+        if bad.any():
+            k = int(np.argmax(bad))
+            who = f"thread {int(lo[k])}" if lo[k] == hi[k] else f"threads {int(lo[k])}..{int(hi[k])}"
+            self._raise(
+                f"thread {int(tid[k])} {verb} element {int(idx[k])} that {who} read (at "
+                f"{_loc(locs, self.rloc[idx[k]])}) with no barrier in between", loc_id, locs,
+                "a barrier is missing between the read and the write")
+
+    def read(self, idx: np.ndarray, tid: np.ndarray, loc_id: int, locs: list) -> None:
+        """Record reads of elements `idx` by threads `tid`; raise on a race."""
+        if idx.size == 0:
+            return
+        self._check_pending(idx, tid, "reads", loc_id, locs)
+        w = self.writer[idx]
+        bad = (w >= 0) & ~self.clock.ordered(w, tid, self.wtime[idx])
+        if bad.any():
+            k = int(np.argmax(bad))
+            what = "an asynchronous copy of thread" if self.wasync[idx[k]] else "thread"
+            landed = " landed by its wait" if self.wasync[idx[k]] else ""
+            self._raise(
+                f"thread {int(tid[k])} reads element {int(idx[k])} written by {what} {int(w[k])} "
+                f"(at {_loc(locs, self.wloc[idx[k]])}){landed} with no barrier in between", loc_id, locs,
+                "a barrier is missing between the write and the read (a wait makes an asynchronous "
+                "copy visible to its own thread only)")
         uniq, inv = np.unique(idx, return_inverse=True)
         lo = np.full(len(uniq), np.iinfo(np.int64).max, dtype=np.int64)
         hi = np.full(len(uniq), -1, dtype=np.int64)
         np.minimum.at(lo, inv, tid)
         np.maximum.at(hi, inv, tid)
-        cur = self.reader[uniq]
-        new = np.where(lo != hi, _MANY, lo)
-        new = np.where((cur == -1) | (cur == new), new, _MANY)
-        self.reader[uniq] = new
+        # readers ordered by a block barrier since are forgotten; others widen the range
+        fresh = (self.rlo[uniq] < 0) | (self.rtime[uniq] < self.clock.block_epoch)
+        self.rlo[uniq] = np.where(fresh, lo, np.minimum(self.rlo[uniq], lo))
+        self.rhi[uniq] = np.where(fresh, hi, np.maximum(self.rhi[uniq], hi))
+        self.rtime[uniq] = self.clock.epoch
         self.rloc[uniq] = loc_id
 
     def write(self, idx: np.ndarray, tid: np.ndarray, loc_id: int, locs: list) -> None:
-        """Record writes; raise on a write-after-read race."""
+        """Record synchronous writes; raise on a write-after-read race or a pending async write."""
         if idx.size == 0:
             return
-        r = self.reader[idx]
-        bad = (r == _MANY) | ((r >= 0) & (r != tid))
+        self._check_pending(idx, tid, "overwrites", loc_id, locs)
+        self._check_war(idx, tid, "overwrites", loc_id, locs)
+        self._set_writer(idx, tid, loc_id, False)
+
+    def async_issue(self, idx: np.ndarray, tid: np.ndarray, loc_id: int, locs: list) -> None:
+        """Record the issue of asynchronous copies into `idx`: the write may happen any time from
+        now until it lands, so it must already be ordered after other threads' accesses."""
+        if idx.size == 0:
+            return
+        self._check_pending(idx, tid, "issues an asynchronous copy into", loc_id, locs)
+        self._check_war(idx, tid, "issues an asynchronous copy into", loc_id, locs)
+        w = self.writer[idx]
+        bad = (w >= 0) & ~self.clock.ordered(w, tid, self.wtime[idx])
         if bad.any():
             k = int(np.argmax(bad))
-            who = "other threads" if r[k] == _MANY else f"thread {int(r[k])}"
-            raise TileRuntimeError(
-                f"data race on shared buffer {self.name}: thread {int(tid[k])} overwrites element "
-                f"{int(idx[k])} that {who} read (at {_loc(locs, self.rloc[idx[k]])}) with no barrier "
-                f"in between", locs[loc_id],
-                hint="a barrier is missing between the read and the write")
+            self._raise(
+                f"thread {int(tid[k])} issues an asynchronous copy into element {int(idx[k])} written "
+                f"by thread {int(w[k])} (at {_loc(locs, self.wloc[idx[k]])}) with no barrier in between",
+                loc_id, locs, "a barrier is missing before the copy (a stage buffer reused too early)")
+        self.pending[idx] = tid
+        self.ploc[idx] = loc_id
+
+    def land(self, idx: np.ndarray, tid: np.ndarray, issue_loc_id: int) -> None:
+        """Asynchronous writes into `idx` land now (their wait): ordinary writes of `tid`."""
+        self.pending[idx] = -1
+        self._set_writer(idx, tid, issue_loc_id, True)
+
+    def _set_writer(self, idx, tid, loc_id: int, is_async: bool) -> None:
         self.writer[idx] = tid
+        self.wtime[idx] = self.clock.epoch
         self.wloc[idx] = loc_id
+        self.wasync[idx] = is_async
 
 
 def _loc(locs: list, i) -> str:

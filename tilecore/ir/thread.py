@@ -33,6 +33,12 @@ from .stmt import Stmt
 
 SHUFFLE_MODES = ("xor", "idx")
 ATOMIC_OPS = ("add",)
+BARRIER_SCOPES = ("block", "named", "warpgroup")
+# The asynchronous memory model (docs/architecture.md): completion mechanisms and per-thread
+# queues built so far; "mbarrier" (TMA) and the "wgmma" queue come with the Hopper path.
+ASYNC_COMPLETIONS = ("group",)
+ASYNC_QUEUES = ("cp.async",)
+ASYNC_COPY_BYTES = (4, 8, 16)
 
 
 def _check_expr(what: str, e) -> None:
@@ -190,10 +196,98 @@ class VecMove(Stmt):
 
 @dataclass(frozen=True)
 class Barrier(Stmt):
-    """Block-wide barrier (`__syncthreads()`): `reason` says which access needs it."""
+    """A barrier with an identity and a scope; `reason` says which access needs it.
+
+    `scope` "block": every thread of the block (`__syncthreads()`, id 0). "named": hardware
+    barrier `barrier_id` (1..15) over exactly `count` threads, a multiple of the warp size, namely
+    those that execute it (`bar.sync id, count`). "warpgroup": every group of four consecutive
+    warps synchronizes on barrier `barrier_id + warpgroup index`. A barrier orders the accesses
+    of the threads taking part; it does not complete asynchronous operations."""
 
     reason: str = ""
     loc: SourceLoc | None = None
+    scope: str = "block"
+    barrier_id: int = 0
+    count: int = 0
+
+    def __post_init__(self):
+        if self.scope not in BARRIER_SCOPES:
+            raise TypeError(f"unknown barrier scope {self.scope!r}")
+        if self.scope == "block" and (self.barrier_id or self.count):
+            raise TypeError("a block barrier is barrier 0 over the whole block (no id or count)")
+        if self.scope == "named" and (not 1 <= self.barrier_id <= 15 or self.count < 1):
+            raise TypeError("a named barrier needs an id in 1..15 and a positive thread count")
+        if self.scope == "warpgroup" and (self.barrier_id < 1 or self.count):
+            raise TypeError("a warpgroup barrier needs a base id >= 1 and no count")
+
+
+@dataclass(frozen=True)
+class AsyncCopy(Stmt):
+    """Asynchronous copy of `lanes` elements `src[src_offset:+lanes]` (global) to
+    `dst[dst_offset:+lanes]` (shared), `lanes * itemsize` in ASYNC_COPY_BYTES, offsets aligned.
+
+    Issued by this thread; it lands (writes the destination) at the wait that retires it, which
+    `completion` names: "group" (the thread's open `cp.async` group, retired by AsyncCommit +
+    AsyncWait). When `pred` is false nothing is read and the destination gets zeros if
+    `zero_fill` (PTX's src-size 0), else it is not written. See docs/architecture.md, "The
+    asynchronous memory model"."""
+
+    dst: Buffer
+    dst_offset: Expr
+    src: Buffer
+    src_offset: Expr
+    lanes: int
+    pred: Expr | None = None
+    zero_fill: bool = True
+    completion: str = "group"
+    loc: SourceLoc | None = None
+
+    def __post_init__(self):
+        _check_expr("AsyncCopy.dst_offset", self.dst_offset)
+        _check_expr("AsyncCopy.src_offset", self.src_offset)
+        _check_pred(self.pred)
+        if self.completion not in ASYNC_COMPLETIONS:
+            raise TypeError(f"unknown completion mechanism {self.completion!r}")
+        if self.src.scope != "global" or self.dst.scope != "shared":
+            raise TypeError("AsyncCopy copies global memory into shared memory")
+        if self.src.dtype != self.dst.dtype:
+            raise TypeError("AsyncCopy source and destination dtypes differ")
+        if self.lanes * self.src.dtype.itemsize not in ASYNC_COPY_BYTES:
+            raise TypeError(f"AsyncCopy moves {ASYNC_COPY_BYTES} bytes, not "
+                            f"{self.lanes * self.src.dtype.itemsize}")
+
+    @property
+    def queue(self) -> str:
+        """The per-thread queue whose groups track this copy."""
+        return "cp.async"
+
+
+@dataclass(frozen=True)
+class AsyncCommit(Stmt):
+    """Close the issuing thread's open group of `queue` operations (`cp.async.commit_group`)."""
+
+    queue: str = "cp.async"
+    loc: SourceLoc | None = None
+
+    def __post_init__(self):
+        if self.queue not in ASYNC_QUEUES:
+            raise TypeError(f"unknown asynchronous queue {self.queue!r}")
+
+
+@dataclass(frozen=True)
+class AsyncWait(Stmt):
+    """Wait until all but the `pending` most recent committed groups of this thread's `queue`
+    have landed (`cp.async.wait_group pending`). Makes them visible to this thread only."""
+
+    queue: str = "cp.async"
+    pending: int = 0
+    loc: SourceLoc | None = None
+
+    def __post_init__(self):
+        if self.queue not in ASYNC_QUEUES:
+            raise TypeError(f"unknown asynchronous queue {self.queue!r}")
+        if self.pending < 0:
+            raise TypeError("AsyncWait.pending must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -254,7 +348,8 @@ class IntrinsicCall(Stmt):
                                 f"got {ref.buffer.name} ({ref.buffer.dtype})")
 
 
-THREAD_STMTS = (ThreadKernel, MemStore, VecMove, Barrier, Atomic, IntrinsicCall)
+THREAD_STMTS = (ThreadKernel, MemStore, VecMove, Barrier, AsyncCopy, AsyncCommit, AsyncWait, Atomic,
+                IntrinsicCall)
 THREAD_EXPRS = (MemLoad, Shuffle, LaneTable)
 
 

@@ -6,6 +6,9 @@ from .module import PrimFunc
 from .printer import Printer, print_node
 from .stmt import For, IfThenElse, LetStmt, SeqStmt
 from .thread import (
+    AsyncCommit,
+    AsyncCopy,
+    AsyncWait,
     Atomic,
     Barrier,
     IntrinsicCall,
@@ -55,7 +58,22 @@ class ThreadPrinter(Printer):
             src = f"{self.name(s.src)}[{self.expr(s.src_offset)} : +{s.lanes}]"
             self.emit(depth, f"{self._pred(s.pred)}{dst} = {src}{zf}")
         elif isinstance(s, Barrier):
-            self.emit(depth, f"barrier()  # {s.reason}" if s.reason else "barrier()")
+            if s.scope == "block":
+                call = "barrier()"
+            elif s.scope == "named":
+                call = f"barrier(id={s.barrier_id}, threads={s.count})"
+            else:
+                call = f"barrier(warpgroup, id={s.barrier_id} + warpgroup)"
+            self.emit(depth, f"{call}  # {s.reason}" if s.reason else call)
+        elif isinstance(s, AsyncCopy):
+            zf = " else zero" if s.zero_fill else ""
+            dst = f"{self.name(s.dst)}[{self.expr(s.dst_offset)} : +{s.lanes}]"
+            src = f"{self.name(s.src)}[{self.expr(s.src_offset)} : +{s.lanes}]"
+            self.emit(depth, f"{self._pred(s.pred)}async {dst} <- {src}{zf}  # {s.queue}")
+        elif isinstance(s, AsyncCommit):
+            self.emit(depth, f"async_commit({s.queue})")
+        elif isinstance(s, AsyncWait):
+            self.emit(depth, f"async_wait({s.queue}, pending={s.pending})")
         elif isinstance(s, Atomic):
             ref = f"{self.name(s.buffer)}[{self.expr(s.offset)}]"
             self.emit(depth, f"{self._pred(s.pred)}atomic_{s.op}({ref}, {self.expr(s.value)})")

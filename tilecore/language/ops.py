@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import dtypes as dt
-from ..errors import TileShapeError, TileTypeError
+from ..errors import TileShapeError, TileSyntaxError, TileTypeError
 from ..ir.buffer import Buffer, Region
 from ..ir.expr import Expr, Var, as_expr, binop, cast, const_int, select, unary
 from ..ir.stmt import AtomicAdd, AtomicAddRegion, Copy, CumSum, Fill, Gemm, Reduce
@@ -107,7 +107,17 @@ def Parallel(*extents, coalesced_width=None, loop_layout=None) -> LoopSpec:
 
 @builtin
 def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None, group=None) -> LoopSpec:
-    """A serial loop the compiler may software-pipeline `num_stages` deep."""
+    """A serial loop the compiler may software-pipeline `num_stages` deep.
+
+    TileLang's `order`, `stage`, `sync` and `group` (a hand-written schedule) are not supported:
+    giving any of them is an error rather than a silently different schedule."""
+    given = [n for n, v in (("order", order), ("stage", stage), ("sync", sync), ("group", group))
+             if v is not None]
+    if given:
+        raise TileSyntaxError(
+            f"T.Pipelined: {', '.join(given)} {'is' if len(given) == 1 else 'are'} not supported",
+            hint="drop them and give num_stages only: the compiler derives the schedule (stage "
+                 "buffers, prologue, waits) from the loop body")
     s, e = _range_args(start, stop, "T.Pipelined")
     return LoopSpec("pipelined", (s,), (e,), 1, (("num_stages", int(num_stages)),))
 

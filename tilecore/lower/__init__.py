@@ -6,7 +6,10 @@ Passes, in order (their names are anchors for backends' `tile_passes`):
 - ``layout-inference``: a layout for every fragment, stored on its KernelLaunch;
 - ``lower-threads``: the KernelLaunch becomes a ThreadKernel (T.Parallel, copy, fill, reduce,
   cumsum, gemm, atomics partitioned over threads);
-- ``prefetch-pipelined``: T.Pipelined loops load the next tile into registers during the math;
+- ``async-pipeline``: T.Pipelined loops become multi-stage asynchronous-copy pipelines where
+  the target has asynchronous copies (facts `async_copy_sizes`) and the copies qualify;
+- ``prefetch-pipelined``: the other T.Pipelined loops load the next tile into registers during
+  the math;
 - ``insert-barriers``: block barriers wherever shared memory passes between threads (skipped
   under ``pass_configs={"tl.disable_thread_storage_sync": True}``).
 
@@ -23,6 +26,7 @@ from ..ir.thread import ThreadKernel
 from ..ir.visit import rewrite, walk
 from ..passes.base import Pass
 from ..target import TargetDesc
+from .async_pipeline import async_pipeline
 from .barrier import insert_barriers
 from .context import LayoutMap, LowerCtx
 from .infer import annotate_layouts, plan_gemms, stored_layouts
@@ -90,6 +94,21 @@ def lower_threads(module: Module, desc: TargetDesc) -> Module:
     return out.with_attrs(diagnostics=out.attrs.diagnostics + tuple(notes)) if notes else out
 
 
+def async_pipelines(module: Module, desc: TargetDesc) -> Module:
+    """Invariant: in T.Pipelined(num_stages=s >= 2) loops on targets with asynchronous copies,
+    each stageable shared buffer has up to s stages filled by AsyncCopy s - 1 tiles ahead, with
+    one AsyncCommit per iteration and an AsyncWait before the tile is read (same values; see
+    tilecore.lower.async_pipeline). Such loops carry the annotation `async_stages`."""
+
+    if not desc.options.enable_async_copy:  # pass_configs={"tl.enable_async_copy": False}
+        return module
+
+    def fn(n):
+        return async_pipeline(n, desc.facts) if isinstance(n, ThreadKernel) else None
+
+    return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
+
+
 def prefetch_pipelined(module: Module, desc: TargetDesc) -> Module:
     """Invariant: in loops the user marked T.Pipelined(num_stages >= 2), global-to-shared vector
     copies at the top of the body read the next iteration's tile into registers before the
@@ -114,6 +133,7 @@ def barriers(module: Module, desc: TargetDesc) -> Module:
 LOWERING_PASSES: list[Pass] = [
     Pass("layout-inference", layout_inference, _lowers),
     Pass("lower-threads", lower_threads, _lowers),
+    Pass("async-pipeline", async_pipelines, _lowers),
     Pass("prefetch-pipelined", prefetch_pipelined, _lowers),
     Pass("insert-barriers", barriers, _syncs),
 ]

@@ -7,20 +7,44 @@ wrote (RAW, WAW) or read (WAR) since then gets a `Barrier` right before it. Loop
 accesses at the end of one iteration guard the start of the next. Barriers go only where every
 thread of the block arrives: inside loops and branches whose bounds and conditions are the same
 for every thread; a hazard inside per-thread control flow is guarded before that statement.
+
+Asynchronous copies follow the model of docs/architecture.md ("The asynchronous memory model"):
+an `AsyncCopy` is checked as a write at its issue, then stays *in flight* in its queue's open
+group; `AsyncCommit` closes the group and `AsyncWait(n)` lands every group but the n most recent
+as ordinary writes of the issuing threads (so a barrier follows before other threads read them).
+An access that provably touches in-flight data gets an `AsyncWait(pending=0)` first; in-flight
+footprints that cannot be tabulated are trusted to the waits the pipeline pass placed (the
+emulator checks them). Named and warpgroup barriers are taken to order nothing here.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..errors import TileInternalError
 from ..ir.expr import Expr, Var
 from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
-from ..ir.thread import Atomic, Barrier, IntrinsicCall, MemLoad, MemStore, Shuffle, ThreadKernel, VecMove
+from ..ir.thread import (
+    AsyncCommit,
+    AsyncCopy,
+    AsyncWait,
+    Atomic,
+    Barrier,
+    IntrinsicCall,
+    MemLoad,
+    MemStore,
+    Shuffle,
+    ThreadKernel,
+    VecMove,
+)
 from ..ir.visit import walk
 from .context import loc_str
 from .indexing import try_evaluate
 
-_EMPTY: tuple[dict, dict] = ({}, {})
+# The analysis state: (writes, reads, in flight). Writes and reads map buffer ids to footprints;
+# in flight maps a queue to (committed groups, oldest first, each a footprint dict; open group).
+_EMPTY: tuple = ({}, {}, {})
+_MAX_GROUPS = 8  # older in-flight groups are merged (a may-analysis stays sound)
 
 
 class _Footprint:
@@ -55,6 +79,13 @@ class _Footprint:
         a, b = self.owner, other.owner
         self.owner = np.where(a == -1, b, np.where((b == -1) | (a == b), a, -2))
 
+    def overlaps(self, acc) -> bool:
+        """True when `acc` provably touches an element recorded here (by any thread)."""
+        if self.unknown or acc is None:
+            return False
+        idx, _ = acc
+        return bool(np.any(self.owner[idx] != -1))
+
     def conflicts(self, acc) -> bool:
         """True when `acc` touches an element some other thread touched."""
         if self.unknown or acc is None:
@@ -65,7 +96,8 @@ class _Footprint:
 
 
 def _accesses(node, tx: Var, threads: int, want: str) -> list:
-    """[(buffer, (elements, threads) or None)] of the shared reads ('r') or writes ('w') in node."""
+    """[(buffer, (elements, threads) or None)] of the shared reads ('r'), writes ('w') or
+    asynchronous copies' writes ('a') in node."""
     out = []
     for n in walk(node):
         if want == "r":
@@ -80,6 +112,9 @@ def _accesses(node, tx: Var, threads: int, want: str) -> list:
                         out.append((ref.buffer, _tab(ref.offset, width, tx, threads, ref.buffer)))
             elif isinstance(n, Atomic) and n.buffer.scope == "shared":
                 out.append((n.buffer, None))
+        elif want == "a":
+            if isinstance(n, AsyncCopy):
+                out.append((n.dst, _tab(n.dst_offset, n.lanes, tx, threads, n.dst)))
         else:
             if isinstance(n, (MemStore, Atomic)) and n.buffer.scope == "shared":
                 out.append((n.buffer, _tab(n.offset, 1, tx, threads, n.buffer)))
@@ -122,11 +157,23 @@ class _Inserter:
                 return True
         return False
 
-    def leaf(self, s: Stmt, st, reads=None, writes=None):
-        """(statements, state) for a statement taken as a whole: a barrier first on a hazard."""
+    def leaf(self, s: Stmt, st, reads=None, writes=None, asyncs=None):
+        """(statements, state) for a statement taken as a whole: a wait first when it touches
+        in-flight data, a barrier first on a hazard."""
         reads = _accesses(s, self.tx, self.threads, "r") if reads is None else reads
         writes = _accesses(s, self.tx, self.threads, "w") if writes is None else writes
-        w, r = st
+        asyncs = _accesses(s, self.tx, self.threads, "a") if asyncs is None else asyncs
+        out: list[Stmt] = []
+        w, r, fl = st
+        for q, (groups, open_) in fl.items():
+            pending = list(groups) + [open_]
+            if any(g.get(id(b)) is not None and g[id(b)].overlaps(acc)
+                   for g in pending for b, acc in reads + writes + asyncs):
+                if open_:
+                    out.append(AsyncCommit(q, s.loc))
+                out.append(AsyncWait(q, 0, s.loc))
+                w, r, fl = _land(st, q, 0, commit=True)
+                st = (w, r, fl)
         hazard = None
         for b, acc in reads:
             f = w.get(id(b))
@@ -134,7 +181,7 @@ class _Inserter:
                 hazard = f"{b.name} written at {loc_str(f.loc)} is read at {loc_str(s.loc)}"
                 break
         if hazard is None:
-            for b, acc in writes:
+            for b, acc in writes + asyncs:
                 f = r.get(id(b))
                 if f is not None and f.conflicts(acc):
                     hazard = f"{b.name} read at {loc_str(f.loc)} is overwritten at {loc_str(s.loc)}"
@@ -143,19 +190,21 @@ class _Inserter:
                 if f is not None and f.conflicts(acc):
                     hazard = f"{b.name} written at {loc_str(f.loc)} is rewritten at {loc_str(s.loc)}"
                     break
-        out: list[Stmt] = []
         if hazard is not None:
             out.append(Barrier(hazard, s.loc))
             w, r = {}, {}
         w, r = dict(w), dict(r)
         for table, accs in ((r, reads), (w, writes)):
-            for b, acc in accs:
-                f = table.get(id(b))
-                f = _Footprint(b.shape[0], s.loc) if f is None else f.copy()
-                f.add(acc)
-                table[id(b)] = f
+            _record(table, accs, s.loc)
+        if asyncs:
+            queue = next(n.queue for n in walk(s) if isinstance(n, AsyncCopy))
+            fl = dict(fl)
+            groups, open_ = fl.get(queue, ((), {}))
+            open_ = dict(open_)
+            _record(open_, asyncs, s.loc)
+            fl[queue] = (groups, open_)
         out.append(s)
-        return out, (w, r)
+        return out, (w, r, fl)
 
     def visit(self, s: Stmt, st):
         """(statements replacing s, state after it)."""
@@ -166,7 +215,17 @@ class _Inserter:
                 out.extend(xs)
             return [SeqStmt(tuple(out), s.loc)], st
         if isinstance(s, Barrier):
-            return [s], _EMPTY
+            if s.scope != "block":  # orders only some threads: keep every footprint
+                return [s], st
+            return [s], ({}, {}, st[2])
+        if isinstance(s, AsyncCommit):
+            w, r, fl = st
+            groups, open_ = fl.get(s.queue, ((), {}))
+            fl = dict(fl)
+            fl[s.queue] = (_cap(tuple(groups) + (open_,)), {})
+            return [s], (w, r, fl)
+        if isinstance(s, AsyncWait):
+            return [s], _land(st, s.queue, s.pending)
         if isinstance(s, LetStmt):
             if self.is_varying(s.value):
                 self.varying.add(id(s.var))
@@ -177,7 +236,7 @@ class _Inserter:
                 self._mark_lets(s.body)
                 return self.leaf(s, st)
             head, st = self.leaf(s, st, _accesses(s.start, self.tx, self.threads, "r") +
-                                 _accesses(s.stop, self.tx, self.threads, "r"), [])
+                                 _accesses(s.stop, self.tx, self.threads, "r"), [], [])
             _, end = self.visit(s.body, st)
             body, end = self.visit(s.body, _union(st, end))
             loop = For(s.var, s.start, s.stop, s.step, s.kind, _seq(body, s), s.annotations, s.loc)
@@ -186,7 +245,7 @@ class _Inserter:
             if self.is_varying(s.cond):
                 self._mark_lets(s)
                 return self.leaf(s, st)
-            head, st = self.leaf(s, st, _accesses(s.cond, self.tx, self.threads, "r"), [])
+            head, st = self.leaf(s, st, _accesses(s.cond, self.tx, self.threads, "r"), [], [])
             then, st1 = self.visit(s.then_body, st)
             if s.else_body is None:
                 els, st2 = None, st
@@ -199,6 +258,9 @@ class _Inserter:
 
     def _mark_lets(self, s: Stmt) -> None:
         for n in walk(s):
+            if isinstance(n, (AsyncCommit, AsyncWait)):
+                raise TileInternalError(f"{type(n).__name__} inside per-thread control flow at "
+                                        f"{loc_str(n.loc)}: group counts must stay uniform")
             if isinstance(n, LetStmt):
                 self.varying.add(id(n.var))
             elif isinstance(n, For):
@@ -209,19 +271,65 @@ def _seq(stmts: list, like: Stmt) -> Stmt:
     return stmts[0] if len(stmts) == 1 else SeqStmt(tuple(stmts), like.loc)
 
 
+def _record(table: dict, accs: list, loc) -> None:
+    """Add accesses to a footprint table (copy-on-write per buffer)."""
+    for b, acc in accs:
+        f = table.get(id(b))
+        f = _Footprint(b.shape[0], loc) if f is None else f.copy()
+        f.add(acc)
+        table[id(b)] = f
+
+
+def _merge_tables(x: dict, y: dict) -> dict:
+    m = dict(x)
+    for k, f in y.items():
+        if k in m:
+            g = m[k].copy()
+            g.merge(f)
+            m[k] = g
+        else:
+            m[k] = f
+    return m
+
+
+def _cap(groups: tuple) -> tuple:
+    """At most _MAX_GROUPS groups: the oldest are merged into one."""
+    if len(groups) <= _MAX_GROUPS:
+        return groups
+    head = groups[0]
+    for g in groups[1:len(groups) - _MAX_GROUPS + 1]:
+        head = _merge_tables(head, g)
+    return (head,) + groups[len(groups) - _MAX_GROUPS + 1:]
+
+
+def _land(st, queue: str, pending: int, commit: bool = False):
+    """The state after `AsyncWait(queue, pending)` (after a commit first, when `commit`): every
+    committed group but the `pending` most recent becomes ordinary writes."""
+    w, r, fl = st
+    groups, open_ = fl.get(queue, ((), {}))
+    if commit and open_:
+        groups, open_ = tuple(groups) + (open_,), {}
+    keep = len(groups) - pending
+    landed, rest = groups[:max(keep, 0)], groups[max(keep, 0):]
+    for g in landed:
+        w = _merge_tables(w, g)
+    fl = dict(fl)
+    fl[queue] = (tuple(rest), open_)
+    return w, r, fl
+
+
 def _union(a, b):
-    out = []
-    for x, y in zip(a, b):
-        m = dict(x)
-        for k, f in y.items():
-            if k in m:
-                g = m[k].copy()
-                g.merge(f)
-                m[k] = g
-            else:
-                m[k] = f
-        out.append(m)
-    return out[0], out[1]
+    """The state after either of two paths."""
+    fl = {}
+    for q in set(a[2]) | set(b[2]):
+        ga, oa = a[2].get(q, ((), {}))
+        gb, ob = b[2].get(q, ((), {}))
+        n = max(len(ga), len(gb))
+        # align from the most recent group: counts are relative to the newest commit
+        ga = tuple({} for _ in range(n - len(ga))) + tuple(ga)
+        gb = tuple({} for _ in range(n - len(gb))) + tuple(gb)
+        fl[q] = (tuple(_merge_tables(x, y) for x, y in zip(ga, gb)), _merge_tables(oa, ob))
+    return _merge_tables(a[0], b[0]), _merge_tables(a[1], b[1]), fl
 
 
 def insert_barriers(kernel: ThreadKernel) -> ThreadKernel:

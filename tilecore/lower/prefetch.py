@@ -5,7 +5,9 @@ memory is rewritten so that each copy goes through registers: the loads of itera
 issued right after iteration k has stored its tile to shared memory, before its computation,
 and the loads of the first iteration move in front of the loop. Values are unchanged: the
 global tensors read are not written inside the loop and the predicates are evaluated for the
-same iteration as before. (Multi-stage shared buffers with asynchronous copies are a later step.)
+same iteration as before. Loops that `async-pipeline` turned into multi-stage asynchronous-copy
+pipelines (annotation `async_stages`) are left alone; this is the path for targets without
+asynchronous copies and for loops whose copies do not qualify (see tilecore.lower.async_pipeline).
 """
 
 from __future__ import annotations
@@ -109,7 +111,9 @@ def prefetch(kernel: ThreadKernel) -> ThreadKernel:
     bounds[id(kernel.thread_var)] = (0, kernel.num_threads - 1)
 
     def fn(n):
-        if isinstance(n, For) and (n.annotation("num_stages", 0) or 0) >= 2:
+        # loops async-pipeline already staged keep their asynchronous copies
+        if isinstance(n, For) and (n.annotation("num_stages", 0) or 0) >= 2 \
+                and not n.annotation("async_stages"):
             return _prefetch_loop(n, new_regs, names, bounds)
         return None
 

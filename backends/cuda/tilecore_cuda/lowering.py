@@ -34,7 +34,8 @@ def tile_target_facts(target):
     return TargetFacts(
         target=target, lowers_to_threads=True, warp_size=32, max_threads=1024,
         shared_memory_bytes=_SHARED.get(target.arch or "sm_80", 99 * 1024), vector_bytes=16,
-        extra=(("sm", _sm(target)), ("tensor_core", "mma.sync.m16n8k16")),
+        extra=(("sm", _sm(target)), ("tensor_core", "mma.sync.m16n8k16"),
+               ("async_copy_sizes", (4, 8, 16) if _sm(target) >= 80 else ())),  # cp.async
     )
 
 

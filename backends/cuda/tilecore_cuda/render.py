@@ -14,6 +14,8 @@ from tilecore.dtypes import DType
 from tilecore.errors import TileInternalError
 from tilecore.ir.expr import Var, binop, const, const_int
 
+from .render_async import AsyncRenderMixin
+
 # Alignment of each shared buffer inside the dynamic shared allocation (16: one 128-bit access).
 SHARED_ALIGN = 16
 _VECTOR = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "uint2", 16: "uint4"}
@@ -35,7 +37,7 @@ _INDEX = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 MAX_GRID_YZ = 65535
 
 
-class CudaRenderer(CStyleRenderer):
+class CudaRenderer(AsyncRenderMixin, CStyleRenderer):
     """Renders a lowered module as one `extern "C" __global__` CUDA C++ kernel."""
 
     def __init__(self):

@@ -46,8 +46,11 @@ def test_fp16_gemm_uses_tensor_cores():
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ir
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ir
     assert "barrier()" in kernel.get_ir("insert-barriers")
-    # T.Pipelined(num_stages=3): the next K tile is loaded into registers during the mma work
-    assert "A_next[0 : +8] = A[" in kernel.get_ir("prefetch-pipelined")
+    # T.Pipelined(num_stages=3) on sm_80: three cp.async stages, tile k+2 issued during tile k's math
+    staged = kernel.get_ir("async-pipeline")
+    assert "shared float16 A_shared[" in staged and "async A_shared[" in staged
+    assert "async_wait(cp.async, pending=1)" in staged
+    assert "A_next" not in kernel.get_ir("prefetch-pipelined")
 
 
 @pytest.mark.parametrize("name", ["gemm", "flash_attention"])

@@ -1,0 +1,290 @@
+"""Multi-stage asynchronous-copy software pipelines for T.Pipelined loops (pass `async-pipeline`).
+
+For a loop the user marked `T.Pipelined(n, num_stages=s)` (s >= 2), on a target whose facts
+list `async_copy_sizes`, every *stageable* shared buffer gets s stages and is filled by
+asynchronous copies issued s - 1 iterations ahead:
+
+    prologue:  for j in 0..s-2: issue tile start+j into stage j; commit
+    loop k:    wait(s-2)                      # this thread's copies of tile k have landed
+               issue tile k+s-1 into stage (k-start+s-1) % s; commit
+               body, reading stage (k-start) % s
+    after:     wait(0)
+
+A tile past the end is issued with a false predicate (zero fill, no global read), so every
+iteration commits exactly one group and the wait counts hold for any trip count, including one
+smaller than s - 1. `insert-barriers` then puts one block barrier between the wait and the issue:
+it makes the landed tile visible to all threads and orders the previous iteration's reads of the
+stage being refilled before the refill (docs/architecture.md, "The asynchronous memory model").
+
+A shared buffer is stageable when, in the loop body, it is written only by global->shared vector
+copies at the body's top level, each of `async_copy_sizes` bytes with the same dtype and with
+offsets, predicates and guards computable at the top of an iteration, writing the same elements
+in every iteration (so a hand-written double buffer is left alone); when it is not read in the
+body before its last copy; when it is used nowhere outside the loop; and when the global tensor it
+copies from is not written in the loop. The stage stride is the buffer's size rounded up to 128
+bytes (bank-neutral, 16-byte aligned, so vector and ldmatrix addresses keep their alignment and
+bank pattern). Stages are reduced while the block's shared memory would exceed the target's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..ir.buffer import Buffer
+from ..ir.expr import Expr, Var, binop, const
+from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
+from ..ir.thread import (
+    AsyncCommit,
+    AsyncCopy,
+    AsyncWait,
+    Atomic,
+    IntrinsicCall,
+    MemLoad,
+    MemStore,
+    OperandRef,
+    ThreadKernel,
+    VecMove,
+)
+from ..ir.visit import rewrite, substitute, walk
+from ..target import TargetFacts
+from .indexing import free_vars, simplify
+
+STAGE_ALIGN_BYTES = 128
+
+
+def _flat(s: Stmt) -> list:
+    if isinstance(s, SeqStmt):
+        out = []
+        for x in s.stmts:
+            out.extend(_flat(x))
+        return out
+    return [s]
+
+
+def _copy_move(s: Stmt) -> VecMove | None:
+    """The global->shared VecMove a top-level body statement consists of (maybe under one guard)."""
+    if isinstance(s, IfThenElse) and s.else_body is None:
+        inner = _flat(s.then_body)
+        if len(inner) != 1:
+            return None
+        s = inner[0]
+    if isinstance(s, VecMove) and s.src.scope == "global" and s.dst.scope == "shared":
+        return s
+    return None
+
+
+def _touches(node, buf: Buffer) -> tuple[bool, bool]:
+    """(reads, writes) of shared buffer `buf` anywhere in `node`."""
+    r = w = False
+    for n in walk(node):
+        if isinstance(n, MemLoad) and n.buffer is buf:
+            r = True
+        elif isinstance(n, (MemStore, Atomic)) and n.buffer is buf:
+            w = True
+        elif isinstance(n, (VecMove, AsyncCopy)):
+            r |= n.src is buf
+            w |= n.dst is buf
+        elif isinstance(n, IntrinsicCall):
+            for spec, ref in zip(n.intrinsic.operands, n.operands):
+                if ref.buffer is buf:
+                    r |= spec.role == "in"
+                    w |= spec.role == "out"
+    return r, w
+
+
+def _written_globals(body: Stmt) -> set:
+    out = set()
+    for n in walk(body):
+        if isinstance(n, (MemStore, Atomic)) and n.buffer.scope == "global":
+            out.add(id(n.buffer))
+        elif isinstance(n, VecMove) and n.dst.scope == "global":
+            out.add(id(n.dst))
+    return out
+
+
+class _Plan:
+    """The staged buffers of one loop: old buffer -> (copy statements, new buffer, stride)."""
+
+    def __init__(self):
+        self.copies: dict[int, list] = {}
+        self.old: dict[int, Buffer] = {}
+        self.new: dict[int, Buffer] = {}
+        self.stride: dict[int, int] = {}
+
+
+def _stageable(loop: For, kernel_body: Stmt, sizes: tuple) -> dict[int, list]:
+    """buffer id -> positions of its copy statements in the loop body, for stageable buffers."""
+    items = _flat(loop.body)
+    inner = {id(n.var) for n in walk(loop.body) if isinstance(n, (LetStmt, For))}
+    written = _written_globals(loop.body)
+    positions: dict[int, list] = {}
+    bufs: dict[int, Buffer] = {}
+    bad: set = set()
+    for i, s in enumerate(items):
+        mv = _copy_move(s)
+        if mv is None:
+            continue
+        b = mv.dst
+        bufs[id(b)] = b
+        exprs = [mv.src_offset, mv.dst_offset, mv.pred] + ([s.cond] if isinstance(s, IfThenElse) else [])
+        # Every iteration must write the same elements (a stage then holds exactly its tile):
+        # the destination, the guard and, without zero fill, the predicate ignore the loop var.
+        same_place = [mv.dst_offset] + ([s.cond] if isinstance(s, IfThenElse) else []) + \
+            ([mv.pred] if mv.pred is not None and not mv.zero_fill else [])
+        ok = (mv.lanes * mv.dst.dtype.itemsize in sizes and id(mv.src) not in written
+              and not any(id(v) in inner for e in exprs if e is not None for v in free_vars(e))
+              and not any(v is loop.var for e in same_place for v in free_vars(e)))
+        if not ok:
+            bad.add(id(b))
+        positions.setdefault(id(b), []).append(i)
+    out = {}
+    inside = {id(n) for n in walk(loop.body)}
+    outside = [n for n in walk(kernel_body) if id(n) not in inside and not isinstance(n, Buffer)]
+    for key, pos in positions.items():
+        if key in bad:
+            continue
+        b, last = bufs[key], max(pos)
+        ok = True
+        for i, s in enumerate(items):
+            if i in pos:
+                continue
+            r, w = _touches(s, b)
+            if w or (r and i < last):
+                ok = False
+                break
+        if ok and not any(_direct_use(n, b) for n in outside):
+            out[key] = pos
+    return out
+
+
+def _direct_use(n, buf: Buffer) -> bool:
+    """Whether node `n` itself (not its children) accesses `buf`."""
+    if isinstance(n, (MemLoad, MemStore, Atomic)):
+        return n.buffer is buf
+    if isinstance(n, (VecMove, AsyncCopy)):
+        return n.src is buf or n.dst is buf
+    if isinstance(n, OperandRef):
+        return n.buffer is buf
+    return False
+
+
+def _retarget(node, plan: _Plan, stage: Expr):
+    """`node` with every access of a staged buffer redirected to stage `stage`."""
+    def off(buf_id: int, e: Expr) -> Expr:
+        return e + stage * plan.stride[buf_id]
+
+    def fn(n):
+        if isinstance(n, MemLoad) and id(n.buffer) in plan.new:
+            return replace(n, buffer=plan.new[id(n.buffer)], offset=off(id(n.buffer), n.offset))
+        if isinstance(n, VecMove) and id(n.src) in plan.new:
+            return replace(n, src=plan.new[id(n.src)], src_offset=off(id(n.src), n.src_offset))
+        if isinstance(n, OperandRef) and id(n.buffer) in plan.new:
+            return OperandRef(plan.new[id(n.buffer)], off(id(n.buffer), n.offset))
+        return None
+
+    return rewrite(node, fn)
+
+
+def _issue(stmt: Stmt, plan: _Plan, var: Var, tile: Expr, stage: Expr, more: Expr | None,
+           bounds: dict) -> Stmt:
+    """The copy statement `stmt`, for tile `tile` (substituted for `var`), as an asynchronous copy
+    into stage `stage`; predicated off (zero fill) unless `more`."""
+    stmt = substitute(stmt, {var: tile})
+    guard = stmt.cond if isinstance(stmt, IfThenElse) else None
+    mv = _copy_move(stmt)
+    key = id(mv.dst)
+    pred = mv.pred if more is None else (more if mv.pred is None else binop("and", mv.pred, more))
+    ac: Stmt = AsyncCopy(plan.new[key], mv.dst_offset + stage * plan.stride[key], mv.src, mv.src_offset,
+                         mv.lanes, pred, mv.zero_fill, "group", mv.loc)
+    if guard is not None:
+        ac = IfThenElse(guard, ac, None, stmt.loc)
+    return simplify(ac, bounds)
+
+
+def _pipeline_loop(loop: For, kernel: ThreadKernel, facts: TargetFacts, budget: list, names: set,
+                   bounds: dict, replaced: dict) -> Stmt | None:
+    sizes = tuple(facts.get("async_copy_sizes", ()) or ())
+    want = int(loop.annotation("num_stages", 0) or 0)
+    if not sizes or want < 2 or loop.step != 1 or loop.annotation("async_stages"):
+        return None
+    staged = _stageable(loop, kernel.body, sizes)
+    if not staged:
+        return None
+    items = _flat(loop.body)
+    plan = _Plan()
+    for key, pos in staged.items():
+        b = _copy_move(items[pos[0]]).dst
+        unit = max(1, STAGE_ALIGN_BYTES // b.dtype.itemsize)
+        plan.old[key] = b
+        plan.stride[key] = -(-b.shape[0] // unit) * unit
+        plan.copies[key] = pos
+    stages = want
+    extra = lambda s: sum((s * plan.stride[k] - plan.old[k].shape[0]) * plan.old[k].dtype.itemsize  # noqa: E731
+                          for k in plan.old)
+    while stages >= 2 and budget[0] + extra(stages) > facts.shared_memory_bytes > 0:
+        stages -= 1
+    if stages < 2:
+        return None
+    budget[0] += extra(stages)
+    for key, b in plan.old.items():
+        plan.new[key] = Buffer(b.name, (stages * plan.stride[key],), b.dtype, "shared")
+    d = stages - 1
+    k, start, stop = loop.var, loop.start, loop.stop
+    copy_pos = sorted(p for pos in plan.copies.values() for p in pos)
+    copies = [items[p] for p in copy_pos]
+    rest = [s for i, s in enumerate(items) if i not in set(copy_pos)]
+    loc = loop.loc
+    prologue: list[Stmt] = []
+    for j in range(d):
+        tile = start + j
+        more = simplify(binop("lt", tile, stop), bounds)
+        prologue.extend(_issue(c, plan, k, tile, const(j), more, bounds) for c in copies)
+        prologue.append(AsyncCommit("cp.async", loc))
+    read_stage = Var(_fresh("stage", names))
+    write_stage = Var(_fresh("stage_next", names))
+    head: list[Stmt] = [
+        LetStmt(read_stage, simplify(binop("mod", k - start, const(stages)), bounds), loc),
+        LetStmt(write_stage, simplify(binop("mod", k - start + d, const(stages)), bounds), loc),
+        AsyncWait("cp.async", d - 1, loc),
+    ]
+    # the issue reads tile k + d, so its predicate is written in terms of the substituted var
+    head.extend(_issue(c, plan, k, k + d, write_stage, binop("lt", k + d, stop), bounds) for c in copies)
+    head.append(AsyncCommit("cp.async", loc))
+    body = [_retarget(s, plan, read_stage) for s in rest]
+    new_loop = For(k, start, stop, loop.step, loop.kind, SeqStmt(tuple(head + body), loc),
+                   loop.annotations + (("async_stages", stages),), loc)
+    out = prologue + [new_loop, AsyncWait("cp.async", 0, loc)]
+    replaced.update({id(b): plan.new[key] for key, b in plan.old.items()})
+    return SeqStmt(tuple(out), loc)
+
+
+def _fresh(base: str, names: set) -> str:
+    name, n = base, 0
+    while name in names:
+        n += 1
+        name = f"{base}_{n}"
+    names.add(name)
+    return name
+
+
+def async_pipeline(kernel: ThreadKernel, facts: TargetFacts) -> ThreadKernel:
+    """`kernel` with its T.Pipelined loops turned into multi-stage asynchronous-copy pipelines
+    where the target has asynchronous copies and the loop's copies qualify (module docstring)."""
+    names = {b.name for b in kernel.registers} | {b.name for b in kernel.shared}
+    names |= {n.var.name for n in walk(kernel.body) if isinstance(n, (LetStmt, For))}
+    bounds = {id(v): (0, None) for v in kernel.block_vars}
+    bounds[id(kernel.thread_var)] = (0, kernel.num_threads - 1)
+    budget = [sum(b.shape[0] * b.dtype.itemsize for b in kernel.shared)]
+    replaced: dict = {}
+
+    def fn(n):
+        if isinstance(n, For) and (n.annotation("num_stages", 0) or 0) >= 2:
+            return _pipeline_loop(n, kernel, facts, budget, names, bounds, replaced)
+        return None
+
+    body = rewrite(kernel.body, fn)
+    if not replaced:
+        return kernel
+    shared = tuple(replaced.get(id(b), b) for b in kernel.shared)
+    return ThreadKernel(kernel.grid, kernel.block_vars, kernel.thread_var, kernel.num_threads,
+                        kernel.warp_size, shared, kernel.registers, body, kernel.loc)
