@@ -39,6 +39,16 @@ class RenderedKernel:
             raise TypeError("grid and block are 3-D")
 
 
+def fast_math_requested(module) -> bool:
+    """Whether the module was compiled with TileLang's `tl.enable_fast_math` pass config (default
+    False, as in TileLang): renderers may then use approximate float32 division (see
+    docs/architecture.md, "Code generation"). Reads `module.attr("pass_configs")`, a dict or
+    (key, value) pairs, where the compiler attaches the user's pass_configs."""
+    configs = module.attr("pass_configs") or {}
+    items = configs.items() if isinstance(configs, dict) else configs
+    return any(k == "tl.enable_fast_math" and bool(v) for k, v in items)
+
+
 def host_int(e, env: dict[str, int]) -> int:
     """Evaluate an integer expression over symbolic dimensions (`env`: name -> value) on the host.
 
