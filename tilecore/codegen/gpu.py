@@ -23,6 +23,8 @@ from __future__ import annotations
 from ..dtypes import DType
 from ..errors import TileInternalError
 from ..ir.expr import Var, binop, const, const_int
+from ..ir.thread import IntrinsicCall
+from ..ir.visit import walk
 from .cstyle import CStyleRenderer
 from .spec import KernelParam
 
@@ -171,6 +173,10 @@ class GPURenderer(CStyleRenderer):
             return [], 0
         total = self.shared_layout(kernel)
         lines = self.shared_storage(total)
+        if any(isinstance(n, IntrinsicCall) and any(o.space == "shared" for o in n.intrinsic.operands)
+               for n in walk(kernel.body)):
+            base = self.shared_window_address(self.smem_name)
+            lines.append(f"const unsigned {self.smem_name}_u32 = {base};  // see shared_operand_address")
         space = self.address_space("shared")
         for b in kernel.shared:
             t = self.type_name(b.dtype)
@@ -257,8 +263,13 @@ class GPURenderer(CStyleRenderer):
         return words
 
     def shared_operand_address(self, ref) -> str:
-        """The 32-bit shared-window address of `ref.buffer[ref.offset]`."""
-        return self.shared_window_address(f"&{self.ref(ref.buffer, ref.offset)}")
+        """The 32-bit shared-window address of `ref.buffer[ref.offset]`: one base converted once
+        per kernel plus a 32-bit byte offset. Converting each generic pointer instead leaves the
+        address arithmetic 64-bit under NVRTC (nvcc's front end narrows it, NVRTC's does not),
+        which cost the 128x128 GEMM 196 registers instead of 128 (see build.py)."""
+        nbytes = binop("add", binop("mul", ref.offset, const(ref.buffer.dtype.itemsize)),
+                       const(self.shared_offsets[id(ref.buffer)]))
+        return f"({self.smem_name}_u32 + {self.expr(nbytes)})"
 
     def asm_operands(self, s) -> tuple[list[str], list[str], str]:
         """GCC-style inline-assembly operands of IntrinsicCall `s` (CUDA's PTX, HIP's GCN):
