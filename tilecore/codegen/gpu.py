@@ -71,9 +71,10 @@ class GPURenderer(CStyleRenderer):
         """A 32-bit compare-and-swap on pointer `word`, returning the old value."""
         raise NotImplementedError
 
-    def shared_window_address(self, ptr: str) -> str:
-        """Generic pointer `ptr` into shared memory as a 32-bit shared-window address."""
-        raise NotImplementedError
+    def shared_window_address(self, ptr: str) -> str | None:
+        """Generic pointer `ptr` into shared memory as a 32-bit shared-window address, for
+        instructions that take one (PTX's ldmatrix); None for a dialect without such operands."""
+        return None
 
     def kernel_qualifiers(self, kernel) -> str:
         """What precedes the entry name: e.g. `extern "C" __global__ void __launch_bounds__(n)`."""
@@ -100,6 +101,10 @@ class GPURenderer(CStyleRenderer):
         return f"((unsigned long long)({ptr}))"
 
     # ------------------------------------------------------------------ kernel structure
+    def prelude(self) -> list[str]:
+        """The helper functions the kernel uses (a dialect puts its headers before them)."""
+        return list(self.helpers.values())
+
     def signature(self, name: str, params: list[str], kernel) -> str:
         """`<kernel_qualifiers> name(params)`."""
         return f"{self.kernel_qualifiers(kernel)} {name}({', '.join(params)})"
@@ -173,9 +178,9 @@ class GPURenderer(CStyleRenderer):
             return [], 0
         total = self.shared_layout(kernel)
         lines = self.shared_storage(total)
-        if any(isinstance(n, IntrinsicCall) and any(o.space == "shared" for o in n.intrinsic.operands)
-               for n in walk(kernel.body)):
-            base = self.shared_window_address(self.smem_name)
+        base = self.shared_window_address(self.smem_name)
+        if base is not None and any(isinstance(n, IntrinsicCall) and any(
+                o.space == "shared" for o in n.intrinsic.operands) for n in walk(kernel.body)):
             lines.append(f"const unsigned {self.smem_name}_u32 = {base};  // see shared_operand_address")
         space = self.address_space("shared")
         for b in kernel.shared:

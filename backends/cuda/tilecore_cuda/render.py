@@ -132,7 +132,7 @@ class CudaRenderer(GPURenderer):
                   if n in self.used_types]
         if {"float8_e4m3fn", "float8_e5m2"} & self.used_types:
             lines += ["#include <cuda_fp8.h>", FP8_HELPERS]
-        return lines + list(self.helpers.values())
+        return lines + super().prelude()
 
     def stmt_IntrinsicCall(self, s) -> None:
         """Inline PTX from the intrinsic's declaration: `asm volatile(mnemonic operands : outs : ins)`."""
