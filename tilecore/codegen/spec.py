@@ -40,13 +40,12 @@ class RenderedKernel:
 
 
 def fast_math_requested(module) -> bool:
-    """Whether the module was compiled with TileLang's `tl.enable_fast_math` pass config (default
-    False, as in TileLang): renderers may then use approximate float32 division (see
-    docs/architecture.md, "Code generation"). Reads `module.attr("pass_configs")`, a dict or
-    (key, value) pairs, where the compiler attaches the user's pass_configs."""
-    configs = module.attr("pass_configs") or {}
-    items = configs.items() if isinstance(configs, dict) else configs
-    return any(k == "tl.enable_fast_math" and bool(v) for k, v in items)
+    """Whether the module's compile options allow approximate float32 division (TileLang's
+    `tl.enable_fast_math`, default False as in TileLang): `module.attrs.options.fast_math`,
+    False when the module carries no options or its options have no such field. See
+    docs/architecture.md, "Code generation", for what renderers do with it."""
+    options = getattr(module.attrs, "options", None)
+    return bool(getattr(options, "fast_math", False))
 
 
 def host_int(e, env: dict[str, int]) -> int:

@@ -6,17 +6,17 @@ division subroutine in the FlashAttention normalization."""
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from cuda_test_util import CI_ARCHS, example_cases, example_modules, needs_gpu, needs_nvcc, split
 from tilecore_cuda import build
-from tilecore_cuda.plugin import tile_build
+from tilecore_cuda.artifact import CudaArtifact
 from tilecore_cuda.render import render_cuda
 
 import tilecore
 from tilecore.codegen.spec import fast_math_requested
-from tilecore.target import Target
 
 
 def lowered(mod, sizes: dict, arch: str = "sm_90a"):
@@ -79,11 +79,16 @@ def test_nvrtc_and_nvcc_give_the_same_register_count(name):
     assert got["nvrtc"] == got["nvcc"]
 
 
-def test_fast_math_comes_from_the_pass_config():
+def test_fast_math_comes_from_the_compile_options():
     _, module = lowered(example("flash_attention"), example("flash_attention").TEST_SIZES[0])
     assert not fast_math_requested(module)
-    assert fast_math_requested(module.with_attr("pass_configs", {"tl.enable_fast_math": True}))
-    assert not fast_math_requested(module.with_attr("pass_configs", {"tl.enable_fast_math": False}))
+    # what the renderer reads: module.attrs.options.fast_math (Options' field for the
+    # tl.enable_fast_math pass config)
+    for flag in (True, False):
+        options = SimpleNamespace(fast_math=flag)
+        fake = SimpleNamespace(func=module.func, attrs=SimpleNamespace(options=options))
+        assert fast_math_requested(fake) is flag
+        assert ("__fdividef" in render_cuda(fake).source) is flag
     ieee, fast = render_cuda(module).source, render_cuda(module, fast_math=True).source
     assert "__fdividef" not in ieee and "/ logsum" in ieee
     assert "__fdividef" in fast and "/ logsum" not in fast
@@ -125,8 +130,7 @@ def test_flash_attention_under_fast_math_matches_interp(is_causal):
     sizes = dict(mod.TEST_SIZES[0], is_causal=is_causal)
     func = mod.program(**split(mod.program, sizes))
     k = tilecore.compile(func, out_idx=mod.OUT_IDX, target="cuda")
-    fast = k.stages[-1][1].with_attr("pass_configs", {"tl.enable_fast_math": True})
-    art = tile_build(Target("cuda", k.target.arch), fast)
+    art = CudaArtifact(render_cuda(k.stages[-1][1], fast_math=True), k.target.arch, eager=True)
     assert "__fdividef" in art.source
     inputs = mod.make_inputs(np.random.default_rng(0), **split(mod.make_inputs, sizes))
     want = tilecore.compile(func, out_idx=mod.OUT_IDX, target="interp")(*inputs)
