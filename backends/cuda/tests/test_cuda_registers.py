@@ -136,3 +136,32 @@ def test_flash_attention_under_fast_math_matches_interp(is_causal):
     want = tilecore.compile(func, out_idx=mod.OUT_IDX, target="interp")(*inputs)
     got = tilecore.Kernel(func, k.target, mod.OUT_IDX, art, k.stages)(*inputs)
     np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64), **mod.TOLERANCE)
+
+
+def benchmark_kernels() -> list:
+    """(name, PrimFunc) of every kernel configuration `benchmarks/gpu.py` times on the H200."""
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "benchmarks", "gpu.py")
+    spec = importlib.util.spec_from_file_location("tilecore_gpu_benchmarks", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = [(f"gemm-{i}", example("gemm").program(M=4096, N=4096, K=4096, dtype="float16", **cfg))
+           for i, cfg in enumerate(bench.GEMM_CONFIGS)]
+    out += [(f"flash_attention-{i}-{causal}", example("flash_attention").program(
+        batch=8, heads=16, seq_len=2048, dim=128, is_causal=causal, **cfg))
+        for i, cfg in enumerate(bench.FA_CONFIGS) for causal in (False, True)]
+    out += [(f"{name}-{i}", example(name).program(M=16384, N=8192, **cfg))
+            for name in ("softmax", "rmsnorm") for i, cfg in enumerate(bench.ROW_CONFIGS)]
+    return out
+
+
+@needs_nvcc
+def test_no_local_memory_in_benchmark_kernels():
+    """Issue 9: no benchmark kernel spills (its registers fit in 255 without a stack frame)."""
+    for name, func in benchmark_kernels():
+        src = tilecore.compile(func, target="cuda:sm_90a").get_kernel_source()
+        res = build.cubin_resources(build.compile_cuda(src, "sm_90a", name=name.replace("-", "_"),
+                                                       compiler="nvcc", use_cache=False))
+        assert res["frame_bytes"] == 0, (name, res)
