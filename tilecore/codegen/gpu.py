@@ -13,9 +13,12 @@ Written once here, over spelling hooks a dialect overrides:
   operands as 32-bit shared-window addresses (one base, so address arithmetic stays 32-bit).
 
 A dialect supplies: `thread_index`, `block_index`, `barrier_text`, `shuffle_call`,
-`atomic_add_call`, `atomic_cas_call`, `shared_window_address`, `kernel_qualifiers`,
-`param_attribute`, `align_prefix`, `helper_prefix`, `vector_type`, `vector_zero`, and the
+`atomic_add_call`, `atomic_cas_call`, `shared_storage`, `kernel_qualifiers`, `vector_types` /
+`vector_zeros`; optionally `shared_window_address` (for inline-asm shared operands),
+`param_attribute`, `align_prefix`, `helper_prefix`, `narrow_atomic`, `address_as_int`; and the
 expression hooks of `cexpr.py` (types, narrow floats, math spelling, address spaces, casts).
+A new thread-IR node gets its spelling from a `stmt_<ClassName>` (or `expr_<ClassName>`) method:
+here when its structure is shared by every GPU dialect, else in the dialect.
 """
 
 from __future__ import annotations
