@@ -26,6 +26,9 @@ class Options:
     - ``disable_tma_lower``, ``disable_warp_specialized``, ``disable_wgmma``,
       ``disable_vectorize_256``: forbid those code shapes; no pass produces them yet, and the
       passes that will (the Hopper path) must check these fields;
+    - ``fast_math``: float32 division by a non-constant may be approximate (CUDA `__fdividef`,
+      2 ulp; inside every inexact tolerance, and conformance compares exactly only divisions by
+      powers of two); off by default, as in TileLang;
     - ``enable_async_copy``: global-to-shared copies may become asynchronous copies (cp.async);
     - ``disable_vectorize``: no vector memory accesses (every access one element);
     - ``disable_thread_storage_sync``: no automatic barriers (`insert-barriers` is skipped; the
@@ -36,6 +39,7 @@ class Options:
     disable_warp_specialized: bool = False
     disable_wgmma: bool = False
     disable_vectorize_256: bool = False
+    fast_math: bool = False
     enable_async_copy: bool = True
     disable_vectorize: bool = False
     disable_thread_storage_sync: bool = False
@@ -48,6 +52,7 @@ HONOURED = {
     "tl.disable_wgmma": "disable_wgmma",
     "tl.disable_vectorize_256": "disable_vectorize_256",
     "tl.enable_async_copy": "enable_async_copy",
+    "tl.enable_fast_math": "fast_math",
     "tirx.use_async_copy": "enable_async_copy",
     "tir.use_async_copy": "enable_async_copy",
     "tirx.disable_vectorize": "disable_vectorize",
@@ -57,7 +62,6 @@ HONOURED = {
 
 # TileLang keys accepted without effect, with why (told once per process).
 NOT_APPLIED = {
-    "tl.enable_fast_math": "no backend applies fast math yet; arithmetic keeps IEEE semantics",
     "tl.disable_safe_memory_legalize": "bounds predicates are part of T.copy's meaning and stay",
     "tl.disable_out_of_bound_warning": "tilecore has no out-of-bound warnings (accesses are "
                                        "predicated or raise on interp/emu)",

@@ -1,9 +1,10 @@
-"""The C-style renderer base: thread-level IR to C-like source, shared by CUDA, HIP and Metal.
+"""The C-style renderer: statements, flat memory and the kernel driver over the C-expression layer.
 
-In the spirit of tinygrad's `renderer/cstyle.py`: one base class walks the IR and prints C;
-a language is a small subclass that supplies type names, qualifiers and the spellings of
-barriers, shuffles and intrinsics. Rendering dispatches on the node's class name
-(`expr_<Class>` / `stmt_<Class>`), so a new node kind needs one method, not a visitor.
+In the spirit of tinygrad's `renderer/cstyle.py`: one base walks the thread IR and prints C; a
+language supplies spellings through hooks. Layers (each its own module): `cexpr.py` (names,
+types, scalar expressions), this module (statements, memory, the driver), `gpu.py` (what every
+GPU dialect shares: grid linearization, shared-memory carving, narrow atomics, shuffles,
+operand packing), then a dialect subclass (CUDA in backends/cuda; HIP and Metal later).
 
 Semantics follow the `interp` oracle exactly where C allows:
 - narrow floats (fp16, bf16, fp8) are stored narrow but every operation computes in float32 and
@@ -12,260 +13,45 @@ Semantics follow the `interp` oracle exactly where C allows:
 - ints narrower than 32 bits compute as C's promoted `int` and wrap to their width only when
   stored (a memory write or a cast), as the oracle computes ints wide and wraps on store; let
   bindings of such ints are therefore declared `int`.
+
+A dialect adds the spelling of a new thread-IR statement by defining `stmt_<ClassName>` (and of
+an expression, `expr_<ClassName>`); `stmt` / `expr` dispatch on the class name.
 """
 
 from __future__ import annotations
 
-import math
-import re
-
-import numpy as np
-
 from .. import dtypes as dt
 from ..dtypes import DType
 from ..errors import TileInternalError
-from ..ir.expr import BinOp, Cast, Const, Select, Unary, Var
+from ..ir.expr import Cast, Const
 from ..ir.stmt import SeqStmt
 from ..ir.thread import ThreadKernel, find_kernel
+from .cexpr import C_RESERVED, C_TYPES, FLOAT_BIN_FUNCS, FLOAT_FUNCS, CExprRenderer
 from .spec import KernelParam, RenderedKernel
 
-# The one table of C spellings of tilecore dtypes; languages override the entries they spell
-# differently (CUDA's __half, Metal's bfloat) through `type_overrides`.
-C_TYPES: dict[str, str] = {
-    "float32": "float", "float64": "double", "int8": "signed char", "int16": "short",
-    "int32": "int", "int64": "long long", "uint8": "unsigned char", "uint16": "unsigned short",
-    "uint32": "unsigned int", "bool": "bool",
-}
-
-_C_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "mod": "%", "lt": "<", "le": "<=",
-          "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&&", "or": "||"}
-_CMP = ("lt", "le", "gt", "ge", "eq", "ne")
-
-# Float functions by name: (float32 spelling, float64 spelling); `{}` is the argument.
-FLOAT_FUNCS: dict[str, tuple[str, str]] = {
-    "exp": ("expf({})", "exp({})"), "exp2": ("exp2f({})", "exp2({})"),
-    "log": ("logf({})", "log({})"), "log2": ("log2f({})", "log2({})"),
-    "sqrt": ("sqrtf({})", "sqrt({})"), "rsqrt": ("(1.0f / sqrtf({}))", "(1.0 / sqrt({}))"),
-    "tanh": ("tanhf({})", "tanh({})"), "erf": ("erff({})", "erf({})"),
-    "sigmoid": ("(1.0f / (1.0f + expf(-({}))))", "(1.0 / (1.0 + exp(-({}))))"),
-    "floor": ("floorf({})", "floor({})"), "ceil": ("ceilf({})", "ceil({})"),
-    "sin": ("sinf({})", "sin({})"), "cos": ("cosf({})", "cos({})"),
-    # NumPy's rint: round half to even, as the oracle does.
-    "round": ("rintf({})", "rint({})"), "trunc": ("truncf({})", "trunc({})"),
-    "abs": ("fabsf({})", "fabs({})"),
-}
-# Float binary functions: (float32, float64).
-FLOAT_BIN_FUNCS: dict[str, tuple[str, str]] = {
-    "min": ("fminf({}, {})", "fmin({}, {})"), "max": ("fmaxf({}, {})", "fmax({}, {})"),
-    "pow": ("powf({}, {})", "pow({}, {})"), "mod": ("fmodf({}, {})", "fmod({}, {})"),
-}
+# The dtype and math tables live in cexpr.py; they are re-exported here, their historical home.
+__all__ = ["C_RESERVED", "C_TYPES", "FLOAT_BIN_FUNCS", "FLOAT_FUNCS", "CStyleRenderer"]
 
 
-# Identifiers a kernel's own names must not take: C/C++ keywords and names the generated code
-# uses (types, math functions); languages add theirs in `reserved_words`.
-C_RESERVED = frozenset("""
-alignas alignof asm auto bool break case catch char class const constexpr continue decltype default
-delete do double else enum explicit extern false float for friend goto if inline int long main
-mutable namespace new noexcept nullptr operator private protected public register reinterpret_cast
-return short signed sizeof static static_cast struct switch template this throw true try typedef
-typename union unsigned using virtual void volatile while
-""".split()) | frozenset(re.findall(r"(?<![\w.])[A-Za-z_]\w*", " ".join(
-    t for pair in (*FLOAT_FUNCS.values(), *FLOAT_BIN_FUNCS.values()) for t in pair)))
+class CStyleRenderer(CExprRenderer):
+    """Renders a lowered module (one ThreadKernel) as C-like source; see the module docstring.
 
-
-class CStyleRenderer:
-    """Renders thread-level IR to C-like source; subclasses supply the language's spellings.
-
-    Subclass attributes: `type_overrides` (dtype name -> C type), `kernel_prefix`, `restrict`.
-    Subclass methods for what differs per language: `to_float` / `from_float` (narrow-float
-    conversion), `float_literal_special` (inf / nan), and the statement hooks of thread IR nodes.
+    Statement hooks a language must supply: `barrier_text`, `vector_types` / `vector_zeros`,
+    `signature`, `index_bindings`, `shared_decls`; optional: `prelude`, `table_decl`,
+    `param_decl`, `register_decl`, and `extra_params` (parameters a hook adds while rendering).
     """
 
-    type_overrides: dict[str, str] = {}
-    reserved_words: frozenset = frozenset()
-    indent_unit = "  "
+    # bytes -> the dialect's type moved in one access of that size, and its zero value
+    vector_types: dict[int, str] = {}
+    vector_zeros: dict[int, str] = {}
 
-    def __init__(self):
-        self.types = {**C_TYPES, **self.type_overrides}
+    def __init__(self, fast_math: bool = False):
+        super().__init__(fast_math)
         self.lines: list[str] = []
         self.depth = 0
-        self.names: dict[int, str] = {}
-        self._used_names: set[str] = set(C_RESERVED | self.reserved_words | set(self.types.values()))
-        self.used_types: set[str] = set()  # dtype names rendered (decides the headers needed)
         self.tables: dict[tuple, str] = {}  # LaneTable values -> name of its constant array
         self.kernel: ThreadKernel | None = None
-
-    # ------------------------------------------------------------------ names and types
-    def type_name(self, d: DType) -> str:
-        """The C spelling of dtype `d`."""
-        try:
-            name = self.types[d.name]
-            self.used_types.add(d.name)
-            return name
-        except KeyError:
-            raise TileInternalError(f"{type(self).__name__} has no C type for {d}") from None
-
-    def name_of(self, obj) -> str:
-        """A unique C identifier for a Var or Buffer (compared by identity in the IR)."""
-        key = id(obj)
-        got = self.names.get(key)
-        if got is not None:
-            return got
-        base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in obj.name) or "v"
-        if base[0].isdigit():
-            base = "_" + base
-        name, n = base, 1
-        while name in self._used_names:
-            name = f"{base}_{n}"
-            n += 1
-        self._used_names.add(name)
-        self.names[key] = name
-        return name
-
-    def reserve(self, *names: str) -> None:
-        """Keep generated identifiers (kernel name, helper names) from being reused."""
-        self._used_names.update(names)
-
-    # ------------------------------------------------------------------ narrow floats
-    def to_float(self, d: DType, s: str) -> str:
-        """Convert a value stored as narrow float `d` to float32 (subclasses spell it)."""
-        return f"((float)({s}))"
-
-    def from_float(self, d: DType, s: str) -> str:
-        """Round a float32 value to narrow float `d`, nearest even (subclasses spell it)."""
-        return f"(({self.type_name(d)})({s}))"
-
-    def from_double(self, d: DType, s: str) -> str:
-        """Round a double value to narrow float `d` once (subclasses spell it)."""
-        return f"(({self.type_name(d)})({s}))"
-
-    def compute(self, e) -> str:
-        """`e` rendered in its compute type: float32 for narrow floats, itself otherwise."""
-        s = self.expr(e)
-        return self.to_float(e.dtype, s) if e.dtype.is_narrow_float else s
-
-    # ------------------------------------------------------------------ expressions
-    def expr(self, e) -> str:
-        """C text of expression `e`, dispatched on its class name."""
-        fn = getattr(self, f"expr_{type(e).__name__}", None)
-        if fn is None:
-            raise TileInternalError(f"{type(self).__name__} cannot render expression {type(e).__name__}")
-        return fn(e)
-
-    def float_literal_special(self, value: float, d: DType) -> str:
-        """inf / -inf / nan as a float32 (or double) expression."""
-        one = "1.0" if d.name == "float64" else "1.0f"
-        zero = "0.0" if d.name == "float64" else "0.0f"
-        if math.isnan(value):
-            return f"({zero} / {zero})"
-        return f"({'-' if value < 0 else ''}{one} / {zero})"
-
-    def float_literal(self, value: float, d: DType) -> str:
-        """A float constant of dtype `d` (narrow floats as float32 literals, then rounded)."""
-        cd = dt.float64 if d.name == "float64" else dt.float32
-        if math.isinf(value) or math.isnan(value):
-            text = self.float_literal_special(value, cd)
-        elif cd is dt.float64:
-            text = repr(float(value))
-        else:
-            text = repr(float(np.float32(value))) + "f"
-        if d.is_narrow_float:
-            return self.from_float(d, text)
-        return text
-
-    def expr_Const(self, e: Const) -> str:
-        """A literal: bools, ints with their width's suffix or cast, floats via `float_literal`."""
-        d = e.dtype
-        if d.is_bool:
-            return "true" if e.value else "false"
-        if d.is_int:
-            v = int(e.value)
-            if d.name in ("int64",):
-                return f"{v}LL"
-            if d.kind == "uint":
-                return f"{v}u"
-            if v == -(2**31):
-                return "(-2147483647 - 1)"
-            return str(v) if d.name == "int32" else f"(({self.type_name(d)}){v})"
-        return self.float_literal(float(e.value), d)
-
-    def expr_Var(self, e: Var) -> str:
-        """A variable by its unique C name."""
-        return self.name_of(e)
-
-    def compute_type(self, d: DType) -> str:
-        """The C type values of `d` compute in: C's promoted `int` for ints under 32 bits (they
-        wrap to `d` only when stored), `float` for narrow floats, `d`'s own type otherwise."""
-        if d.is_int and d.bits < 32:
-            return "int"
-        if d.is_narrow_float:
-            return "float"
-        return self.type_name(d)
-
-    def expr_BinOp(self, e: BinOp) -> str:
-        """Arithmetic, comparison or logic; floats through float32 for narrow types, C ints otherwise."""
-        t = e.a.dtype
-        if e.op in ("and", "or"):
-            return f"({self.expr(e.a)} {_C_OPS[e.op]} {self.expr(e.b)})"
-        if e.op in _CMP:
-            return f"({self.compute(e.a)} {_C_OPS[e.op]} {self.compute(e.b)})"
-        if t.is_float:
-            a, b = self.compute(e.a), self.compute(e.b)
-            prec = 1 if t.name == "float64" else 0
-            if e.op in FLOAT_BIN_FUNCS:
-                text = FLOAT_BIN_FUNCS[e.op][prec].format(a, b)
-            else:
-                text = f"({a} {_C_OPS[e.op]} {b})"
-            return self.from_float(t, text) if t.is_narrow_float else text
-        a, b = self.expr(e.a), self.expr(e.b)
-        if e.op in ("min", "max"):
-            cmp = "<" if e.op == "min" else ">"
-            return f"(({a}) {cmp} ({b}) ? ({a}) : ({b}))"
-        if e.op == "pow":
-            return f"(({self.compute_type(t)})pow((double)({a}), (double)({b})))"
-        return f"({a} {_C_OPS[e.op]} {b})"
-
-    def expr_Unary(self, e: Unary) -> str:
-        """Negation, not, abs and the float functions (FLOAT_FUNCS), computed like BinOp."""
-        t = e.dtype
-        if e.op == "not":
-            return f"(!{self.expr(e.a)})"
-        if t.is_int or t.is_bool:
-            a = self.expr(e.a)
-            if e.op == "neg":
-                return f"(-({a}))"
-            if e.op == "abs":
-                return f"(({a}) < 0 ? -({a}) : ({a}))"
-            raise TileInternalError(f"unary {e.op} on integer {t}")
-        a = self.compute(e.a)
-        if e.op == "neg":
-            text = f"(-({a}))"
-        else:
-            text = FLOAT_FUNCS[e.op][1 if t.name == "float64" else 0].format(a)
-        return self.from_float(t, text) if t.is_narrow_float else text
-
-    def expr_Cast(self, e: Cast) -> str:
-        """A conversion with one rounding (narrow floats through the language's conversions)."""
-        src, dst = e.value.dtype, e.dtype
-        v = self.expr(e.value)
-        if dst.is_narrow_float:
-            if src.is_narrow_float:
-                return self.from_float(dst, self.to_float(src, v))
-            if src.name == "float64" or (src.is_int and src.bits >= 32):
-                # one rounding, as the oracle does (through float32 would round twice)
-                return self.from_double(dst, f"((double)({v}))")
-            return self.from_float(dst, f"((float)({v}))")
-        if src.is_narrow_float:
-            v = self.to_float(src, v)
-            if dst.name == "float32":
-                return v
-        if dst.is_bool:
-            return f"(({v}) != 0)"
-        return f"(({self.type_name(dst)})({v}))"
-
-    def expr_Select(self, e: Select) -> str:
-        """`c ? a : b`: only the chosen side is evaluated, as the IR requires."""
-        return f"({self.expr(e.cond)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
+        self.extra_params: list[str] = []  # declarations hooks append (Metal's index attributes)
 
     # ------------------------------------------------------------------ statements
     def emit(self, line: str) -> None:
@@ -366,8 +152,8 @@ class CStyleRenderer:
         """One 1-16 byte access each way through the language's vector type; zero fill when asked."""
         nbytes = s.lanes * s.src.dtype.itemsize
         vt = self.vector_type(nbytes)
-        dst = f"*reinterpret_cast<{vt}*>(&{self.ref(s.dst, s.dst_offset)})"
-        src = f"*reinterpret_cast<const {vt}*>(&{self.ref(s.src, s.src_offset)})"
+        dst = self.bit_view(vt, self.ref(s.dst, s.dst_offset), s.dst.scope)
+        src = self.bit_view(vt, self.ref(s.src, s.src_offset), s.src.scope, const=True)
         if s.pred is None:
             self.emit(f"{dst} = {src};")
             return
@@ -388,12 +174,12 @@ class CStyleRenderer:
         raise NotImplementedError
 
     def vector_type(self, nbytes: int) -> str:
-        """A type of `nbytes` (1, 2, 4, 8, 16) bytes moved in one access."""
-        raise NotImplementedError
+        """A type of `nbytes` (1, 2, 4, 8, 16) bytes moved in one access: `vector_types[nbytes]`."""
+        return self.vector_types[nbytes]
 
     def vector_zero(self, nbytes: int) -> str:
-        """A zero value of `vector_type(nbytes)`."""
-        raise NotImplementedError
+        """A zero value of `vector_type(nbytes)`: `vector_zeros[nbytes]`."""
+        return self.vector_zeros[nbytes]
 
     def prelude(self) -> list[str]:
         """Lines before everything else (headers, helpers); may depend on `used_types`."""
@@ -407,8 +193,8 @@ class CStyleRenderer:
         """The kernel's signature line (without the opening brace)."""
         raise NotImplementedError
 
-    def param_decl(self, p: KernelParam, c_name: str) -> str:
-        """One parameter's declaration: a pointer to the tensor's elements, or a value."""
+    def param_decl(self, p: KernelParam, c_name: str, index: int) -> str:
+        """Parameter `index`'s declaration: a pointer to the tensor's elements, or a value."""
         t = self.type_name(p.dtype)
         return f"{t}* {c_name}" if p.is_pointer else f"{t} {c_name}"
 
@@ -443,7 +229,7 @@ class CStyleRenderer:
         entry = self.name_of(func)
         params = [KernelParam(self.name_of(p), p.dtype, True) for p in func.params]
         params += [KernelParam(self.name_of(v), v.dtype, False) for v in func.dyn_vars]
-        decls = [self.param_decl(p, p.name) for p in params]
+        decls = [self.param_decl(p, p.name, i) for i, p in enumerate(params)]
         self.depth = 1
         self.lines = []
         for line in self.index_bindings(kernel):
@@ -457,7 +243,8 @@ class CStyleRenderer:
         body = self.lines
         head = self.prelude()
         head += [self.table_decl(n, v) for v, n in self.tables.items()]
-        src = "\n".join(head + ["", self.signature(entry, decls, kernel) + " {"] + body + ["}", ""])
+        sig = self.signature(entry, decls + self.extra_params, kernel)
+        src = "\n".join(head + ["", sig + " {"] + body + ["}", ""])
         return RenderedKernel(src, entry, self.launch_grid(kernel), (kernel.num_threads, 1, 1), smem,
                               tuple(params))
 

@@ -39,6 +39,15 @@ class RenderedKernel:
             raise TypeError("grid and block are 3-D")
 
 
+def fast_math_requested(module) -> bool:
+    """Whether the module's compile options allow approximate float32 division (TileLang's
+    `tl.enable_fast_math`, default False as in TileLang): `module.attrs.options.fast_math`,
+    False when the module carries no options or its options have no such field. See
+    docs/architecture.md, "Code generation", for what renderers do with it."""
+    options = getattr(module.attrs, "options", None)
+    return bool(getattr(options, "fast_math", False))
+
+
 def host_int(e, env: dict[str, int]) -> int:
     """Evaluate an integer expression over symbolic dimensions (`env`: name -> value) on the host.
 

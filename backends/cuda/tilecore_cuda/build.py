@@ -4,6 +4,14 @@ The cache key is the source, the arch, the compiler's identity (NVRTC or nvcc ve
 options, so a toolkit upgrade or a codegen change never serves a stale cubin. A compile error in
 generated code is a bug in tilecore, so it raises :class:`CudaCompileError` (a
 TileInternalError) carrying the compiler's log and the path where the source was kept.
+
+NVRTC and nvcc get the same options (arch, -std) and, for one source, give the same register
+count: no option differs that matters (-O3, fast math, -default-device, fmad, --dopt and the
+arch spelling were compared with NVRTC 13.0.88 and nvcc 13.0.88). The difference once seen
+(the 128x128 GEMM at 196 registers under NVRTC, 128 under nvcc) came from the front ends:
+nvcc's narrows address arithmetic on shared memory to 32 bits, NVRTC's keeps generic 64-bit
+pointers; the renderer therefore hands inline PTX 32-bit shared-window offsets from one base
+(`GPURenderer.shared_operand_address`). `cubin_resources` reads what a cubin uses.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import importlib
 import importlib.util
 import os
 import shutil
+import struct
 import subprocess
 import tempfile
 
@@ -243,3 +252,36 @@ def nvcc_check(source: str, archs: tuple[str, ...], name: str = "kernel") -> Non
         if proc.returncode != 0:
             raise CudaCompileError(f"nvcc could not compile generated kernel {name} for {', '.join(archs)}",
                                    (proc.stderr + proc.stdout).strip(), _keep_source(source, name))
+
+
+# .nv.info attributes (EIFMT_SVAL records: u8 format, u8 attribute, u16 size, payload)
+_EIATTR_FRAME_SIZE, _EIATTR_REGCOUNT, _EIFMT_SVAL = 0x11, 0x2F, 0x04
+
+
+def cubin_resources(cubin: bytes) -> dict[str, int]:
+    """`{"registers": n, "frame_bytes": m}` of the (one) kernel in `cubin`, read from its ELF
+    `.nv.info` section; `frame_bytes` > 0 means local memory (register spills or a stack)."""
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    secs = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+    names = secs[shstrndx][4]
+    regs: dict[int, int] = {}
+    frames: dict[int, int] = {}
+    for sh in secs:
+        if cubin[names + sh[0]:].split(b"\0", 1)[0] != b".nv.info":
+            continue
+        data, i = cubin[sh[4]:sh[4] + sh[5]], 0
+        while i + 4 <= len(data):
+            fmt, attr = data[i], data[i + 1]
+            if fmt != _EIFMT_SVAL:
+                i += 4
+                continue
+            size, = struct.unpack_from("<H", data, i + 2)
+            if attr in (_EIATTR_REGCOUNT, _EIATTR_FRAME_SIZE) and size == 8:
+                sym, value = struct.unpack_from("<II", data, i + 4)
+                (regs if attr == _EIATTR_REGCOUNT else frames)[sym] = value
+            i += 4 + size
+    if len(regs) != 1:
+        raise TileInternalError(f"expected one kernel's register count in the cubin, found {len(regs)}")
+    (sym, n), = regs.items()
+    return {"registers": n, "frame_bytes": frames.get(sym, 0)}

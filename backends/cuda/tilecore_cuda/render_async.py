@@ -7,13 +7,14 @@ A mixin of `CudaRenderer` (it uses the C-style base's `expr`, `ref`, `name_of` a
 from __future__ import annotations
 
 from tilecore.errors import TileInternalError
+from tilecore.ir.thread import OperandRef
 
 
 class AsyncRenderMixin:
     """`stmt_AsyncCopy`, `stmt_AsyncCommit`, `stmt_AsyncWait` and scoped `stmt_Barrier`."""
 
-    def __init__(self):
-        super().__init__()
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
         self.reserve("tc_in")  # the predicate temporary of a zero-filling copy
 
     def stmt_AsyncCopy(self, s) -> None:
@@ -27,7 +28,8 @@ class AsyncRenderMixin:
         if s.queue != "cp.async" or s.completion != "group":
             raise TileInternalError(f"CUDA renders cp.async group copies only, not {s.completion}")
         cache = "cg" if nbytes == 16 else "ca"
-        dst = f'"r"((unsigned)__cvta_generic_to_shared(&{self.ref(s.dst, s.dst_offset)}))'
+        # the 32-bit shared-window address (one base per kernel; see shared_operand_address)
+        dst = f'"r"({self.shared_operand_address(OperandRef(s.dst, s.dst_offset))})'
         src = f"&{self.ref(s.src, s.src_offset)}"
         if s.pred is None or not s.zero_fill:
             line = (f'asm volatile("cp.async.{cache}.shared.global [%0], [%1], {nbytes};" '

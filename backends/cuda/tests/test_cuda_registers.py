@@ -1,0 +1,167 @@
+"""Register and arithmetic hygiene of the generated CUDA (issue 9, item 5), checked offline:
+`__launch_bounds__` from the thread count, no local memory (spills) in any example kernel, the
+same register count from NVRTC as from nvcc, and fast-math division that leaves no IEEE
+division subroutine in the FlashAttention normalization."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from cuda_test_util import CI_ARCHS, example_cases, example_modules, needs_gpu, needs_nvcc, split
+from tilecore_cuda import build
+from tilecore_cuda.artifact import CudaArtifact
+from tilecore_cuda.render import render_cuda
+
+import tilecore
+from tilecore.codegen.spec import fast_math_requested
+
+
+def lowered(mod, sizes: dict, arch: str = "sm_90a"):
+    """(kernel, final lowered module) of example `mod` at `sizes` for cuda:`arch`."""
+    func = mod.program(**split(mod.program, sizes))
+    kernel = tilecore.compile(func, out_idx=mod.OUT_IDX, target=f"cuda:{arch}")
+    return kernel, kernel.stages[-1][1]
+
+
+def example(name: str):
+    return next(m for m in example_modules() if m.__name__ == name)
+
+
+@pytest.mark.parametrize("mod, sizes", example_cases())
+def test_launch_bounds_is_the_thread_count(mod, sizes):
+    kernel, module = lowered(mod, sizes)
+    r = render_cuda(module)
+    assert f"__launch_bounds__({r.block[0]})" in r.source
+
+
+@needs_nvcc
+@pytest.mark.parametrize("arch", CI_ARCHS)
+@pytest.mark.parametrize("mod, sizes", example_cases())
+def test_no_local_memory_in_example_kernels(mod, sizes, arch):
+    kernel, _ = lowered(mod, sizes, arch)
+    cubin = build.compile_cuda(kernel.get_kernel_source(), arch, compiler="nvcc", use_cache=False)
+    res = build.cubin_resources(cubin)
+    assert res["frame_bytes"] == 0, res
+    assert 0 < res["registers"] <= 255
+
+
+@needs_nvcc
+def test_cubin_resources_sees_a_stack_frame():
+    src = ('extern "C" __global__ void k(float* a, int n) { float t[256];'
+           " for (int i = 0; i < 256; i++) t[(i * n) & 255] = a[i * n]; a[threadIdx.x] = t[n & 255]; }")
+    res = build.cubin_resources(build.compile_cuda(src, "sm_80", compiler="nvcc", use_cache=False))
+    assert res["frame_bytes"] >= 1024
+
+
+def test_shared_operands_use_32_bit_offsets_from_one_base():
+    """ldmatrix addresses are `tilecore_smem_u32 + byte offset`, never a generic pointer
+    converted per instruction (which NVRTC keeps 64-bit: 196 instead of 128 registers)."""
+    _, module = lowered(example("gemm"), dict(M=128, N=128, K=64, dtype="float16"))
+    src = render_cuda(module).source
+    assert src.count("__cvta_generic_to_shared(") == 1
+    assert re.search(r'"r"\(\(tilecore_smem_u32 \+ ', src)
+
+
+@pytest.mark.skipif(build._nvrtc() is None or build.nvcc_path() is None or not build.cuda_include_dirs(),
+                    reason="needs both cuda-bindings' NVRTC and nvcc")
+@pytest.mark.parametrize("name", ["gemm", "flash_attention"])
+def test_nvrtc_and_nvcc_give_the_same_register_count(name):
+    mod = example(name)
+    kernel, _ = lowered(mod, mod.TEST_SIZES[-1])
+    src = kernel.get_kernel_source()
+    got = {c: build.cubin_resources(build.compile_cuda(src, "sm_90a", compiler=c, use_cache=False))
+           for c in ("nvrtc", "nvcc")}
+    if build.compiler_id("nvrtc").split("-")[1] not in build.compiler_id("nvcc"):
+        pytest.skip(f"different compiler versions: {got}")
+    assert got["nvrtc"] == got["nvcc"]
+
+
+def test_fast_math_comes_from_the_compile_options():
+    _, module = lowered(example("flash_attention"), example("flash_attention").TEST_SIZES[0])
+    assert not fast_math_requested(module)
+    # what the renderer reads: module.attrs.options.fast_math (Options' field for the
+    # tl.enable_fast_math pass config)
+    for flag in (True, False):
+        options = SimpleNamespace(fast_math=flag)
+        fake = SimpleNamespace(func=module.func, attrs=SimpleNamespace(options=options))
+        assert fast_math_requested(fake) is flag
+        assert ("__fdividef" in render_cuda(fake).source) is flag
+    ieee, fast = render_cuda(module).source, render_cuda(module, fast_math=True).source
+    assert "__fdividef" not in ieee and "/ logsum" in ieee
+    assert "__fdividef" in fast and "/ logsum" not in fast
+    # division by a constant keeps IEEE semantics (a power of two stays an exact multiply)
+    assert re.findall(r"/ [0-9.]+f\b", fast) == re.findall(r"/ [0-9.]+f\b", ieee)
+
+
+def sass(cubin: bytes, tmp_path) -> str:
+    import shutil
+    import subprocess
+
+    tool = shutil.which("cuobjdump") or ("/work/sass-venv/lib/python3.11/site-packages/triton/backends/"
+                                         "nvidia/bin/cuobjdump")
+    path = tmp_path / "k.cubin"
+    path.write_bytes(cubin)
+    try:
+        return subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("cuobjdump is not available")
+
+
+@needs_nvcc
+def test_flash_attention_normalization_has_no_division_subroutine_under_fast_math(tmp_path):
+    mod = example("flash_attention")
+    _, module = lowered(mod, mod.TEST_SIZES[0])
+    ieee = sass(build.compile_cuda(render_cuda(module).source, "sm_90a", compiler="nvcc", use_cache=False),
+                tmp_path)
+    fast = sass(build.compile_cuda(render_cuda(module, fast_math=True).source, "sm_90a", compiler="nvcc",
+                                   use_cache=False), tmp_path)
+    assert "FCHK" in ieee and "CALL.REL" in ieee  # IEEE division: check + slow-path subroutine
+    assert "FCHK" not in fast and "CALL.REL" not in fast
+
+
+@needs_gpu
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_flash_attention_under_fast_math_matches_interp(is_causal):
+    """`__fdividef` in the normalization stays within the example's fp16 tolerance."""
+    mod = example("flash_attention")
+    sizes = dict(mod.TEST_SIZES[0], is_causal=is_causal)
+    func = mod.program(**split(mod.program, sizes))
+    k = tilecore.compile(func, out_idx=mod.OUT_IDX, target="cuda")
+    art = CudaArtifact(render_cuda(k.stages[-1][1], fast_math=True), k.target.arch, eager=True)
+    assert "__fdividef" in art.source
+    inputs = mod.make_inputs(np.random.default_rng(0), **split(mod.make_inputs, sizes))
+    want = tilecore.compile(func, out_idx=mod.OUT_IDX, target="interp")(*inputs)
+    got = tilecore.Kernel(func, k.target, mod.OUT_IDX, art, k.stages)(*inputs)
+    np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64), **mod.TOLERANCE)
+
+
+def benchmark_kernels() -> list:
+    """(name, PrimFunc) of every kernel configuration `benchmarks/gpu.py` times on the H200."""
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "benchmarks", "gpu.py")
+    spec = importlib.util.spec_from_file_location("tilecore_gpu_benchmarks", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = [(f"gemm-{i}", example("gemm").program(M=4096, N=4096, K=4096, dtype="float16", **cfg))
+           for i, cfg in enumerate(bench.GEMM_CONFIGS)]
+    out += [(f"flash_attention-{i}-{causal}", example("flash_attention").program(
+        batch=8, heads=16, seq_len=2048, dim=128, is_causal=causal, **cfg))
+        for i, cfg in enumerate(bench.FA_CONFIGS) for causal in (False, True)]
+    out += [(f"{name}-{i}", example(name).program(M=16384, N=8192, **cfg))
+            for name in ("softmax", "rmsnorm") for i, cfg in enumerate(bench.ROW_CONFIGS)]
+    return out
+
+
+@needs_nvcc
+def test_no_local_memory_in_benchmark_kernels():
+    """Issue 9: no benchmark kernel spills (its registers fit in 255 without a stack frame)."""
+    for name, func in benchmark_kernels():
+        src = tilecore.compile(func, target="cuda:sm_90a").get_kernel_source()
+        res = build.cubin_resources(build.compile_cuda(src, "sm_90a", name=name.replace("-", "_"),
+                                                       compiler="nvcc", use_cache=False))
+        assert res["frame_bytes"] == 0, (name, res)

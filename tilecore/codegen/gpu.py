@@ -1,0 +1,305 @@
+"""The GPU-kernel layer of the renderer: what CUDA, HIP and Metal kernels share.
+
+Written once here, over spelling hooks a dialect overrides:
+
+- grid linearization: block indices decoded from one x index when a y/z extent is symbolic or
+  over the dialect's `max_grid_yz`;
+- shared-memory carving: every shared buffer is a typed, aligned view into one byte array
+  (`shared_storage` declares it: CUDA `extern __shared__`, Metal at kernel scope or as a
+  `[[threadgroup(0)]]` parameter);
+- narrow atomics: an 8/16-bit add as a compare-and-swap loop on its aligned 32-bit word;
+- shuffles: narrow floats through float32, bools and narrow ints through int;
+- operand packing: the registers of an intrinsic operand viewed as 32-bit words, and shared
+  operands as 32-bit shared-window addresses (one base, so address arithmetic stays 32-bit).
+
+A dialect supplies: `thread_index`, `block_index`, `barrier_text`, `shuffle_call`,
+`atomic_add_call`, `atomic_cas_call`, `shared_storage`, `kernel_qualifiers`, `vector_types` /
+`vector_zeros`; optionally `shared_window_address` (for inline-asm shared operands),
+`param_attribute`, `align_prefix`, `helper_prefix`, `narrow_atomic`, `address_as_int`; and the
+expression hooks of `cexpr.py` (types, narrow floats, math spelling, address spaces, casts).
+A new thread-IR node gets its spelling from a `stmt_<ClassName>` (or `expr_<ClassName>`) method:
+here when its structure is shared by every GPU dialect, else in the dialect.
+"""
+
+from __future__ import annotations
+
+from ..dtypes import DType
+from ..errors import TileInternalError
+from ..ir.expr import Var, binop, const, const_int
+from ..ir.thread import AsyncCopy, IntrinsicCall
+from ..ir.visit import walk
+from .cstyle import CStyleRenderer
+from .spec import KernelParam
+
+
+class GPURenderer(CStyleRenderer):
+    """A C-style GPU kernel: one entry point per module, run by `num_threads` threads per block.
+
+    Class attributes: `max_grid_yz` (the largest launchable y/z grid extent; None: any),
+    `shared_align` (bytes each shared buffer is aligned to inside the shared allocation),
+    `restrict_qualifier` (spelled after `*` on tensor parameters), `constant_qualifier` (of
+    constant tables), `smem_name` (the shared byte array).
+    """
+
+    max_grid_yz: int | None = None
+    shared_align = 16
+    restrict_qualifier = ""
+    constant_qualifier = "static const"
+    smem_name = "tilecore_smem"
+
+    def __init__(self, fast_math: bool = False):
+        super().__init__(fast_math)
+        self.helpers: dict[str, str] = {}  # device functions the kernel needs, by name
+        self.shared_offsets: dict[int, int] = {}  # id(shared buffer) -> byte offset
+        self.reserve(self.smem_name, f"{self.smem_name}_u32")
+
+    # ------------------------------------------------------------------ dialect hooks
+    def thread_index(self) -> str:
+        """The flattened thread index within the block, as an int expression."""
+        raise NotImplementedError
+
+    def block_index(self, axis: int) -> str:
+        """The block index along `axis` (0, 1, 2) as an expression."""
+        raise NotImplementedError
+
+    def shuffle_call(self, mode: str, value: str, arg: str, width: int) -> str:
+        """A warp shuffle of 32-bit `value` (xor with `arg`, or from lane `arg`) in groups of `width`."""
+        raise NotImplementedError
+
+    def atomic_add_call(self, ref: str, value: str, d: DType) -> str:
+        """A native atomic add of `value` to lvalue `ref` of dtype `d` (a statement without `;`)."""
+        raise NotImplementedError
+
+    def atomic_cas_call(self, word: str, expected: str, desired: str) -> str:
+        """A 32-bit compare-and-swap on pointer `word`, returning the old value."""
+        raise NotImplementedError
+
+    def shared_window_address(self, ptr: str) -> str | None:
+        """Generic pointer `ptr` into shared memory as a 32-bit shared-window address, for
+        instructions that take one (PTX's ldmatrix); None for a dialect without such operands."""
+        return None
+
+    def kernel_qualifiers(self, kernel) -> str:
+        """What precedes the entry name: e.g. `extern "C" __global__ void __launch_bounds__(n)`."""
+        raise NotImplementedError
+
+    def param_attribute(self, p: KernelParam, index: int) -> str:
+        """Text after parameter `index`'s name (Metal: ` [[buffer(index)]]`); none by default."""
+        return ""
+
+    def align_prefix(self, nbytes: int) -> str:
+        """The declaration prefix aligning a variable to `nbytes` (CUDA: `__align__(n) `)."""
+        return f"alignas({nbytes}) "
+
+    def helper_prefix(self) -> str:
+        """The qualifiers of a device helper function (CUDA: `__device__ __forceinline__`)."""
+        return "inline"
+
+    def narrow_atomic(self, d: DType) -> bool:
+        """Whether an atomic add on `d` needs the compare-and-swap helper (no native add)."""
+        return d.bits < 16 or (d.is_int and d.bits == 16)
+
+    def address_as_int(self, ptr: str) -> str:
+        """Pointer `ptr` as an unsigned 64-bit integer."""
+        return f"((unsigned long long)({ptr}))"
+
+    # ------------------------------------------------------------------ kernel structure
+    def prelude(self) -> list[str]:
+        """The helper functions the kernel uses (a dialect puts its headers before them)."""
+        return list(self.helpers.values())
+
+    def signature(self, name: str, params: list[str], kernel) -> str:
+        """`<kernel_qualifiers> name(params)`."""
+        return f"{self.kernel_qualifiers(kernel)} {name}({', '.join(params)})"
+
+    def param_decl(self, p: KernelParam, c_name: str, index: int) -> str:
+        """A tensor as a (restrict) pointer into global memory, a symbolic size by value."""
+        t = self.type_name(p.dtype)
+        attr = self.param_attribute(p, index)
+        if p.is_pointer:
+            return f"{self.address_space('global')}{t}* {self.restrict_qualifier}{c_name}{attr}"
+        return f"{t} {c_name}{attr}"
+
+    def table_decl(self, name: str, values: tuple) -> str:
+        """A constant int array readable by every thread."""
+        return f"{self.constant_qualifier} int {name}[{len(values)}] = {{{', '.join(map(str, values))}}};"
+
+    def register_decl(self, buf) -> str:
+        """A per-thread register array, 16-byte aligned so vector moves and 32-bit register
+        packing may view its elements as wider words."""
+        return (f"{self.align_prefix(16)}{self.address_space('local')}{self.type_name(buf.dtype)} "
+                f"{self.name_of(buf)}[{buf.shape[0]}];")
+
+    # ------------------------------------------------------------------ grid
+    def linear_grid(self, kernel) -> bool:
+        """Whether block indices are decoded from one x index: when a y/z extent is symbolic or
+        over `max_grid_yz`."""
+        if self.max_grid_yz is None:
+            return False
+        return any(const_int(g) is None or const_int(g) > self.max_grid_yz for g in kernel.grid[1:])
+
+    def launch_grid(self, kernel) -> tuple:
+        """The grid as launched: the kernel's, or all blocks along x (see `linear_grid`)."""
+        if not self.linear_grid(kernel):
+            return super().launch_grid(kernel)
+        total = kernel.grid[0]
+        for g in kernel.grid[1:]:
+            total = total * g
+        return (total, const(1), const(1))
+
+    def index_bindings(self, kernel) -> list[str]:
+        """The thread index and the block indices (decoded from x for a linear grid)."""
+        lines = [f"const int {self.name_of(kernel.thread_var)} = {self.thread_index()};"]
+        if not self.linear_grid(kernel):
+            for axis, v in enumerate(kernel.block_vars):
+                lines.append(f"const int {self.name_of(v)} = {self.block_index(axis)};")
+            return lines
+        rest = f"(int){self.block_index(0)}"
+        for i, (v, g) in enumerate(zip(kernel.block_vars, kernel.grid)):
+            last = i == len(kernel.grid) - 1
+            lines.append(f"const int {self.name_of(v)} = {rest if last else f'{rest} % {self.expr(g)}'};")
+            rest = f"({rest} / {self.expr(g)})"
+        return lines
+
+    # ------------------------------------------------------------------ shared memory
+    def shared_layout(self, kernel) -> int:
+        """Assign each shared buffer its aligned byte offset (`shared_offsets`); the total bytes."""
+        offset = 0
+        for b in kernel.shared:
+            offset = (offset + self.shared_align - 1) // self.shared_align * self.shared_align
+            self.shared_offsets[id(b)] = offset
+            offset += b.shape[0] * b.dtype.itemsize
+        return offset
+
+    def shared_storage(self, nbytes: int) -> list[str]:
+        """Declarations of the `smem_name` byte array of `nbytes` (kernel scope or parameters)."""
+        raise NotImplementedError
+
+    def shared_decls(self, kernel) -> tuple[list[str], int]:
+        """Every shared buffer as a typed pointer carved from one byte array."""
+        if not kernel.shared:
+            return [], 0
+        total = self.shared_layout(kernel)
+        lines = self.shared_storage(total)
+        base = self.shared_window_address(self.smem_name)
+        if base is not None and any(isinstance(n, AsyncCopy) or isinstance(n, IntrinsicCall) and any(
+                o.space == "shared" for o in n.intrinsic.operands) for n in walk(kernel.body)):
+            lines.append(f"const unsigned {self.smem_name}_u32 = {base};  // see shared_operand_address")
+        space = self.address_space("shared")
+        for b in kernel.shared:
+            t = self.type_name(b.dtype)
+            view = self.pointer_cast(t, "shared", f"{self.smem_name} + {self.shared_offsets[id(b)]}")
+            lines.append(f"{space}{t}* {self.name_of(b)} = {view};  // [{b.shape[0]}]")
+        return lines, total
+
+    # ------------------------------------------------------------------ warp and memory ops
+    def expr_Shuffle(self, e) -> str:
+        """`shuffle_call` on 32-bit values: narrow floats via float, bools and narrow ints via int."""
+        d = e.dtype
+        v, arg = self.expr(e.value), self.expr(e.arg)
+        if d.is_narrow_float:
+            return self.from_float(d, self.shuffle_call(e.mode, self.to_float(d, v), arg, e.width))
+        if d.is_bool:
+            return f"({self.shuffle_call(e.mode, f'(int)({v})', arg, e.width)} != 0)"
+        if d.is_int and d.bits < 32:  # such ints compute as int (see compute_type)
+            return self.shuffle_call(e.mode, f"(int)({v})", arg, e.width)
+        return self.shuffle_call(e.mode, v, arg, e.width)
+
+    def stmt_Atomic(self, s) -> None:
+        """A native atomic add, or for 8/16-bit types the compare-and-swap helper."""
+        d = s.buffer.dtype
+        if d.is_bool:
+            raise TileInternalError(f"atomic add on bool buffer {s.buffer.name}")
+        ref, value = self.ref(s.buffer, s.offset), self.converted(s.value, d)
+        if self.narrow_atomic(d):
+            self.guarded(s.pred, f"{self.narrow_atomic_helper(d)}(&{ref}, {value});")
+        else:
+            self.guarded(s.pred, self.atomic_add_call(ref, value, d) + ";")
+
+    def narrow_atomic_helper(self, d: DType) -> str:
+        """A device function adding to an 8/16-bit element with a compare-and-swap loop on its
+        aligned 32-bit word; the add itself follows the oracle's rounding (narrow floats through
+        float32, ints wrapped), rendered by this renderer's own expression code."""
+        name = f"tilecore_atomic_add_{d.name}"
+        if name in self.helpers:
+            return name
+        t, bits = self.type_name(d), ("unsigned char" if d.bits == 8 else "unsigned short")
+        cur, val = Var("cur", d), Var("val", d)
+        saved = dict(self.names)
+        self.names[id(cur)], self.names[id(val)] = "cur", "val"
+        total = self.expr(binop("add", cur, val))
+        self.names = saved
+        g = self.address_space("global")
+        self.helpers[name] = "\n".join([
+            f"{self.helper_prefix()} void {name}({g}{t}* addr, {t} val) {{",
+            f"  const unsigned long long a = {self.address_as_int('addr')};",
+            f"  {g}unsigned* word = {self.pointer_cast('unsigned', 'global', 'a & ~3ull')};",
+            "  const unsigned shift = (unsigned)(a & 3ull) * 8u;",
+            f"  const unsigned mask = {hex((1 << d.bits) - 1)}u << shift;",
+            "  unsigned old = *word, assumed;",
+            "  do {",
+            "    assumed = old;",
+            f"    {bits} in_bits = ({bits})((assumed & mask) >> shift);",
+            f"    const {t} cur = {self.bit_cast(t, 'in_bits')};",
+            f"    const {t} sum = {total};",
+            f"    const {bits} out_bits = {self.bit_cast(bits, 'sum')};",
+            "    old = " + self.atomic_cas_call(
+                "word", "assumed", "(assumed & ~mask) | ((unsigned)out_bits << shift)") + ";",
+            "  } while (assumed != old);",
+            "}",
+        ])
+        self.reserve(name)
+        return name
+
+    # ------------------------------------------------------------------ intrinsic operands
+    def register_words(self, spec, ref) -> list[str]:
+        """The 32-bit words (lvalues, const unless an output) holding intrinsic operand `spec`'s
+        elements `ref.buffer[ref.offset:]`, in order: `32 / bits` elements per word."""
+        bits = spec.dtype.bits
+        if (spec.elems * bits) % 32:
+            raise TileInternalError(f"operand {spec.name}: {spec.elems} x {bits} bits "
+                                    "do not pack into 32-bit registers")
+        per = 32 // bits
+        base = self.name_of(ref.buffer)
+        off0 = const_int(ref.offset)
+        ctype = "float" if spec.dtype.name == "float32" else "unsigned"
+        words = []
+        for r in range(spec.elems * bits // 32):
+            elem = (f"{base}[{off0 + r * per}]" if off0 is not None
+                    else f"{base}[{self.expr(ref.offset)} + {r * per}]")
+            words.append(self.bit_view(ctype, elem, "local", const=spec.role != "out"))
+        return words
+
+    def shared_operand_address(self, ref) -> str:
+        """The 32-bit shared-window address of `ref.buffer[ref.offset]`: one base converted once
+        per kernel plus a 32-bit byte offset. Converting each generic pointer instead leaves the
+        address arithmetic 64-bit under NVRTC (nvcc's front end narrows it, NVRTC's does not),
+        which cost the 128x128 GEMM 196 registers instead of 128 (see build.py)."""
+        nbytes = binop("add", binop("mul", ref.offset, const(ref.buffer.dtype.itemsize)),
+                       const(self.shared_offsets[id(ref.buffer)]))
+        return f"({self.smem_name}_u32 + {self.expr(nbytes)})"
+
+    def asm_operands(self, s) -> tuple[list[str], list[str], str]:
+        """GCC-style inline-assembly operands of IntrinsicCall `s` (CUDA's PTX, HIP's GCN):
+        (output constraints, input constraints, the instruction's operand text), outputs
+        numbered first; register operands as `{%i, ...}` word groups, shared ones as `[%i]`."""
+        outs, ins, groups = [], [], []
+        for spec, ref in zip(s.intrinsic.operands, s.operands):
+            if spec.space == "shared":
+                ins.append(f'"r"({self.shared_operand_address(ref)})')
+                groups.append((None, len(ins) - 1, 1, False))
+                continue
+            kind = "f" if spec.dtype.name == "float32" else "r"
+            out = spec.role == "out"
+            words = [f'"{"=" if out else ""}{kind}"({w})' for w in self.register_words(spec, ref)]
+            target = outs if out else ins
+            groups.append(("reg", len(target), len(words), out))
+            target.extend(words)
+        pieces = []
+        for kind, start, n, out in groups:
+            first = start + (0 if out else len(outs))
+            if kind is None:
+                pieces.append(f"[%{first}]")
+            else:
+                pieces.append("{" + ", ".join(f"%{first + i}" for i in range(n)) + "}")
+        return outs, ins, ", ".join(pieces)
