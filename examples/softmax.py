@@ -36,11 +36,12 @@ def program(M=4096, N=4096, block_M=1, block_N=None, threads=256, dtype="float16
     """Softmax over each row of an M x N matrix.
 
     `block_N=None` picks the single-pass kernel when `block_M` rows of `row_width(N)` elements
-    fit in MAX_REGS registers per thread, else the two-pass kernel with 512-wide tiles; an
+    fit in MAX_REGS registers per thread, else the two-pass kernel with tiles of 16 elements
+    per thread; an
     explicit `block_N` < N forces the two-pass kernel."""
     width = row_width(N, threads)
     if block_N is None:
-        block_N = width if block_M * width // threads <= MAX_REGS else 512
+        block_N = width if block_M * width // threads <= MAX_REGS else threads * VEC * 4
     if block_N >= N:
         return _single_pass(M, N, block_M, width, threads, dtype)
     return _two_pass(M, N, block_M, block_N, threads, dtype)
@@ -85,7 +86,9 @@ def _single_pass(M, N, block_M, width, threads, dtype):
 
 
 def _two_pass(M, N, block_M, block_N, threads, dtype):
-    """Pass 1 keeps a running max and rescaled sum per row; pass 2 writes exp2(x - max) / sum."""
+    """Pass 1 keeps a running max and rescaled sum per row; pass 2 writes exp2(x - max) / sum.
+    Guarded element accesses (padding reads as -inf) unless every tile is interior."""
+    exact = N % block_N == 0 and M % block_M == 0
 
     @T.prim_func
     def softmax(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
@@ -95,26 +98,34 @@ def _two_pass(M, N, block_M, block_N, threads, dtype):
             prev_max = T.alloc_fragment((block_M,), "float32")
             tile_sum = T.alloc_fragment((block_M,), "float32")
             row_sum = T.alloc_fragment((block_M,), "float32")
-            T.fill(row_max, -T.infinity("float32"))
-            T.clear(row_sum)
             for k in T.serial(T.ceildiv(N, block_N)):
-                T.copy(X[bx * block_M, k * block_N], x)
                 for i, j in T.Parallel(block_M, block_N):
-                    x[i, j] = T.if_then_else(k * block_N + j < N, x[i, j] * LOG2E, -T.infinity("float32"))
-                T.copy(row_max, prev_max)
-                T.reduce_max(x, row_max, dim=1, clear=False)
+                    if exact:
+                        x[i, j] = X[bx * block_M + i, k * block_N + j] * LOG2E
+                    else:
+                        x[i, j] = T.if_then_else(bx * block_M + i < M and k * block_N + j < N,
+                                                 X[bx * block_M + i, k * block_N + j] * LOG2E,
+                                                 -T.infinity("float32"))
+                T.reduce_max(x, tile_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    prev_max[i] = T.if_then_else(k == 0, tile_sum[i], row_max[i])
+                    row_max[i] = T.max(prev_max[i], tile_sum[i])
                 for i, j in T.Parallel(block_M, block_N):
                     x[i, j] = T.exp2(x[i, j] - row_max[i])
                 T.reduce_sum(x, tile_sum, dim=1)
                 for i in T.Parallel(block_M):
-                    row_sum[i] = row_sum[i] * T.exp2(prev_max[i] - row_max[i]) + tile_sum[i]
+                    row_sum[i] = T.if_then_else(k == 0, tile_sum[i],
+                                                row_sum[i] * T.exp2(prev_max[i] - row_max[i]) + tile_sum[i])
             for i in T.Parallel(block_M):
                 row_sum[i] = 1.0 / row_sum[i]
             for k in T.serial(T.ceildiv(N, block_N)):
-                T.copy(X[bx * block_M, k * block_N], x)
                 for i, j in T.Parallel(block_M, block_N):
-                    x[i, j] = T.exp2(x[i, j] * LOG2E - row_max[i]) * row_sum[i]
-                T.copy(x, Y[bx * block_M, k * block_N])
+                    if exact:
+                        Y[bx * block_M + i, k * block_N + j] = \
+                            T.exp2(X[bx * block_M + i, k * block_N + j] * LOG2E - row_max[i]) * row_sum[i]
+                    elif bx * block_M + i < M and k * block_N + j < N:
+                        Y[bx * block_M + i, k * block_N + j] = \
+                            T.exp2(X[bx * block_M + i, k * block_N + j] * LOG2E - row_max[i]) * row_sum[i]
 
     return softmax
 
