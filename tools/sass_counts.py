@@ -55,6 +55,10 @@ COUNTED = (
     ("CALL", "CALL", None),
 )
 
+# Where a triton wheel of another environment may be (this project's CPU machine keeps one
+# in a side virtualenv only for its cuobjdump).
+WHEEL_GLOBS = ("/work/sass-venv/lib/python3*/site-packages/triton/backends/nvidia/bin/cuobjdump",)
+
 _INSN = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
 
 
@@ -124,7 +128,8 @@ def find_cuobjdump() -> str:
         cands.append(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump"))
     except Exception:  # no triton in this environment: look for a wheel elsewhere
         pass
-    cands += sorted(glob.glob("/work/sass-venv/lib/python3*/site-packages/triton/backends/nvidia/bin/cuobjdump"))
+    for pattern in WHEEL_GLOBS:
+        cands += sorted(glob.glob(pattern))
     for c in cands:
         if c and os.path.isfile(c) and os.access(c, os.X_OK):
             return c
