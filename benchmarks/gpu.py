@@ -332,8 +332,12 @@ def launch_overhead_us(torch, arch) -> float:
 
 
 def _cfg(c) -> str:
-    keys = [("block_M", ""), ("block_N", "x"), ("block_K", "x"), ("num_stages", " s"), ("threads", " t")]
-    return "".join(f"{sep}{c[k]}" for k, sep in keys if k in c)
+    """A tile configuration, short: GEMM 128x128x64 s3 t128, attention 128x64 s1 t256, rows."""
+    if "block_K" in c:
+        return f"{c['block_M']}x{c['block_N']}x{c['block_K']} s{c['num_stages']} t{c['threads']}"
+    if "num_stages" in c:
+        return f"{c['block_M']}x{c['block_N']} s{c['num_stages']} t{c['threads']}"
+    return f"{c['block_M']} row/block, t{c['threads']}"
 
 
 def table(results) -> str:
@@ -422,8 +426,17 @@ def main(argv=None) -> int:
     print(f"Kernel.__call__ host time, tiny kernel: {overhead:.1f} us per call", flush=True)
     results: list[dict] = []
 
+    def save():
+        if ns.out:
+            with open(ns.out, "w") as f:
+                json.dump(dict(device=torch.cuda.get_device_name(), arch=arch, torch=torch.__version__,
+                               do_bench_flush=flush, copy_gbs=copy_gbs, call_overhead_us=overhead,
+                               total_s=time.perf_counter() - t_start, results=results), f, indent=1,
+                          default=str)
+
     def done(row):
         results.append(row)
+        save()  # after every case, so a run killed by a timeout still leaves what it measured
         print(f"{row['case']}: {row.get('ms')} ms ({time.perf_counter() - t_start:.0f}s)", flush=True)
 
     configs = list(GEMM_CONFIGS)
@@ -439,11 +452,7 @@ def main(argv=None) -> int:
     for r in results:
         for note in r["notes"]:
             print(f"  {r['case']}: {note}")
-    if ns.out:
-        with open(ns.out, "w") as f:
-            json.dump(dict(device=torch.cuda.get_device_name(), arch=arch, torch=torch.__version__,
-                           do_bench_flush=flush, copy_gbs=copy_gbs, call_overhead_us=overhead,
-                           total_s=total, results=results), f, indent=1, default=str)
+    save()
     print(f"\ntotal {total:.0f}s; copy bandwidth {copy_gbs:.0f} GB/s; do_bench L2 flush: {flush}\n")
     print(table(results))
     return 0

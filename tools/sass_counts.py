@@ -186,24 +186,72 @@ def analyse(example: str, params: dict, arch: str = "sm_90a", compiler: str = "n
                 resources=res, ptxas=report, counts=count_sass(sass))
 
 
+def _short(params: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in params.items())
+
+
+def bench_plan(path: str | None) -> list[tuple[str, dict]]:
+    """The kernels benchmarks/gpu.py chose (its --out JSON at `path`), else its first configs:
+    the fp16 4096^3 GEMM, attention causal and not, and the three row kernels."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu
+
+    best = {}
+    if path and os.path.isfile(path):
+        for r in json.loads(Path(path).read_text()).get("results", []):
+            if isinstance(r.get("config"), dict):
+                best[r["case"]] = r["config"]
+    M, N = gpu.ROWS
+    attn = lambda causal: f"flash_attention fp16 b{gpu.ATTN['batch']} h{gpu.ATTN['heads']} " \
+        f"s{gpu.ATTN['seq_len']} d{gpu.ATTN['dim']}{' causal' if causal else ''}"  # noqa: E731
+    plan = [("gemm", dict(M=4096, N=4096, K=4096, dtype="float16",
+                          **best.get("gemm float16 4096^3", gpu.GEMM_CONFIGS[2])))]
+    for causal in (False, True):
+        plan.append(("flash_attention", dict(gpu.ATTN, is_causal=causal,
+                                             **best.get(attn(causal), gpu.FA_CONFIGS[1]))))
+    for name in ("softmax", "rmsnorm", "layernorm"):
+        plan.append((name, dict(M=M, N=N, **best.get(f"{name} fp16 {M}x{N}", gpu.ROW_CONFIGS[0]))))
+    return plan
+
+
 def summary_line(r: dict) -> str:
     """One line: name, registers/stack, and the instruction counts."""
     res = " ".join(f"{k}={v}" for k, v in r["resources"].items())
     counts = " ".join(f"{k}={v}" for k, v in r["counts"].items())
-    return f"SASS {r['example']} ({r['arch']}, {r['compiler']}): {res} | {counts}"
+    return f"SASS {r['example']} {_short(r['params'])} ({r['arch']}, {r['compiler']}): {res}; {counts}"
 
 
 def main(argv=None) -> int:
     """Parse arguments, analyse, print."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("example", help="examples/ module name or a path")
+    ap.add_argument("example", nargs="?", help="examples/ module name or a path")
     ap.add_argument("params", nargs="*", help="key=value arguments of program()")
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--compiler", choices=("nvcc", "nvrtc"), default="nvcc")
     ap.add_argument("--sass", help="write the disassembly here")
     ap.add_argument("--cu", help="write the CUDA source here")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    ap.add_argument("--from-bench", metavar="JSON", help="instead of one example: every kernel "
+                    "benchmarks/gpu.py chose (its --out file; its default configs if absent)")
+    ap.add_argument("--sass-dir", help="with --from-bench: write each disassembly here")
     ns = ap.parse_args(argv)
+    if ns.from_bench is not None:
+        failed = 0
+        for name, params in bench_plan(ns.from_bench):
+            sass = os.path.join(ns.sass_dir, f"{name}-{'causal' if params.get('is_causal') else 'main'}-"
+                                f"{ns.compiler}.sass") if ns.sass_dir else None
+            try:
+                r = analyse(name, params, ns.arch, ns.compiler, sass)
+            except BaseException as e:  # one kernel failing must not hide the others' counts
+                failed += 1
+                print(f"SASS {name} {_short(params)}: FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+                continue
+            if r["ptxas"]:
+                print(r["ptxas"])
+            print(summary_line(r), flush=True)
+        return 1 if failed else 0
+    if ns.example is None:
+        ap.error("name an example, or pass --from-bench")
     r = analyse(ns.example, parse_params(ns.params), ns.arch, ns.compiler, ns.sass, ns.cu)
     if ns.json:
         print(json.dumps(r, indent=1))
