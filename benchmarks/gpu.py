@@ -301,6 +301,9 @@ def case_rows(torch, name, problem, compiled, configs, copy_gbs, arch):
         ms, cfg, err = timed[0]
         gbs = nbytes / ms / 1e6
         row.update(ms=ms, rate=gbs, ratio=t_eager / ms, err=err, config=cfg, of_copy=gbs / copy_gbs)
+    row["peer_of_copy"] = row["peer_rate"] / copy_gbs
+    if "compile_rate" in row:
+        row["compile_of_copy"] = row["compile_rate"] / copy_gbs
         if "compile_ms" in row:
             row["ratio_compile"] = row["compile_ms"] / ms
     return row
