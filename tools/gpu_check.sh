@@ -118,13 +118,13 @@ PYEOF
   sass)
     # The SASS of what the benchmark chose (bench.json), or of its default configs without it.
     mkdir -p "$OUT/sass"
-    timeout "${SASS_TIMEOUT:-180}" $PY tools/sass_counts.py --from-bench "$OUT/bench.json" --compiler nvrtc \
-      --sass-dir "$OUT/sass" >"$OUT/sass_nvrtc.log" 2>&1
+    timeout "${SASS_TIMEOUT:-180}" $PY tools/sass_counts.py --from-bench "$OUT/bench.json" --compiler tilecore \
+      --sass-dir "$OUT/sass" >"$OUT/sass_tilecore.log" 2>&1
     rc=$?
-    grep -a '^SASS' "$OUT/sass_nvrtc.log" | while IFS= read -r line; do
+    grep -a '^SASS' "$OUT/sass_tilecore.log" | while IFS= read -r line; do
       row "sass" "$([[ $line == *FAILED* ]] && echo FAIL || echo ok)" "${line#SASS }" 0
     done
-    [ $rc = 0 ] || row "sass (nvrtc)" "FAIL (rc $rc)" "see sass_nvrtc.log" $(($(date +%s) - t0))
+    [ $rc = 0 ] || row "sass (tilecore build)" "FAIL (rc $rc)" "see sass_tilecore.log" $(($(date +%s) - t0))
     timeout "${SASS_TIMEOUT:-180}" $PY tools/sass_counts.py --from-bench "$OUT/bench.json" --compiler nvcc \
       >"$OUT/sass.log" 2>&1
     rc=$?

@@ -8,8 +8,9 @@ show whether it is on the fast path (no GPU needed).
 EXAMPLE is a module name in examples/ (or a path to one); each `key=value` is passed to its
 `program(...)` (values read as Python literals, else kept as strings). The CUDA source comes
 from `tilecore.compile(..., target="cuda:<arch>").get_kernel_source()`; it is compiled to a
-cubin with nvcc (`-Xptxas -v`, whose register/spill report is printed) or with NVRTC
-(`--compiler nvrtc`, what the backend runs by default on a GPU machine), and disassembled with
+cubin with nvcc (`-Xptxas -v`, whose register/spill report is printed), or taken from the
+kernel's own build (`--compiler tilecore`: exactly the cubin the backend runs, NVRTC when it
+loads, with the backend's options), and disassembled with
 cuobjdump: $CUOBJDUMP, else the one on PATH or beside nvcc, else the triton wheel's.
 The last line printed is `SASS <name>: OP=count ...`, the line tools/gpu_check.sh puts in its
 summary; `--json` prints the counts as JSON instead.
@@ -103,15 +104,15 @@ def parse_params(items: list[str]) -> dict:
     return out
 
 
-def kernel_source(mod, params: dict, arch: str) -> tuple[str, str]:
-    """(CUDA source, entry name) of the example's program(**params) lowered for cuda:<arch>."""
+def kernel_source(mod, params: dict, arch: str):
+    """(CUDA source, entry name, Kernel) of the example's program(**params) for cuda:<arch>."""
     import tilecore
 
     k = tilecore.compile(mod.program(**params), out_idx=getattr(mod, "OUT_IDX", None),
                          target=f"cuda:{arch}")
     src = k.get_kernel_source()
     m = re.search(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)\(', src)
-    return src, m.group(1) if m else "kernel"
+    return src, m.group(1) if m else "kernel", k
 
 
 def find_cuobjdump() -> str:
@@ -136,12 +137,12 @@ def find_cuobjdump() -> str:
     raise SystemExit("cuobjdump not found: set $CUOBJDUMP, or install triton (its wheel ships one)")
 
 
-def compile_cubin(src: str, entry: str, arch: str, compiler: str, tmp: str) -> tuple[bytes, str]:
-    """(cubin, compiler report): nvcc with -Xptxas -v, or NVRTC through the backend's build."""
+def compile_cubin(kernel, src: str, entry: str, arch: str, compiler: str, tmp: str) -> tuple[bytes, str]:
+    """(cubin, compiler report): nvcc with -Xptxas -v, or the kernel artifact's own cubin."""
     from tilecore_cuda import build
 
-    if compiler == "nvrtc":
-        return build.compile_cuda(src, arch, name=entry, compiler="nvrtc", use_cache=False), ""
+    if compiler == "tilecore":
+        return kernel.artifact.cubin(arch), ""
     nvcc = build.nvcc_path()
     if nvcc is None:
         raise SystemExit("nvcc not found (set CUDA_HOME or put nvcc on PATH)")
@@ -170,12 +171,12 @@ def analyse(example: str, params: dict, arch: str = "sm_90a", compiler: str = "n
             sass_path: str | None = None, cu_path: str | None = None) -> dict:
     """Everything this tool reports for one kernel, as a dict."""
     mod = load_example(example)
-    src, entry = kernel_source(mod, params, arch)
+    src, entry, kernel = kernel_source(mod, params, arch)
     if cu_path:
         Path(cu_path).write_text(src)
     cuobjdump = find_cuobjdump()
     with tempfile.TemporaryDirectory(prefix="sass_counts_") as tmp:
-        cubin, report = compile_cubin(src, entry, arch, compiler, tmp)
+        cubin, report = compile_cubin(kernel, src, entry, arch, compiler, tmp)
         path = os.path.join(tmp, f"{entry}.{compiler}.cubin")
         Path(path).write_bytes(cubin)
         sass = subprocess.run([cuobjdump, "-sass", path], capture_output=True, text=True, check=True).stdout
@@ -227,7 +228,8 @@ def main(argv=None) -> int:
     ap.add_argument("example", nargs="?", help="examples/ module name or a path")
     ap.add_argument("params", nargs="*", help="key=value arguments of program()")
     ap.add_argument("--arch", default="sm_90a")
-    ap.add_argument("--compiler", choices=("nvcc", "nvrtc"), default="nvcc")
+    ap.add_argument("--compiler", choices=("nvcc", "tilecore"), default="nvcc",
+                    help="nvcc -Xptxas -v, or the cubin tilecore's cuda backend builds and runs")
     ap.add_argument("--sass", help="write the disassembly here")
     ap.add_argument("--cu", help="write the CUDA source here")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
