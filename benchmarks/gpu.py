@@ -59,7 +59,7 @@ FA_CONFIGS = [dict(block_M=64, block_N=64, num_stages=1, threads=128),
               dict(block_M=128, block_N=64, num_stages=1, threads=256),
               dict(block_M=128, block_N=64, num_stages=2, threads=256)]
 ROW_CONFIGS = [dict(block_M=1, threads=256), dict(block_M=1, threads=512), dict(block_M=1, threads=128),
-               dict(block_M=2, threads=512)]
+               dict(block_M=1, threads=1024), dict(block_M=2, threads=512)]
 TOP_K = 3
 PRECOMPILE_TIMEOUT_S = 90
 GEMM_SIZES = (4096, 8192)

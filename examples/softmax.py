@@ -22,12 +22,14 @@ OUT_IDX = [-1]
 TEST_SIZES = [dict(M=64, N=256), dict(M=50, N=300), dict(M=37, N=1000, block_N=256)]
 TOLERANCE = dict(rtol=1e-2, atol=1e-3)
 LOG2E = 1.4426950408889634
-VEC = 4  # the default fragment layout deals each thread runs of 4 consecutive elements
+# Single-pass widths are padded to 8 elements per thread, one 16-byte run of fp16 (the default
+# fragment layout currently deals runs of 4, so that is two 8-byte accesses).
+VEC = 8
 MAX_REGS = 64  # fp32 registers per thread a single-pass row may take (no spills at 255)
 
 
 def row_width(N: int, threads: int) -> int:
-    """N rounded up to a multiple of one vector per thread: the single-pass fragment width."""
+    """N rounded up to VEC elements per thread: the single-pass fragment width."""
     step = threads * VEC
     return -(-N // step) * step
 
@@ -41,7 +43,7 @@ def program(M=4096, N=4096, block_M=1, block_N=None, threads=256, dtype="float16
     explicit `block_N` < N forces the two-pass kernel."""
     width = row_width(N, threads)
     if block_N is None:
-        block_N = width if block_M * width // threads <= MAX_REGS else threads * VEC * 4
+        block_N = width if block_M * width // threads <= MAX_REGS else threads * 16
     if block_N >= N:
         return _single_pass(M, N, block_M, width, threads, dtype)
     return _two_pass(M, N, block_M, block_N, threads, dtype)

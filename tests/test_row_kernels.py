@@ -25,8 +25,11 @@ def _cuda_source(name, **params):
 @pytest.mark.parametrize("name", ROWS)
 def test_single_pass_keeps_the_row_in_registers(name):
     src = _cuda_source(name, M=16384, N=8192)
-    # one vector load per 4 elements of the thread's 32, X read once (8 loads of X per thread)
-    assert src.count("reinterpret_cast<const uint2*>(&X[") == 8
+    # X read once, in vectors: 8-byte (4 halves) or 16-byte (8 halves) loads cover the 32
+    # elements each of the 256 threads holds
+    halves = 4 * src.count("reinterpret_cast<const uint2*>(&X[") + \
+        8 * src.count("reinterpret_cast<const uint4*>(&X[")
+    assert halves == 8192 // 256
     assert "_staged" not in src  # a fragment staged through shared memory: the slow reduce path
     assert "k < 8192" not in src  # no thread loops over the row
     assert "__shfl_xor_sync" in src
