@@ -3,15 +3,19 @@
 # tests, every example, the conformance suite on `cuda` against interp, and the benchmarks.
 # Writes logs and a pass/fail table (summary.md) under $OUT; prints the table last.
 #
-# usage: bash tools/gpu_check.sh [STAGE ...]     stages: tests examples conformance bench sanitize
-#        (default: the first four). CONFORMANCE_EXAMPLES (default 600) sets the number of programs.
+# usage: bash tools/gpu_check.sh [STAGE ...]     stages: tests examples conformance bench sass sanitize
+#        (default: the first five). CONFORMANCE_EXAMPLES (default 600) sets the number of programs.
+#        `sass` (after `bench`, which it reads for the chosen configs) disassembles the best GEMM,
+#        both attention kernels and the row kernels as tilecore builds them (NVRTC) and puts the
+#        instruction counts (LDGSTS, LDSM, HMMA, HGMMA, STG.E.128, LDL/STL, ...) in the summary;
+#        the nvcc -Xptxas -v register/spill report of the same kernels goes to sass.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/tilecore_gpu_check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TILECORE_CACHE_DIR=${TILECORE_CACHE_DIR:-/tmp/tilecore_cache}
 PY=${PYTHON:-python3}
-STAGES=${*:-tests examples conformance bench}
+STAGES=${*:-tests examples conformance bench sass}
 SUMMARY="$OUT/summary.md"
 echo "| stage | result | detail | seconds |" >"$SUMMARY"
 echo "|---|---|---|---|" >>"$SUMMARY"
@@ -107,9 +111,25 @@ PYEOF
       "$(grep '^CONFORMANCE' "$OUT/conformance.log" | tail -1)" $(($(date +%s) - t0))
     ;;
   bench)
-    timeout "${BENCH_TIMEOUT:-150}" $PY benchmarks/gpu.py --out "$OUT/bench.json" >"$OUT/bench.log" 2>&1
+    timeout "${BENCH_TIMEOUT:-240}" $PY benchmarks/gpu.py --out "$OUT/bench.json" >"$OUT/bench.log" 2>&1
     rc=$?
     row benchmarks "$([ $rc = 0 ] && echo done || echo "FAIL (rc $rc)")" "bench.log, bench.json" $(($(date +%s) - t0))
+    ;;
+  sass)
+    # The SASS of what the benchmark chose (bench.json), or of its default configs without it.
+    mkdir -p "$OUT/sass"
+    timeout "${SASS_TIMEOUT:-180}" $PY tools/sass_counts.py --from-bench "$OUT/bench.json" --compiler tilecore \
+      --sass-dir "$OUT/sass" >"$OUT/sass_tilecore.log" 2>&1
+    rc=$?
+    grep -a '^SASS' "$OUT/sass_tilecore.log" | while IFS= read -r line; do
+      row "sass" "$([[ $line == *FAILED* ]] && echo FAIL || echo ok)" "${line#SASS }" 0
+    done
+    [ $rc = 0 ] || row "sass (tilecore build)" "FAIL (rc $rc)" "see sass_tilecore.log" $(($(date +%s) - t0))
+    timeout "${SASS_TIMEOUT:-180}" $PY tools/sass_counts.py --from-bench "$OUT/bench.json" --compiler nvcc \
+      >"$OUT/sass.log" 2>&1
+    rc=$?
+    row "sass (nvcc -Xptxas -v)" "$([ $rc = 0 ] && echo done || echo "FAIL (rc $rc)")" \
+      "registers/spills per kernel in sass.log" $(($(date +%s) - t0))
     ;;
   sanitize)
     # Shared-memory hazards on real hardware (the barriers lowering inserted), on one GEMM.
