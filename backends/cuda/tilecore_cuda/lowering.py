@@ -27,13 +27,16 @@ def _sm(target: Target) -> int:
 
 @hookimpl
 def tile_target_facts(target):
-    """Warps of 32, up to 1024 threads, 16-byte vector accesses, tensor cores from sm_80."""
+    """Warps of 32, up to 1024 threads, 16-byte vector accesses, 32 four-byte shared-memory banks,
+    tensor cores from sm_80."""
     if target.kind != "cuda":
         return None
     return TargetFacts(
         target=target, lowers_to_threads=True, warp_size=32, max_threads=1024,
         shared_memory_bytes=_SHARED.get(target.arch or "sm_80", 99 * 1024), vector_bytes=16,
-        extra=(("sm", _sm(target)), ("tensor_core", "mma.sync.m16n8k16")),
+        # 32 banks of 4 bytes: the geometry shared-memory layouts are chosen against
+        extra=(("sm", _sm(target)), ("tensor_core", "mma.sync.m16n8k16"),
+               ("shared_bank_bytes", 4), ("shared_banks", 32)),
     )
 
 
