@@ -116,9 +116,13 @@ class LowerCtx:
             self.shared_list.append(out)
         return out
 
+    def has_shared(self, buf: Buffer) -> bool:
+        """True when the flat storage of shared buffer `buf` is allocated already."""
+        return id(buf) in self._shared
+
     def smem_layout(self, buf: Buffer) -> SharedLayout:
-        """The layout of the user's shared buffer `buf`."""
-        return self.shared(buf).layout
+        """The layout of the user's shared buffer `buf` (deciding it allocates nothing)."""
+        return planner(self).layout(buf)
 
     def vector_ok(self, buf: Buffer, vec: int) -> bool:
         """True when `vec` elements of shared buffer `buf` starting at a column that is a multiple

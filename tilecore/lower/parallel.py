@@ -20,6 +20,7 @@ from ..ir.thread import Atomic, MemLoad, MemStore, VecMove
 from ..ir.visit import walk
 from .body import BodyLowerer
 from .context import LowerCtx, all_of, flat_offset
+from .epilogue import split_interior, stage_epilogue
 from .layout import Layout, StridedLayout, default_layout, equivalent
 from .vectorize import vectorize_group
 
@@ -229,7 +230,8 @@ def _vector_width(ctx: LowerCtx, copy: Copy, shape) -> int:
                 if tuple(b.shape) != tuple(shape) or not r.is_full or not has_runs(ctx.layout(b), vec):
                     ok = False
                     break
-            elif any(not isinstance(s, int) for s in b.shape[:-1]) or not _aligned(r.starts[-1], vec):
+            elif any(not isinstance(s, int) for s in b.shape[:-1]) or not _aligned(r.starts[-1], vec) \
+                    or not ctx.vector_ok(b, vec):
                 ok = False
                 break
         if ok:
@@ -247,11 +249,26 @@ def uniform_nest(ctx: LowerCtx, vars_, exts, body: Stmt, loc) -> Stmt:
 
 
 def lower_copy(ctx: LowerCtx, copy: Copy) -> Stmt:
-    """T.copy between global, shared and fragment memory."""
+    """T.copy between global, shared and fragment memory. Accumulator tiles bound for global
+    memory go through a shared staging tile when that makes the stores wider (see
+    `tilecore.lower.epilogue`); copies into global memory check bounds once per tile when
+    they can (`split_interior`)."""
     src, dst = copy.src, copy.dst
     shape = src.squeezed_shape or (1,)
     if (dst.squeezed_shape or (1,)) != shape:
         raise TileShapeError(f"copy shapes differ: {src.extents} vs {dst.extents}", copy.loc)
+    staged = stage_epilogue(ctx, copy, lower_copy, _vector_width)
+    if staged is not None:
+        return staged
+    if dst.buffer.scope == "global" and src.buffer.scope != "global":
+        return split_interior(ctx, dst, lambda guard: _lower_copy(ctx, copy, guard), copy.loc)
+    return _lower_copy(ctx, copy, True)
+
+
+def _lower_copy(ctx: LowerCtx, copy: Copy, guard: bool) -> Stmt:
+    """The copy, with (guard) or without per-element bounds checks on a global destination."""
+    src, dst = copy.src, copy.dst
+    shape = src.squeezed_shape or (1,)
     if dst.buffer.scope == "local":  # every thread holds its own copy of a local buffer
         vars_ = [Var(f"c{k}") for k in range(len(shape))]
         sidx = region_index(src, vars_) if src.squeezed_shape else tuple(src.starts)
@@ -268,7 +285,7 @@ def lower_copy(ctx: LowerCtx, copy: Copy) -> Stmt:
     if layout is None:
         layout = StridedLayout(tuple(shape), ctx.threads, vec)
     if vec > 1:
-        return _vector_copy(ctx, copy, layout, vec)
+        return _vector_copy(ctx, copy, layout, vec, guard)
     vars_ = [Var(f"c{k}") for k in range(len(shape))]
     sidx = region_index(src, vars_) if src.squeezed_shape else tuple(src.starts)
     didx = region_index(dst, vars_) if dst.squeezed_shape else tuple(dst.starts)
@@ -276,7 +293,7 @@ def lower_copy(ctx: LowerCtx, copy: Copy) -> Stmt:
     if src.buffer.scope == "global":
         value = _guarded_load(src.buffer, sidx)
     body: Stmt = Store(dst.buffer, didx, cast(value, dst.buffer.dtype), copy.loc)
-    if dst.buffer.scope == "global":
+    if dst.buffer.scope == "global" and guard:
         cond = in_bounds(dst.buffer, didx)
         if cond is not None:
             body = IfThenElse(cond, body, None, copy.loc)
@@ -294,9 +311,10 @@ def _guarded_load(buf: Buffer, idx) -> Expr:
     return select(cond, load, cast(0, buf.dtype))
 
 
-def _vector_copy(ctx: LowerCtx, copy: Copy, layout: Layout, vec: int) -> Stmt:
+def _vector_copy(ctx: LowerCtx, copy: Copy, layout: Layout, vec: int, guard: bool = True) -> Stmt:
     """Each thread's runs of `vec` elements as one access per side; a dtype change goes through
-    registers (vector in, convert element-wise, vector out)."""
+    registers (vector in, convert element-wise, vector out). `guard=False` drops the bounds
+    predicates of a global destination (the caller proved the tile interior)."""
     src, dst = copy.src, copy.dst
     same = src.buffer.dtype == dst.buffer.dtype
     tmp_s = tmp_d = None
@@ -311,7 +329,7 @@ def _vector_copy(ctx: LowerCtx, copy: Copy, layout: Layout, vec: int) -> Stmt:
         sbuf, soff = _vec_side(ctx, src.buffer, sidx, r)
         dbuf, doff = _vec_side(ctx, dst.buffer, didx, r)
         spred = ctx.simp(in_bounds(src.buffer, sidx)) if src.buffer.scope == "global" else None
-        dpred = ctx.simp(in_bounds(dst.buffer, didx)) if dst.buffer.scope == "global" else None
+        dpred = ctx.simp(in_bounds(dst.buffer, didx)) if dst.buffer.scope == "global" and guard else None
         zero_fill = src.buffer.scope == "global" and dst.buffer.scope != "global"
         group: list[Stmt] = []
         if same:

@@ -166,6 +166,7 @@ class SmemPlanner:
         self.loader_width: dict[int, int] = {}
         self.requests: dict[int, tuple] = {}
         self.chosen: dict[int, SharedLayout] = {}
+        self.extra: dict = {}  # buffers lowering creates (staging tiles), by key
         for n in walk(ctx.launch.body):
             if isinstance(n, Gemm):
                 plan = ctx.plans.get(id(n))
