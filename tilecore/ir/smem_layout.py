@@ -17,9 +17,9 @@ computes the same numbers with NumPy (tests, the bank-conflict model, future des
   swizzling. No padding; the pattern repeats every `period` elements.
 
 The thread IR has no bitwise operators, so the XOR is written bit by bit on the chunk index
-`c`: `sum_i (((c // 2**i) % 2 + (c // 2**(shift + i)) % 2) % 2 - (c // 2**i) % 2) * 2**i`
-chunks are added to the row-major offset (the parity of the sum of two bits is their XOR). Every term is a division or remainder by a power of two of a
-non-negative value, which C compilers turn into shifts and masks, and which the lowering's
+`c`: chunk bit i becomes `((c // 2**i) % 2 + (c // 2**(shift + i)) % 2) % 2` (the parity of
+the sum of two bits is their XOR). Every term is a division or remainder by a power of two of
+a non-negative value, which C compilers turn into shifts and masks, and which the lowering's
 range-aware simplifier folds (a chunk-aligned column plus k < chunk keeps the same chunk
 expression, so vector accesses stay provably contiguous).
 """
@@ -34,6 +34,11 @@ from .buffer import Buffer
 from .expr import Expr, binop, const
 
 LAYOUT_KINDS = ("row_major", "padded", "swizzled")
+# KernelLaunch annotation keys written by T.annotate_layout / T.use_swizzle (tilecore.language
+# .layout_ops) and read by the thread lowering: ((buffer, layout, loc), ...) and
+# (panel_size, order, loc).
+LAYOUT_ANNOTATION = "smem_layout"
+RASTER_ANNOTATION = "rasterize"
 
 
 def _int(x) -> Expr:

@@ -69,7 +69,8 @@ def shared_accesses(kernel: ThreadKernel, model: BankModel) -> list[SharedAccess
         elif isinstance(n, MemStore) and n.buffer.scope == "shared":
             sites.append((n.buffer, "store", n.offset, n.buffer.dtype.itemsize))
         elif isinstance(n, VecMove):
-            for buf, off, kind in ((n.src, n.src_offset, "vector load"), (n.dst, n.dst_offset, "vector store")):
+            sides = ((n.src, n.src_offset, "vector load"), (n.dst, n.dst_offset, "vector store"))
+            for buf, off, kind in sides:
                 if buf.scope == "shared":
                     sites.append((buf, kind, off, n.lanes * buf.dtype.itemsize))
         elif isinstance(n, IntrinsicCall) and n.intrinsic.kind == "ldmatrix":

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from ..ir.buffer import Buffer, Region
 from ..ir.expr import Const, Expr, binop, const_int
 from ..ir.stmt import Copy, IfThenElse, SeqStmt, Stmt
@@ -75,7 +77,11 @@ def stage_epilogue(ctx: LowerCtx, copy: Copy, lower: Callable, vector_width: Cal
         return None
     sq = src.squeezed_shape or (1,)
     item = dst.buffer.dtype.itemsize
-    direct = vector_width(ctx, copy, sq) * item
+    vec = vector_width(ctx, copy, sq)
+    direct = vec * item
+    sector = ctx.facts.get("global_sector_bytes")
+    if sector and _fills_sectors(ctx, lay, vec, item, int(sector)):
+        return None  # every direct warp store already writes whole memory sectors
     stage = _staging(ctx, shape, dst.buffer)
     wide = vector_width(ctx, Copy(Region.full(stage), dst, copy.loc), sq) * item
     if wide <= direct:
@@ -88,6 +94,25 @@ def stage_epilogue(ctx: LowerCtx, copy: Copy, lower: Callable, vector_width: Cal
     write = lower(ctx, Copy(src, Region.full(stage), copy.loc))
     read = lower(ctx, Copy(Region.full(stage), dst, copy.loc))
     return SeqStmt((write, read), copy.loc)
+
+
+def _fills_sectors(ctx: LowerCtx, lay, vec: int, item: int, sector: int) -> bool:
+    """True when each warp's direct store of each register run of fragment layout `lay`
+    (`vec` elements of `item` bytes per lane) covers only whole `sector`-byte pieces of rows."""
+    coords, valid = lay.table
+    ws = ctx.warp_size
+    for r in range(0, lay.nregs, vec):
+        for w0 in range(0, coords.shape[0], ws):
+            c, v = coords[w0:w0 + ws, r], valid[w0:w0 + ws, r]
+            c = c[v]
+            if not len(c):
+                continue
+            row = lay.flat_index(np.concatenate([c[:, :-1], np.zeros((len(c), 1), np.int64)], 1))
+            first, last = c[:, -1] * item // sector, ((c[:, -1] + vec) * item - 1) // sector
+            sectors = {(a, s) for a, f, e in zip(row, first, last) for s in range(f, e + 1)}
+            if len(c) * vec * item < len(sectors) * sector:
+                return False
+    return True
 
 
 def _staging(ctx: LowerCtx, shape: tuple, like: Buffer) -> Buffer:

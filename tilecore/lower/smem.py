@@ -27,11 +27,17 @@ import numpy as np
 
 from ..errors import TileError
 from ..ir.buffer import Buffer
-from ..ir.smem_layout import LayoutRequest, Padded, RowMajor, SharedLayout, Swizzled, tile_view
+from ..ir.smem_layout import (
+    LAYOUT_ANNOTATION,
+    LayoutRequest,
+    Padded,
+    RowMajor,
+    SharedLayout,
+    Swizzled,
+    tile_view,
+)
 from ..ir.stmt import Copy, Gemm
 from ..ir.visit import walk
-
-ANNOTATION = "smem_layout"  # KernelLaunch annotation key: ((buffer, request, loc), ...)
 
 
 class SmemLayoutError(TileError):
@@ -181,7 +187,7 @@ class SmemPlanner:
                     if r.buffer.scope == "shared":
                         self._use(r.buffer, "copy")
         for key, value in ctx.launch.annotations:
-            if key == ANNOTATION:
+            if key == LAYOUT_ANNOTATION:
                 for buf, req, loc in value:
                     self.requests[id(buf)] = (req, loc)
 

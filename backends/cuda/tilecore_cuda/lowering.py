@@ -34,9 +34,10 @@ def tile_target_facts(target):
     return TargetFacts(
         target=target, lowers_to_threads=True, warp_size=32, max_threads=1024,
         shared_memory_bytes=_SHARED.get(target.arch or "sm_80", 99 * 1024), vector_bytes=16,
-        # 32 banks of 4 bytes: the geometry shared-memory layouts are chosen against
+        # 32 banks of 4 bytes: the geometry shared-memory layouts are chosen against; global
+        # memory moves 32-byte sectors (epilogues stage tiles whose stores would split them)
         extra=(("sm", _sm(target)), ("tensor_core", "mma.sync.m16n8k16"),
-               ("shared_bank_bytes", 4), ("shared_banks", 32)),
+               ("shared_bank_bytes", 4), ("shared_banks", 32), ("global_sector_bytes", 32)),
     )
 
 
