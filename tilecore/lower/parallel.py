@@ -10,8 +10,6 @@ outside the tensor give 0 and global writes outside it are dropped.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import TileShapeError
 from ..ir.buffer import Buffer, Region
 from ..ir.expr import Expr, Load, Var, binop, cast, const, linear
@@ -21,7 +19,7 @@ from ..ir.visit import walk
 from .body import BodyLowerer
 from .context import LowerCtx, all_of, flat_offset
 from .epilogue import split_interior, stage_epilogue
-from .layout import Layout, StridedLayout, default_layout, equivalent
+from .layout import Layout, StridedLayout, default_layout, equivalent, has_runs
 from .vectorize import vectorize_group
 
 
@@ -178,33 +176,6 @@ def in_bounds(buf: Buffer, idx) -> Expr | None:
 def _aligned(e: Expr, vec: int) -> bool:
     lin = linear(e)
     return lin is not None and lin[1] % vec == 0 and all(c % vec == 0 for c in lin[0].values())
-
-
-def has_runs(layout: Layout, vec: int) -> bool:
-    """True when every thread's registers come in aligned runs of `vec` consecutive elements
-    along the last dimension (strided layouts with vec, tensor-core accumulators with 2)."""
-    key = (layout, vec)
-    if key not in _RUNS:
-        coords, valid = layout.table
-        ok = layout.nregs % vec == 0
-        for r in range(0, layout.nregs, vec) if ok else ():
-            base, v = coords[:, r], valid[:, r]
-            if np.any(base[v, -1] % vec != 0):
-                ok = False
-                break
-            for k in range(1, vec):
-                want = base.copy()
-                want[:, -1] += k
-                if not np.array_equal(valid[:, r + k], v) or not np.array_equal(coords[v, r + k], want[v]):
-                    ok = False
-                    break
-            if not ok:
-                break
-        _RUNS[key] = ok
-    return _RUNS[key]
-
-
-_RUNS: dict = {}
 
 
 def _vector_width(ctx: LowerCtx, copy: Copy, shape) -> int:
