@@ -2,13 +2,15 @@
 
 An accumulator fragment (the tensor-core C layout) holds short runs per thread — two
 consecutive columns of eight rows per warp — so copying it straight to global memory issues
-many narrow stores. `stage_epilogue` instead writes the fragment into a shared staging tile
-(its layout chosen by `tilecore.lower.smem` for that column-wise write and the row-wise read,
-so neither conflicts) and copies the tile to global memory with the widest vector accesses the
-destination allows; `insert-barriers` puts the barrier between the two halves. It applies only
-when the staged stores are wider than the direct ones and the staging tile fits in half of the
-target's shared memory beside the buffers allocated so far (pipeline stages may be added
-later); strided fragments (already coalesced) are copied directly.
+many narrow stores that split memory sectors. `stage_epilogue` instead writes the fragment into
+a shared staging tile (its layout chosen by `tilecore.lower.smem` for that column-wise write and
+the row-wise read, so neither conflicts) and copies the tile to global memory with the widest
+vector accesses the destination allows; `insert-barriers` puts the barriers between the halves.
+Rows go in rounds: registers are grouped by the tile rows they hold (a grouping that is the same
+for every thread, tabulated from the layout), so each round's stores need no predicate, and
+rounds are merged while the staging tile stays within the largest shared buffer allocated so
+far. Staging applies only when the direct stores would split sectors (fact
+`global_sector_bytes`) and the staged ones are wider; strided fragments are copied directly.
 
 `split_interior` lowers a copy into global memory twice: without bounds checks for tiles that
 lie entirely inside the tensor (one uniform test of the region against the tensor's shape per
