@@ -135,3 +135,39 @@ def test_rasterization_is_a_bijection(gx, gy, panel, order):
     lin_order = np.argsort(Y.ravel() * gx + X.ravel(), kind="stable")
     held = (py if order == "row" else px)[lin_order][first]
     assert held.max() < panel
+
+
+KERNEL = '''
+import tilecore.language as T
+
+
+@T.prim_func
+def k(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16")):
+    with T.Kernel(4, 4, threads=64) as (bx, by):
+        T.use_swizzle(2, "col")
+        S = T.alloc_shared((16, 16), "float16")
+        R = T.alloc_shared((16, 16), "float16")
+        T.annotate_layout({S: T.make_padded_layout(S, pad=8), R: T.make_swizzled_layout(R)})
+        T.copy(A[by * 16, bx * 16], S)
+        T.copy(S, R)
+        T.copy(R, B[by * 16, bx * 16])
+'''
+
+
+def _load(path, text):
+    import importlib.util
+
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.k
+
+
+def test_placement_annotations_print_and_reparse(tmp_path):
+    func = _load(tmp_path / "orig.py", KERNEL)
+    src = func.script()
+    assert "T.use_swizzle(2, 'col')" in src
+    assert "T.make_padded_layout(S, pad=8)" in src and "T.make_swizzled_layout(R)" in src
+    again = _load(tmp_path / "again.py", "import tilecore.language as T\n\n" + src)
+    assert again.script() == src
