@@ -171,3 +171,23 @@ def test_placement_annotations_print_and_reparse(tmp_path):
     assert "T.make_padded_layout(S, pad=8)" in src and "T.make_swizzled_layout(R)" in src
     again = _load(tmp_path / "again.py", "import tilecore.language as T\n\n" + src)
     assert again.script() == src
+
+
+def test_loader_geometry_comes_from_the_intrinsic():
+    """A loader of four 4x8 matrices (not ldmatrix's 8x8) is found and placed from its shape."""
+    from tilecore import dtypes
+    from tilecore.ir.intrinsic import Intrinsic, LaneMap, Operand
+    from tilecore.lower.gemm import find_loader, loader_rows
+
+    dst = LaneMap.from_fn(16, 8, 32, 4, lambda lane, e: (4 * e + lane // 8, lane % 8))
+    src = LaneMap.from_fn(16, 8, 32, 1, lambda lane, e: (lane % 16, 0))
+    ld = Intrinsic("load.4x8.x4", "ldmatrix", (4, 4, 8),
+                   (Operand("dst", "out", dtypes.float16, "reg", dst),
+                    Operand("src", "in", dtypes.float16, "shared", src)))
+    where = [(4, 8), (0, 0), (4, 0), (0, 8)]
+    op = LaneMap.from_fn(8, 16, 32, 4, lambda lane, e: (where[e][0] + lane // 8, where[e][1] + lane % 8))
+    found = find_loader([ld], op, contiguous_axis=1)
+    assert found is not None and list(found[1]) == where
+    starts = loader_rows(ld, found[1], 1, 8, 16)
+    # lane l addresses stacked row l: matrix l // 4 (placed at where[l // 4]), its row l % 4
+    assert [starts.at(lane, 0) for lane in (3, 5, 9, 14)] == [(7, 8), (1, 0), (5, 0), (2, 8)]
