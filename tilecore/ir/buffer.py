@@ -16,6 +16,8 @@ class Buffer:
 
     `shape` entries are ints, or `Var`s for symbolic (`T.dynamic`) dimensions of global tensors.
     `is_var` marks a one-element local made by `T.alloc_var`, read and written by plain name.
+    `layout` (thread-level flat shared buffers only): the `tilecore.ir.smem_layout.SharedLayout`
+    placing the user's tile in it; None means plain row-major.
     """
 
     name: str
@@ -23,6 +25,7 @@ class Buffer:
     dtype: DType
     scope: str
     is_var: bool = False
+    layout: object = None
 
     def __post_init__(self):
         if self.scope not in SCOPES:

@@ -113,6 +113,26 @@ class Printer:
     def emit(self, depth: int, text: str):
         self.lines.append("    " * depth + text)
 
+    def launch_annotations(self, s: KernelLaunch, depth: int) -> None:
+        """`T.use_swizzle` / `T.annotate_layout` calls recorded on a launch (explicit layout
+        objects, which have no source spelling, print as comments)."""
+        from .smem_layout import LAYOUT_ANNOTATION, RASTER_ANNOTATION, LayoutRequest
+
+        for key, value in s.annotations:
+            if key == RASTER_ANNOTATION:
+                panel, order, _ = value
+                self.emit(depth, f"T.use_swizzle({panel}, {order!r})")
+            elif key == LAYOUT_ANNOTATION:
+                items = []
+                for buf, lay, _ in value:
+                    if isinstance(lay, LayoutRequest):
+                        pad = f", pad={lay.pad}" if lay.pad is not None else ""
+                        items.append(f"{self.name(buf)}: T.make_{lay.kind}_layout({self.name(buf)}{pad})")
+                    else:
+                        self.emit(depth, f"# layout of {self.name(buf)}: {lay.describe()}")
+                if items:
+                    self.emit(depth, f"T.annotate_layout({{{', '.join(items)}}})")
+
     def stmt(self, s, depth: int):
         if s is None:
             return
@@ -129,6 +149,7 @@ class Printer:
             self.emit(depth, f"with T.Kernel({grid}, threads={threads}) as ({names}{comma}):")
             for b in s.allocs:
                 self.alloc(b, depth + 1)
+            self.launch_annotations(s, depth + 1)
             self.stmt(s.body, depth + 1)
         elif isinstance(s, For):
             self.loop(s, depth)

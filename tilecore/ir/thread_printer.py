@@ -45,7 +45,8 @@ class ThreadPrinter(Printer):
             self.emit(depth, f"kernel grid({grid}) threads({self.name(s.thread_var)} < {s.num_threads}, "
                              f"warp {s.warp_size}):")
             for b in s.shared:
-                self.emit(depth + 1, f"shared {b.dtype.name} {self.name(b)}[{b.shape[0]}]")
+                lay = f"  # {b.layout.describe()}" if b.layout is not None else ""
+                self.emit(depth + 1, f"shared {b.dtype.name} {self.name(b)}[{b.shape[0]}]{lay}")
             for b in s.registers:
                 self.emit(depth + 1, f"reg {b.dtype.name} {self.name(b)}[{b.shape[0]}]")
             self.stmt(s.body, depth + 1)

@@ -18,6 +18,13 @@ from ..dtypes import (
 )
 from ..ir.expr import cast
 from .builder import builtin
+from .layout_ops import (
+    annotate_layout,
+    make_padded_layout,
+    make_row_major_layout,
+    make_swizzled_layout,
+    use_swizzle,
+)
 from .ops import (
     Buffer_ as Buffer,
 )
@@ -31,7 +38,6 @@ from .ops import (
     alloc_local,
     alloc_shared,
     alloc_var,
-    annotate_layout,
     atomic_add,
     ceil,
     ceildiv,
@@ -67,7 +73,6 @@ from .ops import (
     tanh,
     trunc,
     unroll,
-    use_swizzle,
     vectorized,
 )
 from .ops import abs as abs  # noqa: A004 - T.abs mirrors TileLang
@@ -90,7 +95,8 @@ __all__ = [
     "bool_", "cast", "ceil", "ceildiv", "clear", "copy", "cos", "cumsum", "dynamic", "erf", "exp",
     "exp2", "fill", "float16", "float32", "float64", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
     "floor", "gemm", "if_then_else", "infinity", "int8", "int16", "int32", "int64", "log", "log2",
-    "macro", "max", "max_value", "min", "min_value", "pow", "prim_func", "reduce_abssum",
+    "macro", "make_padded_layout", "make_row_major_layout", "make_swizzled_layout", "max",
+    "max_value", "min", "min_value", "pow", "prim_func", "reduce_abssum",
     "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum", "region", "round", "rsqrt", "serial",
     "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "trunc", "uint8", "uint16", "uint32",
     "unroll", "use_swizzle", "vectorized", "half", "float",

@@ -16,6 +16,7 @@ class KernelFrame:
 
     allocs: list = field(default_factory=list)
     threads: tuple = (128,)
+    annotations: list = field(default_factory=list)  # (key, value) pairs for the KernelLaunch
 
 
 @dataclass

@@ -393,18 +393,6 @@ def atomic_add(dst, value, memory_order=None, return_prev=False):
 
 
 @builtin
-def use_swizzle(panel_size=8, order="row", enable=True):
-    """Block rasterization for L2 reuse: changes block order only, never values."""
-    return None
-
-
-@builtin
-def annotate_layout(layout_map):
-    """A layout hint for shared/fragment buffers: changes placement only, never values."""
-    return None
-
-
-@builtin
 def sync_threads():
     """A block-wide barrier; the compiler inserts the ones tile ops need by itself."""
     return None

@@ -436,7 +436,8 @@ class Parser:
             body = SeqStmt(tuple(self.b.blocks.pop()))
             self.b.kernel = None
         self.b.blocks[-1].append(KernelLaunch(spec.grid, block_vars, spec.threads, tuple(frame.allocs),
-                                              body, spec.annotations, self.loc(node)))
+                                              body, spec.annotations + tuple(frame.annotations),
+                                              self.loc(node)))
 
     # ------------------------------------------------------------------ expressions
     def ev(self, node):
@@ -507,6 +508,12 @@ class Parser:
 
     def ev_Tuple(self, node):
         return tuple(self.ev(e) for e in node.elts)
+
+    def ev_Dict(self, node):
+        """A dict of parse-time values (`T.annotate_layout({buf: layout})`)."""
+        if any(k is None for k in node.keys):
+            raise TileSyntaxError("`**` in a dict is not supported in kernels", self.loc(node))
+        return {self.ev(k): self.ev(v) for k, v in zip(node.keys, node.values)}
 
     ev_List = ev_Tuple
 

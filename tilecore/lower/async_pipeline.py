@@ -28,6 +28,7 @@ bank pattern). Stages are reduced while the block's shared memory would exceed t
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from ..ir.buffer import Buffer
@@ -215,6 +216,8 @@ def _pipeline_loop(loop: For, kernel: ThreadKernel, facts: TargetFacts, budget: 
     for key, pos in staged.items():
         b = _copy_move(items[pos[0]]).dst
         unit = max(1, STAGE_ALIGN_BYTES // b.dtype.itemsize)
+        if b.layout is not None:  # stages at multiples of the layout's period keep its bank pattern
+            unit = math.lcm(unit, b.layout.period)
         plan.old[key] = b
         plan.stride[key] = -(-b.shape[0] // unit) * unit
         plan.copies[key] = pos
@@ -227,7 +230,7 @@ def _pipeline_loop(loop: For, kernel: ThreadKernel, facts: TargetFacts, budget: 
         return None
     budget[0] += extra(stages)
     for key, b in plan.old.items():
-        plan.new[key] = Buffer(b.name, (stages * plan.stride[key],), b.dtype, "shared")
+        plan.new[key] = Buffer(b.name, (stages * plan.stride[key],), b.dtype, "shared", layout=b.layout)
     d = stages - 1
     k, start, stop = loop.var, loop.start, loop.stop
     copy_pos = sorted(p for pos in plan.copies.values() for p in pos)

@@ -12,10 +12,12 @@ from ..errors import SourceLoc, TileShapeError
 from ..ir.buffer import Buffer
 from ..ir.expr import Const, Expr, Var, binop, const
 from ..ir.names import fresh_name
+from ..ir.smem_layout import SharedLayout
 from ..ir.stmt import KernelLaunch
 from ..target import TargetDesc
 from .indexing import simplify
 from .layout import Layout
+from .smem import planner
 
 
 @dataclass
@@ -109,35 +111,40 @@ class LowerCtx:
         return Var(self.fresh(base)) if dtype is None else Var(self.fresh(base), dtype)
 
     def shared(self, buf: Buffer) -> Buffer:
-        """The flat shared buffer backing the user's shared buffer `buf` (rows padded, see
-        `row_stride`)."""
+        """The flat shared buffer backing the user's shared buffer `buf`; it carries the layout
+        chosen for it (`tilecore.lower.smem`), which every access reads through `offset`."""
         out = self._shared.get(id(buf))
         if out is None:
-            rows = buf.numel // buf.shape[-1]
-            out = Buffer(self.fresh(buf.name), (rows * self.row_stride(buf),), buf.dtype, "shared")
+            lay = planner(self).layout(buf)
+            out = Buffer(self.fresh(buf.name), (lay.size,), buf.dtype, "shared", layout=lay)
             self._shared[id(buf)] = out
             self.shared_list.append(out)
         return out
 
-    @staticmethod
-    def row_stride(buf: Buffer) -> int:
-        """Elements between rows of a shared buffer: rows of a multiple of 64 bytes get 16 bytes
-        of padding, so the 8 rows a warp reads at once (ldmatrix, 16-byte vectors) fall in
-        different banks; the padding keeps every row 16-byte aligned."""
-        last = buf.shape[-1]
-        if buf.scope == "shared" and len(buf.shape) >= 2 and (last * buf.dtype.itemsize) % 64 == 0:
-            return last + 16 // buf.dtype.itemsize
-        return last
+    def has_shared(self, buf: Buffer) -> bool:
+        """True when the flat storage of shared buffer `buf` is allocated already."""
+        return id(buf) in self._shared
+
+    def smem_layout(self, buf: Buffer) -> SharedLayout:
+        """The layout of the user's shared buffer `buf` (deciding it allocates nothing)."""
+        return planner(self).layout(buf)
+
+    def vector_ok(self, buf: Buffer, vec: int) -> bool:
+        """True when `vec` elements of shared buffer `buf` starting at a column that is a multiple
+        of `vec` are one aligned vector access in its storage (always true off shared memory)."""
+        return buf.scope != "shared" or self.smem_layout(buf).contiguous(vec)
 
     def offset(self, buf: Buffer, indices) -> Expr:
-        """The element offset of `indices` in the storage of `buf` (padded rows for shared)."""
-        if buf.scope != "shared" or len(buf.shape) < 2:
+        """The element offset of `indices` in the storage of `buf` (through its layout for
+        shared buffers: leading dimensions are the layout's row, the last its column)."""
+        if buf.scope != "shared":
             return flat_offset(buf, indices, self.bounds)
         idx = [i if isinstance(i, Expr) else const(int(i)) for i in indices]
         row: Expr = const(0)
         for k, (i, s) in enumerate(zip(idx[:-1], buf.shape[:-1])):
             row = i if k == 0 else row * s + i
-        return self.simp(row * self.row_stride(buf) + idx[-1])
+        col = idx[-1] if idx else const(0)
+        return self.simp(self.smem_layout(buf).offset(self.simp(row), col))
 
     def layout(self, buf: Buffer) -> Layout:
         """The inferred layout of fragment `buf`."""

@@ -96,18 +96,28 @@ def _simt_gemm(ctx: LowerCtx, g: Gemm) -> Stmt:
 # --------------------------------------------------------------------------- tensor cores
 
 
+def loader_block(ld: Intrinsic, contiguous_axis: int) -> tuple[int, int]:
+    """(op rows, op cols) one matrix of loader `ld` covers: its `rows x cols` memory matrix
+    (from the intrinsic's declared shape), transposed when memory rows run along op columns."""
+    _, mrows, mcols = ld.shape
+    return (mrows, mcols) if contiguous_axis == 1 else (mcols, mrows)
+
+
 def find_loader(loaders, opmap: LaneMap, contiguous_axis: int):
     """(loader, placement) whose lane map, with matrix q placed at op-tile block placement[q] and
-    its rows running along the non-contiguous axis, equals `opmap`; None when none does."""
+    its rows running along the non-contiguous axis, equals `opmap`; None when none does. The
+    block geometry is the loader's own (its declared matrix shape), never assumed."""
     want_r, want_c = opmap.arrays()
-    blocks = [(br, bc) for br in range(0, opmap.rows, 8) for bc in range(0, opmap.cols, 8)]
     for ld in loaders:
         dst = ld.operands[0].map
-        count, mrows, mcols = ld.shape
-        if dst.elems != opmap.elems or dst.lanes != opmap.lanes or mrows != 8 or mcols != 8:
+        count, mrows, _ = ld.shape
+        brows, bcols = loader_block(ld, contiguous_axis)
+        if dst.elems != opmap.elems or dst.lanes != opmap.lanes or opmap.rows % brows \
+                or opmap.cols % bcols:
             continue
+        blocks = [(br, bc) for br in range(0, opmap.rows, brows) for bc in range(0, opmap.cols, bcols)]
         srow, scol = dst.arrays()
-        q, rr = srow // 8, srow % 8
+        q, rr = srow // mrows, srow % mrows
         for placement in itertools.permutations(blocks, count):
             br = np.array([p[0] for p in placement])[q]
             bc = np.array([p[1] for p in placement])[q]
@@ -123,11 +133,12 @@ def find_loader(loaders, opmap: LaneMap, contiguous_axis: int):
 def loader_rows(ld: Intrinsic, placement, contiguous_axis: int, rows: int, cols: int) -> LaneMap:
     """Per lane, the op-tile (row, col) where the memory row that lane addresses starts."""
     src = ld.operands[1].map
+    mrows = ld.shape[1]
 
     def fn(lane, _e):
         sr = src.at(lane, 0)[0]
-        br, bc = placement[sr // 8]
-        return (br + sr % 8, bc) if contiguous_axis == 1 else (br, bc + sr % 8)
+        br, bc = placement[sr // mrows]
+        return (br + sr % mrows, bc) if contiguous_axis == 1 else (br, bc + sr % mrows)
 
     return LaneMap.from_fn(rows, cols, src.lanes, 1, fn)
 
@@ -243,9 +254,13 @@ def _with_loader(ctx: LowerCtx, op: _Operand, found, opmap: LaneMap, regs: Buffe
     starts = loader_rows(ld, placement, op.contig, opmap.rows, opmap.cols)
     r = row0 + starts.coord(lane, 0, 0)
     c = col0 + starts.coord(lane, 0, 1)
-    addr = ctx.offset(op.buf, operand_index(op.region, op.trans, r, c))
-    if not _aligned(addr, 16 // op.buf.dtype.itemsize):
+    idx = operand_index(op.region, op.trans, r, c)
+    # each lane's memory row is ld.shape[-1] contiguous elements: provably aligned in the tile
+    # (last index) and kept contiguous by the buffer's shared layout
+    width = ld.shape[-1]
+    if not _aligned(ctx.simp(idx[-1]), width) or not ctx.vector_ok(op.buf, width):
         return None
+    addr = ctx.offset(op.buf, idx)
     return [IntrinsicCall(ld, (OperandRef(regs, const(base)), OperandRef(op.mem, addr)), op.g.loc)]
 
 

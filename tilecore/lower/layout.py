@@ -291,3 +291,30 @@ def default_layout(shape: tuple, threads: int) -> Layout:
         n *= s
     vec = 4 if shape[-1] % 4 == 0 and n % (threads * 4) == 0 else 1
     return StridedLayout(tuple(shape), threads, vec)
+
+
+def has_runs(layout: Layout, vec: int) -> bool:
+    """True when every thread's registers come in aligned runs of `vec` consecutive elements
+    along the last dimension (strided layouts with vec, tensor-core accumulators with 2)."""
+    key = (layout, vec)
+    if key not in _RUNS:
+        coords, valid = layout.table
+        ok = layout.nregs % vec == 0
+        for r in range(0, layout.nregs, vec) if ok else ():
+            base, v = coords[:, r], valid[:, r]
+            if np.any(base[v, -1] % vec != 0):
+                ok = False
+                break
+            for k in range(1, vec):
+                want = base.copy()
+                want[:, -1] += k
+                if not np.array_equal(valid[:, r + k], v) or not np.array_equal(coords[v, r + k], want[v]):
+                    ok = False
+                    break
+            if not ok:
+                break
+        _RUNS[key] = ok
+    return _RUNS[key]
+
+
+_RUNS: dict = {}

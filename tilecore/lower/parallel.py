@@ -10,8 +10,6 @@ outside the tensor give 0 and global writes outside it are dropped.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import TileShapeError
 from ..ir.buffer import Buffer, Region
 from ..ir.expr import Expr, Load, Var, binop, cast, const, linear
@@ -20,7 +18,8 @@ from ..ir.thread import Atomic, MemLoad, MemStore, VecMove
 from ..ir.visit import walk
 from .body import BodyLowerer
 from .context import LowerCtx, all_of, flat_offset
-from .layout import Layout, StridedLayout, default_layout, equivalent
+from .epilogue import split_interior, stage_epilogue
+from .layout import Layout, StridedLayout, default_layout, equivalent, has_runs
 from .vectorize import vectorize_group
 
 
@@ -179,33 +178,6 @@ def _aligned(e: Expr, vec: int) -> bool:
     return lin is not None and lin[1] % vec == 0 and all(c % vec == 0 for c in lin[0].values())
 
 
-def has_runs(layout: Layout, vec: int) -> bool:
-    """True when every thread's registers come in aligned runs of `vec` consecutive elements
-    along the last dimension (strided layouts with vec, tensor-core accumulators with 2)."""
-    key = (layout, vec)
-    if key not in _RUNS:
-        coords, valid = layout.table
-        ok = layout.nregs % vec == 0
-        for r in range(0, layout.nregs, vec) if ok else ():
-            base, v = coords[:, r], valid[:, r]
-            if np.any(base[v, -1] % vec != 0):
-                ok = False
-                break
-            for k in range(1, vec):
-                want = base.copy()
-                want[:, -1] += k
-                if not np.array_equal(valid[:, r + k], v) or not np.array_equal(coords[v, r + k], want[v]):
-                    ok = False
-                    break
-            if not ok:
-                break
-        _RUNS[key] = ok
-    return _RUNS[key]
-
-
-_RUNS: dict = {}
-
-
 def _vector_width(ctx: LowerCtx, copy: Copy, shape) -> int:
     """The widest vector (elements) both sides of a copy can use (each side's access at most
     `vector_bytes`), 1 when none; the dtypes may differ (converted in registers)."""
@@ -229,7 +201,8 @@ def _vector_width(ctx: LowerCtx, copy: Copy, shape) -> int:
                 if tuple(b.shape) != tuple(shape) or not r.is_full or not has_runs(ctx.layout(b), vec):
                     ok = False
                     break
-            elif any(not isinstance(s, int) for s in b.shape[:-1]) or not _aligned(r.starts[-1], vec):
+            elif any(not isinstance(s, int) for s in b.shape[:-1]) or not _aligned(r.starts[-1], vec) \
+                    or not ctx.vector_ok(b, vec):
                 ok = False
                 break
         if ok:
@@ -247,11 +220,26 @@ def uniform_nest(ctx: LowerCtx, vars_, exts, body: Stmt, loc) -> Stmt:
 
 
 def lower_copy(ctx: LowerCtx, copy: Copy) -> Stmt:
-    """T.copy between global, shared and fragment memory."""
+    """T.copy between global, shared and fragment memory. Accumulator tiles bound for global
+    memory go through a shared staging tile when that makes the stores wider (see
+    `tilecore.lower.epilogue`); copies into global memory check bounds once per tile when
+    they can (`split_interior`)."""
     src, dst = copy.src, copy.dst
     shape = src.squeezed_shape or (1,)
     if (dst.squeezed_shape or (1,)) != shape:
         raise TileShapeError(f"copy shapes differ: {src.extents} vs {dst.extents}", copy.loc)
+    staged = stage_epilogue(ctx, copy, lower_copy, _vector_width)
+    if staged is not None:
+        return staged
+    if dst.buffer.scope == "global" and src.buffer.scope != "global":
+        return split_interior(ctx, dst, lambda guard: _lower_copy(ctx, copy, guard), copy.loc)
+    return _lower_copy(ctx, copy, True)
+
+
+def _lower_copy(ctx: LowerCtx, copy: Copy, guard: bool) -> Stmt:
+    """The copy, with (guard) or without per-element bounds checks on a global destination."""
+    src, dst = copy.src, copy.dst
+    shape = src.squeezed_shape or (1,)
     if dst.buffer.scope == "local":  # every thread holds its own copy of a local buffer
         vars_ = [Var(f"c{k}") for k in range(len(shape))]
         sidx = region_index(src, vars_) if src.squeezed_shape else tuple(src.starts)
@@ -268,7 +256,7 @@ def lower_copy(ctx: LowerCtx, copy: Copy) -> Stmt:
     if layout is None:
         layout = StridedLayout(tuple(shape), ctx.threads, vec)
     if vec > 1:
-        return _vector_copy(ctx, copy, layout, vec)
+        return _vector_copy(ctx, copy, layout, vec, guard)
     vars_ = [Var(f"c{k}") for k in range(len(shape))]
     sidx = region_index(src, vars_) if src.squeezed_shape else tuple(src.starts)
     didx = region_index(dst, vars_) if dst.squeezed_shape else tuple(dst.starts)
@@ -276,7 +264,7 @@ def lower_copy(ctx: LowerCtx, copy: Copy) -> Stmt:
     if src.buffer.scope == "global":
         value = _guarded_load(src.buffer, sidx)
     body: Stmt = Store(dst.buffer, didx, cast(value, dst.buffer.dtype), copy.loc)
-    if dst.buffer.scope == "global":
+    if dst.buffer.scope == "global" and guard:
         cond = in_bounds(dst.buffer, didx)
         if cond is not None:
             body = IfThenElse(cond, body, None, copy.loc)
@@ -294,9 +282,10 @@ def _guarded_load(buf: Buffer, idx) -> Expr:
     return select(cond, load, cast(0, buf.dtype))
 
 
-def _vector_copy(ctx: LowerCtx, copy: Copy, layout: Layout, vec: int) -> Stmt:
+def _vector_copy(ctx: LowerCtx, copy: Copy, layout: Layout, vec: int, guard: bool = True) -> Stmt:
     """Each thread's runs of `vec` elements as one access per side; a dtype change goes through
-    registers (vector in, convert element-wise, vector out)."""
+    registers (vector in, convert element-wise, vector out). `guard=False` drops the bounds
+    predicates of a global destination (the caller proved the tile interior)."""
     src, dst = copy.src, copy.dst
     same = src.buffer.dtype == dst.buffer.dtype
     tmp_s = tmp_d = None
@@ -311,7 +300,7 @@ def _vector_copy(ctx: LowerCtx, copy: Copy, layout: Layout, vec: int) -> Stmt:
         sbuf, soff = _vec_side(ctx, src.buffer, sidx, r)
         dbuf, doff = _vec_side(ctx, dst.buffer, didx, r)
         spred = ctx.simp(in_bounds(src.buffer, sidx)) if src.buffer.scope == "global" else None
-        dpred = ctx.simp(in_bounds(dst.buffer, didx)) if dst.buffer.scope == "global" else None
+        dpred = ctx.simp(in_bounds(dst.buffer, didx)) if dst.buffer.scope == "global" and guard else None
         zero_fill = src.buffer.scope == "global" and dst.buffer.scope != "global"
         group: list[Stmt] = []
         if same:

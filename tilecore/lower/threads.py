@@ -29,6 +29,7 @@ from .body import BodyLowerer
 from .context import LowerCtx
 from .gemm import lower_gemm
 from .parallel import lower_atomic_region, lower_copy, lower_fill, lower_parallel
+from .raster import rasterize
 from .reduce import lower_cumsum, lower_reduce
 
 
@@ -79,7 +80,7 @@ def lower_block(ctx: LowerCtx, s: Stmt) -> Stmt:
 
 def lower_launch(launch: KernelLaunch, ctx: LowerCtx) -> ThreadKernel:
     """The ThreadKernel of one launch."""
-    body = lower_block(ctx, launch.body)
+    body = lower_block(ctx, rasterize(launch, ctx.var_bounds).body)
     used = sum(b.shape[0] * b.dtype.itemsize for b in ctx.shared_list)
     limit = ctx.facts.shared_memory_bytes
     if limit and used > limit:

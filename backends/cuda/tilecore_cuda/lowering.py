@@ -28,13 +28,17 @@ def _sm(target: Target) -> int:
 
 @hookimpl
 def tile_target_facts(target):
-    """Warps of 32, up to 1024 threads, 16-byte vector accesses, tensor cores from sm_80."""
+    """Warps of 32, up to 1024 threads, 16-byte vector accesses, 32 four-byte shared-memory banks,
+    tensor cores from sm_80."""
     if target.kind != "cuda":
         return None
     return TargetFacts(
         target=target, lowers_to_threads=True, warp_size=32, max_threads=1024,
         shared_memory_bytes=_SHARED.get(target.arch or "sm_80", 99 * 1024), vector_bytes=16,
+        # 32 banks of 4 bytes: the geometry shared-memory layouts are chosen against; global
+        # memory moves 32-byte sectors (epilogues stage tiles whose stores would split them)
         extra=(("sm", _sm(target)), ("tensor_core", "mma.sync.m16n8k16"),
+               ("shared_bank_bytes", 4), ("shared_banks", 32), ("global_sector_bytes", 32),
                ("async_copy_sizes", (4, 8, 16) if _sm(target) >= 80 else ())),  # cp.async
     )
 

@@ -1,0 +1,217 @@
+"""Shared-memory layouts as IR data: where element (row, col) of a shared tile lives.
+
+A shared buffer of the tile program is a 2-D view (`rows` = the product of its leading
+dimensions, `cols` = its last dimension) stored in one flat thread-level buffer. Its layout is
+one of three frozen dataclasses, each with a single definition of the placement, written twice:
+`offset` builds the index expression lowering puts into the thread IR (so the emulator, the
+barrier pass and the renderers read explicit offsets and need nothing else), `offset_np`
+computes the same numbers with NumPy (tests, the bank-conflict model, future descriptors).
+
+- `RowMajor`: `row * cols + col`.
+- `Padded`: rows `cols + pad` elements apart (the padding is never read).
+- `Swizzled`: the row-major offset with CuTe's `Swizzle<bits, base, shift>` applied: bits
+  `[base, base + bits)` of the element offset (which `base`-aligned chunk of a row segment) are
+  XORed with bits `[base + shift, base + shift + bits)`. With `2**base` elements = 16 bytes and
+  `shift` = log2(chunks in one 128-byte line) this is the XOR of 16-byte chunks within
+  32/64/128-byte rows that tensor-memory-accelerator and wgmma descriptors name 32B/64B/128B
+  swizzling. No padding; the pattern repeats every `period` elements.
+
+The thread IR has no bitwise operators, so the XOR is written bit by bit on the chunk index
+`c`: chunk bit i becomes `((c // 2**i) % 2 + (c // 2**(shift + i)) % 2) % 2` (the parity of
+the sum of two bits is their XOR). Every term is a division or remainder by a power of two of
+a non-negative value, which C compilers turn into shifts and masks, and which the lowering's
+range-aware simplifier folds (a chunk-aligned column plus k < chunk keeps the same chunk
+expression, so vector accesses stay provably contiguous).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .buffer import Buffer
+from .expr import Expr, binop, const
+
+LAYOUT_KINDS = ("row_major", "padded", "swizzled")
+# KernelLaunch annotation keys written by T.annotate_layout / T.use_swizzle (tilecore.language
+# .layout_ops) and read by the thread lowering: ((buffer, layout, loc), ...) and
+# (panel_size, order, loc).
+LAYOUT_ANNOTATION = "smem_layout"
+RASTER_ANNOTATION = "rasterize"
+
+
+def _int(x) -> Expr:
+    return x if isinstance(x, Expr) else const(int(x))
+
+
+@dataclass(frozen=True)
+class SharedLayout:
+    """Base class: a `rows x cols` tile placed in `size` elements of flat shared storage."""
+
+    rows: int
+    cols: int
+
+    def __post_init__(self):
+        if self.rows < 1 or self.cols < 1:
+            raise ValueError(f"a shared layout needs a positive shape, got {self.rows}x{self.cols}")
+
+    @property
+    def size(self) -> int:
+        """Elements of flat storage the tile occupies (padding included)."""
+        return self.rows * self.cols
+
+    @property
+    def period(self) -> int:
+        """The placement repeats every `period` elements: copies of the layout at bases that are
+        multiples of it (pipeline stages) see the same bank pattern; `size` is a multiple of it."""
+        return 1
+
+    def offset(self, row: Expr, col: Expr) -> Expr:
+        """The flat element offset of (row, col) as an index expression."""
+        return _int(row) * self.cols + _int(col)
+
+    def offset_np(self, row, col) -> np.ndarray:
+        """`offset` computed with NumPy for integer arrays (the same numbers)."""
+        return np.asarray(row, dtype=np.int64) * self.cols + np.asarray(col, dtype=np.int64)
+
+    def contiguous(self, vec: int) -> bool:
+        """True when `vec` consecutive elements starting at any column that is a multiple of
+        `vec` are contiguous in storage and start at a multiple of `vec` (one vector access)."""
+        return self.cols % vec == 0
+
+    def describe(self) -> str:
+        """A short text for printed IR."""
+        return f"row_major {self.rows}x{self.cols}"
+
+
+@dataclass(frozen=True)
+class RowMajor(SharedLayout):
+    """Row-major: element (row, col) at `row * cols + col`."""
+
+
+@dataclass(frozen=True)
+class Padded(SharedLayout):
+    """Row-major with `pad` unused elements after every row (rows `cols + pad` apart)."""
+
+    pad: int = 0
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.pad < 0:
+            raise ValueError(f"padding must be non-negative, got {self.pad}")
+
+    @property
+    def stride(self) -> int:
+        """Elements between the starts of consecutive rows."""
+        return self.cols + self.pad
+
+    @property
+    def size(self) -> int:
+        return self.rows * self.stride
+
+    def offset(self, row: Expr, col: Expr) -> Expr:
+        return _int(row) * self.stride + _int(col)
+
+    def offset_np(self, row, col) -> np.ndarray:
+        return np.asarray(row, dtype=np.int64) * self.stride + np.asarray(col, dtype=np.int64)
+
+    def contiguous(self, vec: int) -> bool:
+        return self.cols % vec == 0 and self.stride % vec == 0
+
+    def describe(self) -> str:
+        return f"padded {self.rows}x{self.cols} +{self.pad}"
+
+
+@dataclass(frozen=True)
+class Swizzled(SharedLayout):
+    """Row-major with `Swizzle<bits, base, shift>` on the element offset (see the module doc):
+    offset bits [base, base+bits) ^= bits [base+shift, base+shift+bits)."""
+
+    bits: int = 3
+    base: int = 3
+    shift: int = 3
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.bits < 1 or self.base < 0 or self.shift < self.bits:
+            raise ValueError(f"Swizzle<{self.bits}, {self.base}, {self.shift}> needs bits >= 1, "
+                             f"base >= 0 and shift >= bits (the XORed fields must not overlap)")
+        if self.cols % self.chunk:
+            raise ValueError(f"a swizzled row of {self.cols} elements is not a whole number of "
+                             f"{self.chunk}-element chunks")
+        if self.size % self.period:
+            raise ValueError(f"a {self.rows}x{self.cols} tile is not a whole number of swizzle "
+                             f"periods ({self.period} elements)")
+
+    @property
+    def chunk(self) -> int:
+        """Elements per swizzled chunk (kept contiguous and in order)."""
+        return 1 << self.base
+
+    @property
+    def period(self) -> int:
+        return 1 << (self.base + self.shift + self.bits)
+
+    def _bit(self, row: Expr, col: Expr, j: int) -> Expr:
+        """Bit j of the chunk index `(row * cols + col) // chunk`. When a row holds a power of
+        two of chunks, low bits come from the column's chunk and high bits from the row, which
+        keeps the expression short and lets the simplifier see through it."""
+        cpr = self.cols // self.chunk
+        if cpr & (cpr - 1) == 0:
+            low = cpr.bit_length() - 1
+            if j < low:
+                src, k = (binop("div", col, self.chunk) if self.base else col), j
+            else:
+                src, k = row, j - low
+        else:
+            lin = row * self.cols + col
+            src, k = (binop("div", lin, self.chunk) if self.base else lin), j
+        return binop("mod", binop("div", src, 1 << k) if k else src, 2)
+
+    def offset(self, row: Expr, col: Expr) -> Expr:
+        row, col = _int(row), _int(col)
+        delta: Expr = const(0)
+        for i in range(self.bits):
+            z = self._bit(row, col, i)
+            xor = binop("mod", z + self._bit(row, col, self.shift + i), 2)
+            delta = delta + (xor - z) * (1 << i)
+        return row * self.cols + col + delta * self.chunk
+
+    def offset_np(self, row, col) -> np.ndarray:
+        lin = np.asarray(row, dtype=np.int64) * self.cols + np.asarray(col, dtype=np.int64)
+        mask = (1 << self.bits) - 1
+        return lin ^ (((lin >> (self.base + self.shift)) & mask) << self.base)
+
+    def contiguous(self, vec: int) -> bool:
+        return self.chunk % vec == 0
+
+    def describe(self) -> str:
+        return f"swizzled {self.rows}x{self.cols} Swizzle<{self.bits},{self.base},{self.shift}>"
+
+
+@dataclass(frozen=True, eq=False)
+class LayoutRequest:
+    """What a kernel asks for with `T.annotate_layout({buf: T.make_swizzled_layout(buf)})`:
+    a layout kind for a shared buffer, resolved against the target's facts when lowering
+    (`kind` in LAYOUT_KINDS; `pad` in elements for "padded", None = chosen by the target)."""
+
+    kind: str
+    buffer: Buffer
+    pad: int | None = None
+
+    def __post_init__(self):
+        if self.kind not in LAYOUT_KINDS:
+            raise ValueError(f"unknown shared layout kind {self.kind!r}")
+
+
+def tile_view(buf: Buffer) -> tuple[int, int]:
+    """(rows, cols) of the 2-D view a layout places: leading dimensions flattened into rows."""
+    shape = buf.static_shape
+    if shape is None:
+        raise ValueError(f"shared buffer {buf.name} has a symbolic shape")
+    cols = shape[-1] if shape else 1
+    rows = 1
+    for s in shape[:-1]:
+        rows *= s
+    return rows, cols

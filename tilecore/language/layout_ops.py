@@ -1,0 +1,109 @@
+"""The T.* functions about placement, not values: shared-memory layouts and block rasterization.
+
+- `T.annotate_layout({buf: layout})` fixes the layout of shared buffers. A layout is what
+  `T.make_swizzled_layout(buf)` (XOR swizzle of 16-byte chunks, chosen for the target's banks),
+  `T.make_padded_layout(buf, pad=None)` or `T.make_row_major_layout(buf)` return, or an explicit
+  `tilecore.ir.smem_layout.RowMajor / Padded / Swizzled` built outside the kernel. Fragment
+  layouts are inferred from the program (gemm, loops) and cannot be annotated.
+- `T.use_swizzle(panel_size, order)` runs the blocks of a 2-D grid in panels of `panel_size`
+  rows (or columns) of the grid, so blocks close in launch order share operand tiles in L2.
+
+Both are recorded as annotations of the enclosing `KernelLaunch` and honoured by the thread
+lowering (`tilecore.lower.smem`, `tilecore.lower.raster`); the interpreter ignores them, since
+neither changes a value.
+"""
+
+from __future__ import annotations
+
+from ..errors import TileSyntaxError, TileTypeError
+from ..ir.buffer import Buffer
+from ..ir.smem_layout import LAYOUT_ANNOTATION, RASTER_ANNOTATION, LayoutRequest, SharedLayout
+from .builder import builtin, current
+
+RASTER_ORDERS = {"row": "row", "col": "col", "column": "col"}
+
+
+def _shared_buffer(buf, what: str) -> Buffer:
+    if not isinstance(buf, Buffer):
+        raise TileTypeError(f"{what} takes a shared buffer (from T.alloc_shared), got {buf!r}")
+    if buf.scope != "shared":
+        raise TileTypeError(f"{what}: {buf.name} is a {buf.scope} buffer; only shared buffers have "
+                            f"a memory layout to choose",
+                            hint="fragment layouts are inferred from T.gemm and T.Parallel and "
+                                 "cannot be annotated (not supported)")
+    return buf
+
+
+@builtin
+def make_swizzled_layout(buffer) -> LayoutRequest:
+    """An XOR-swizzled layout for shared `buffer` (16-byte chunks permuted within rows; no
+    padding), its parameters chosen for the target's shared-memory banks when lowering."""
+    return LayoutRequest("swizzled", _shared_buffer(buffer, "T.make_swizzled_layout"))
+
+
+@builtin
+def make_padded_layout(buffer, pad=None) -> LayoutRequest:
+    """Rows of shared `buffer` padded by `pad` elements (None: one vector of the target)."""
+    if pad is not None and (not isinstance(pad, int) or isinstance(pad, bool) or pad < 0):
+        raise TileTypeError(f"T.make_padded_layout pad must be a non-negative int, got {pad!r}")
+    return LayoutRequest("padded", _shared_buffer(buffer, "T.make_padded_layout"), pad)
+
+
+@builtin
+def make_row_major_layout(buffer) -> LayoutRequest:
+    """Plain row-major placement for shared `buffer` (no padding, no swizzle)."""
+    return LayoutRequest("row_major", _shared_buffer(buffer, "T.make_row_major_layout"))
+
+
+def _kernel_frame(what: str):
+    b = current()
+    if b.kernel is None:
+        raise TileSyntaxError(f"{what} must be called inside `with T.Kernel(...)`", b.loc)
+    return b
+
+
+@builtin
+def annotate_layout(layout_map):
+    """Fix the layouts of shared buffers: `{buf: T.make_swizzled_layout(buf), ...}`."""
+    b = _kernel_frame("T.annotate_layout")
+    if not isinstance(layout_map, dict):
+        raise TileTypeError("T.annotate_layout takes a dict {buffer: layout}",
+                            hint="write T.annotate_layout({A_shared: T.make_swizzled_layout(A_shared)})")
+    entries = []
+    for buf, lay in layout_map.items():
+        if isinstance(buf, Buffer) and buf.scope == "fragment":
+            raise TileTypeError(
+                f"T.annotate_layout: a layout for fragment {buf.name} is not supported; tilecore "
+                f"infers fragment layouts from T.gemm, reductions and T.Parallel loops",
+                hint=f"remove {buf.name} from the annotation (shared buffers can be annotated)")
+        _shared_buffer(buf, "T.annotate_layout")
+        if isinstance(lay, LayoutRequest):
+            if lay.buffer is not buf:
+                raise TileTypeError(f"T.annotate_layout gives {buf.name} a layout made for "
+                                    f"{lay.buffer.name}",
+                                    hint=f"write T.make_swizzled_layout({buf.name}) for {buf.name}")
+        elif not isinstance(lay, SharedLayout):
+            raise TileTypeError(
+                f"T.annotate_layout: {type(lay).__name__} is not a supported layout for {buf.name}",
+                hint="use T.make_swizzled_layout(buf), T.make_padded_layout(buf), "
+                     "T.make_row_major_layout(buf), or a tilecore.ir.smem_layout layout")
+        entries.append((buf, lay, b.loc))
+    b.kernel.annotations.append((LAYOUT_ANNOTATION, tuple(entries)))
+
+
+@builtin
+def use_swizzle(panel_size=8, order="row", enable=True):
+    """Block rasterization for L2 reuse: blocks of the 2-D grid run in panels of `panel_size`
+    grid rows (order "row") or columns ("col"); a bijection of (bx, by), values never change."""
+    b = _kernel_frame("T.use_swizzle")
+    if not isinstance(panel_size, int) or isinstance(panel_size, bool) or panel_size < 1:
+        raise TileTypeError(f"T.use_swizzle panel_size must be a positive int, got {panel_size!r}")
+    if order not in RASTER_ORDERS:
+        raise TileTypeError(f"T.use_swizzle order must be 'row' or 'col', got {order!r}")
+    if not isinstance(enable, bool):
+        raise TileTypeError(f"T.use_swizzle enable must be True or False, got {enable!r}")
+    if any(k == RASTER_ANNOTATION for k, _ in b.kernel.annotations):
+        raise TileSyntaxError("T.use_swizzle is given twice in this kernel", b.loc,
+                              hint="keep one call")
+    if enable:
+        b.kernel.annotations.append((RASTER_ANNOTATION, (panel_size, RASTER_ORDERS[order], b.loc)))
