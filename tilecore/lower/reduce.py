@@ -13,11 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..semantics import accumulator_dtype
 from ..ir.buffer import Buffer
 from ..ir.expr import Expr, Var, binop, cast, const, unary
 from ..ir.stmt import CumSum, For, IfThenElse, Reduce, SeqStmt, Stmt
 from ..ir.thread import MemLoad, MemStore, Shuffle
+from ..semantics import accumulator_dtype
 from .body import stage_fragment
 from .context import LowerCtx, flat_offset
 from .layout import Layout, SliceLayout, StridedLayout, equivalent, slice_layout

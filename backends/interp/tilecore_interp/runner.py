@@ -11,14 +11,6 @@ import random
 import numpy as np
 
 from tilecore.errors import TileRuntimeError
-from tilecore.semantics import (
-    accumulator_dtype,
-    cast_value,
-    compute_np,
-    gemm_accumulator,
-    poison_value,
-    wrap_int,
-)
 from tilecore.ir.buffer import Region
 from tilecore.ir.stmt import (
     AtomicAdd,
@@ -36,6 +28,14 @@ from tilecore.ir.stmt import (
     Store,
 )
 from tilecore.ir.visit import walk
+from tilecore.semantics import (
+    accumulator_dtype,
+    cast_value,
+    compute_np,
+    gemm_accumulator,
+    poison_value,
+    wrap_int,
+)
 
 from .exprs import Slots, check_bounds, compile_expr
 
