@@ -12,9 +12,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tilecore_cpu import exprs as cpu_exprs
+from tilecore_cpu import runtime
 
 import tilecore
 import tilecore.language as T
+from tilecore import dtypes as dt
+from tilecore import semantics as S
 from tilecore.errors import TileRuntimeError
 
 
@@ -372,12 +376,6 @@ def test_gemm_on_a_region_outside_its_buffer_raises():
 # ------------------------------------------------------------------ tables against tilecore.semantics
 # The generated code's scalar pieces (casts, rounding helpers, C division, float -> int) are
 # evaluated directly, without compiling a kernel, and compared with the one definition.
-
-from tilecore_cpu import exprs as cpu_exprs  # noqa: E402
-from tilecore_cpu import runtime  # noqa: E402
-
-from tilecore import dtypes as dt  # noqa: E402
-from tilecore import semantics as S  # noqa: E402
 
 _SAMPLES = {
     "int": [0, 1, -3, 7, 127, -128, 255, 300, 40000, -(2**31), 2**31 - 1, 2**31 + 5, 2**53 + 1],
