@@ -42,7 +42,7 @@ def test_c_types_and_compute_types_follow_the_semantics(d):
         assert r.compute_type(nd) == C_TYPES[S.compute_np(nd).name]  # float32 math
 
 
-def _run_c(decls: list[str], exprs: list[tuple[str, str]]) -> list[str]:
+def _run_c(decls: list[str], exprs: list[tuple[str, str]], werror: bool = False) -> list[str]:
     """Compile a C program printing each (C type, expression) and return its output lines."""
     body = []
     for ctype, e in exprs:
@@ -60,7 +60,8 @@ def _run_c(decls: list[str], exprs: list[tuple[str, str]]) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         c, exe = Path(tmp) / "t.c", Path(tmp) / "t"
         c.write_text(src)
-        cc = subprocess.run([CC, "-O1", "-fwrapv", "-o", str(exe), str(c), "-lm"],
+        flags = ["-O1", "-fwrapv"] + (["-Werror"] if werror else [])
+        cc = subprocess.run([CC, *flags, "-o", str(exe), str(c), "-lm"],
                             capture_output=True, text=True)
         assert cc.returncode == 0, cc.stderr + src
         return subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()
@@ -157,3 +158,39 @@ def test_rendered_math_functions_match_the_semantics_table(d):
             assert g == w, name
         else:
             assert abs(g - w) <= 4 * ulp * max(1.0, abs(w)), (name, g, w)
+
+
+@needs_cc
+@pytest.mark.xfail(strict=True, reason="C's fminf/fmaxf return the non-NaN operand; the semantics "
+                   "(np.minimum/np.maximum) propagate NaN: the renderer needs a NaN-propagating min/max")
+def test_rendered_float_min_max_propagate_nan():
+    r = CStyleRenderer()
+    a, b = Var("opnd_a", dt.float32), Var("opnd_b", dt.float32)
+    keep = [a, b]
+    exprs, want = [], []
+    for op in ("min", "max"):
+        e = binop(op, a, b)
+        keep.append(e)
+        exprs.append(("float", r.expr(e).replace(r.name_of(a), "na").replace(r.name_of(b), "one")))
+        want.append(float(S.float_binop(op, np.float32("nan"), np.float32(1.0), dt.float32)))
+    got = [float(g) for g in _run_c(["float na = NAN; float one = 1.0f;"], exprs)]
+    assert np.isnan(got).tolist() == np.isnan(want).tolist()
+
+
+_INT64_MIN_LITERAL = pytest.mark.xfail(
+    strict=True, reason="cstyle renders INT64_MIN as -9223372036854775808LL (int32 gets -2147483647 - 1)")
+
+
+@needs_cc
+@pytest.mark.parametrize("d", [
+    pytest.param(d, id=str(d), marks=_INT64_MIN_LITERAL if d.name == "int64" else ())
+    for d in dt.ALL if d.is_int])
+def test_rendered_integer_limits_are_valid_c(d):
+    """Each int dtype's min and max (reductions' identities) as C literals of the right value,
+    accepted without a warning. int64's min cannot be a literal: `-9223372036854775808LL`
+    negates a constant too large for long long (gcc warns; the value arrives through unsigned)."""
+    from tilecore.ir.expr import Const
+
+    r = CStyleRenderer()
+    exprs = [(C_TYPES[d.name], r.expr(Const(v, d))) for v in (dt.min_value(d), dt.max_value(d))]
+    assert [int(g) for g in _run_c([], exprs, werror=True)] == [dt.min_value(d), dt.max_value(d)]
