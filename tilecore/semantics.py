@@ -101,15 +101,19 @@ def wrap_int(x, d: DType):
     return a.astype(np.int64, copy=False).astype(d.np).astype(np.int64)
 
 
-def _wrap_result(x, d: DType):
-    """An integer operation's result wrapped to the C compute width of dtype `d`."""
-    w = int_compute_dtype(d)
+# dtype name -> the range of its C compute width (int_compute_dtype), for the no-overflow test
+_COMPUTE_RANGE = {d.name: (dt.min_value(int_compute_dtype(d)), dt.max_value(int_compute_dtype(d)))
+                  for d in dt.ALL if d.is_int}
+
+
+def wrap_result(x, d: DType):
+    """An integer operation's result (int64 / Python int) wrapped to the C compute width of `d`."""
+    if type(x) is int:  # the scalar fast path: the interpreter's index arithmetic
+        lo, hi = _COMPUTE_RANGE[d.name]
+        return x if lo <= x <= hi else wrap_int(x, int_compute_dtype(d))
     if np.ndim(x) == 0:
-        v = int(x)
-        if w.kind == "int" and -(1 << (w.bits - 1)) <= v < 1 << (w.bits - 1):
-            return v  # the common case: no overflow, no work
-        return wrap_int(v, w)
-    return wrap_int(x, w)
+        return wrap_int(int(x), int_compute_dtype(d))
+    return wrap_int(x, int_compute_dtype(d))
 
 
 def to_storage(x, d: DType) -> np.ndarray:
@@ -152,9 +156,14 @@ def cast_value(x, src: DType, dst: DType):
 # --------------------------------------------------------------------------- integer arithmetic
 
 
+def _scalars(a, b) -> bool:
+    """Whether both operands are scalars (Python ints first: the common, cheap case)."""
+    return (type(a) is int and type(b) is int) or (np.ndim(a) == 0 and np.ndim(b) == 0)
+
+
 def c_div(a, b):
     """Integer division truncating toward zero (C); raises ZeroDivisionError on a zero divisor."""
-    if np.ndim(a) == 0 and np.ndim(b) == 0:
+    if _scalars(a, b):
         a, b = int(a), int(b)
         if b == 0:
             raise ZeroDivisionError
@@ -169,7 +178,7 @@ def c_div(a, b):
 
 def c_mod(a, b):
     """Integer remainder with the sign of the dividend (C); raises ZeroDivisionError on zero."""
-    if np.ndim(a) == 0 and np.ndim(b) == 0:
+    if _scalars(a, b):
         a, b = int(a), int(b)
         if b == 0:
             raise ZeroDivisionError
@@ -184,7 +193,7 @@ def c_mod(a, b):
 def _int_pow(a, b):
     """a ** b wrapped mod 2**64; a negative exponent truncates 1 / a**-b toward zero (0 unless
     |a| == 1, and 0 for a == 0, where C's double arithmetic would overflow)."""
-    if np.ndim(a) == 0 and np.ndim(b) == 0:
+    if _scalars(a, b):
         a, b = int(a), int(b)
         if b < 0:
             return a ** (-b % 2) if a in (1, -1) else 0
@@ -197,16 +206,18 @@ def _int_pow(a, b):
 
 
 def _imin(a, b):
-    return min(int(a), int(b)) if np.ndim(a) == 0 and np.ndim(b) == 0 else np.minimum(a, b)
+    return min(int(a), int(b)) if _scalars(a, b) else np.minimum(a, b)
 
 
 def _imax(a, b):
-    return max(int(a), int(b)) if np.ndim(a) == 0 and np.ndim(b) == 0 else np.maximum(a, b)
+    return max(int(a), int(b)) if _scalars(a, b) else np.maximum(a, b)
 
 
 def _i(f):
     """An integer operation on Python ints (scalars) or int64 arrays."""
     def op(a, b):
+        if type(a) is int and type(b) is int:
+            return f(a, b)
         if np.ndim(a) == 0 and np.ndim(b) == 0:
             return f(int(a), int(b))
         return f(np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64))
@@ -219,10 +230,22 @@ INT_BINARY = {
 }
 
 
+def int_operation(op: str, d: DType):
+    """The function (a, b) -> `a op b` on integers of dtype `d`, its result wrapped to d's C
+    compute width (min and max cannot overflow); bound once by callers that evaluate often."""
+    f = INT_BINARY[op]
+    if op in ("min", "max"):
+        return f
+
+    def run(a, b):
+        return wrap_result(f(a, b), d)
+
+    return run
+
+
 def int_binop(op: str, a, b, d: DType):
     """`a op b` on integers of dtype `d`, wrapped to d's C compute width (`int_compute_dtype`)."""
-    r = INT_BINARY[op](a, b)
-    return r if op in ("min", "max") else _wrap_result(r, d)
+    return int_operation(op, d)(a, b)
 
 
 def int_unary(op: str, a, d: DType):
@@ -233,7 +256,7 @@ def int_unary(op: str, a, d: DType):
     else:
         a = np.asarray(a, dtype=np.int64)
         r = -a if op == "neg" else np.abs(a)
-    return _wrap_result(r, d)
+    return wrap_result(r, d)
 
 
 # --------------------------------------------------------------------------- float arithmetic

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tilecore import dtypes as dt
 from tilecore import semantics as S
 from tilecore.errors import SourceLoc, TileRuntimeError
 from tilecore.ir.expr import BinOp, Cast, Const, Load, Select, Unary, Var
@@ -159,15 +160,16 @@ def _compile_binop(e: BinOp, slots, loc):
     fa = compile_expr(e.a, slots, loc)
     fb = compile_expr(e.b, slots, loc)
     t, op = e.a.dtype, e.op
-    if op in S.COMPARE or op in ("and", "or") or t.is_float:
-        def float_op(env, mask):
-            return S.binop(op, fa(env, mask), fb(env, mask), t)
-
-        return float_op
+    if op in S.COMPARE or op in ("and", "or") or t.is_narrow_float:
+        return lambda env, mask: S.binop(op, fa(env, mask), fb(env, mask), t)
+    if t.is_float:  # float32 / float64 results need no rounding (Program.run ignores FP errors)
+        f = S.FLOAT_BINARY[op]
+        return lambda env, mask: f(fa(env, mask), fb(env, mask))
+    run = S.int_operation(op, dt.int32 if t.is_bool else t)  # bound once: index arithmetic
 
     def int_op(env, mask):
         try:
-            return S.binop(op, fa(env, mask), fb(env, mask), t)
+            return run(fa(env, mask), fb(env, mask))
         except ZeroDivisionError:
             raise TileRuntimeError("integer division by zero", loc) from None
 
