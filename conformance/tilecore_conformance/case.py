@@ -11,7 +11,7 @@ KERNEL_NAME = "main"
 @dataclass(frozen=True)
 class Param:
     """One kernel parameter. Every parameter is filled before the call from the inputs' seed
-    (values in [-bound, bound], multiples of 2**-frac; frac >= values.INEXACT_FRAC means any
+    (values in offset + [-bound, bound], multiples of 2**-frac; frac >= values.INEXACT_FRAC means any
     value of the dtype); outputs are written (or accumulated into) by the kernel."""
 
     name: str
@@ -23,6 +23,7 @@ class Param:
     exact: bool = True  # outputs: every element is computed bit for bit by a conforming target
     scale: float = 1.0  # outputs: magnitude bound of the values that produced them
     dyn: tuple = ()  # (dim index, symbolic name) for T.dynamic dimensions
+    offset: float = 0.0  # inputs: the centre of the value range (regression cases use it)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tilecore import dtypes as dt
 from tilecore.dtypes import DType
 
-from .values import INEXACT_FRAC, Val, arith, ceil_bound, join, limit, representable
+from .values import INEXACT_FRAC, Val, arith, ceil_bound, fits, join, limit, representable
 
 F32 = dt.float32
 
@@ -62,7 +62,7 @@ def _fmt(x) -> str:
 
 def _ok(t: Term, ctx: Ctx) -> bool:
     v = t.val
-    if v.bound > limit(v.dtype):
+    if not fits(v):
         return False
     return v.exact or not ctx.exact
 
@@ -72,11 +72,15 @@ def _pick(cand: Term, fallback: Term, ctx: Ctx) -> Term:
 
 
 def _clamp(t: Term, r: float) -> Term:
-    """t limited to [-r, r] (exact: min/max never round)."""
+    """t limited to [-r, r] (exact: min/max never round); a value known to be >= 0 only from
+    above (a negative literal would wrap in an unsigned dtype)."""
     if t.val.bound <= r:
         return t
     lit = int(r) if t.val.dtype.is_int else float(r)
-    v = Val(t.val.dtype, float(r), t.val.frac, t.val.exact and representable(t.val.dtype, r, 0))
+    v = Val(t.val.dtype, float(r), t.val.frac, t.val.exact and representable(t.val.dtype, r, 0),
+            t.val.nonneg)
+    if t.val.nonneg:
+        return Term(f"T.min({t.text}, {_fmt(lit)})", v)
     return Term(f"T.min(T.max({t.text}, {_fmt(-lit)}), {_fmt(lit)})", v)
 
 
@@ -96,8 +100,11 @@ def terms(draw, ctx: Ctx, depth: int = 3) -> Term:
         return _binary(draw, a, b, ctx)
     if kind == "unary":
         op = draw(st.sampled_from(["neg", "abs"]))
-        text = f"(-{a.text})" if op == "neg" else f"T.abs({a.text})"
-        return Term(text, a.val)
+        if op == "neg":
+            v = a.val
+            return _pick(Term(f"(-{a.text})", Val(v.dtype, v.bound, v.frac, v.exact)), a, ctx)
+        v = a.val
+        return Term(f"T.abs({a.text})", Val(v.dtype, v.bound, v.frac, v.exact, True))
     if kind == "func":
         return _func(draw, a, ctx)
     if kind == "select":
@@ -118,20 +125,24 @@ def _with_literal(draw, a: Term, ctx: Ctx) -> Term:
     op = draw(st.sampled_from(["mul", "add", "div", "rsub"]))
     if d.is_int:
         lit = draw(st.sampled_from(_INT_LITS))
-        lv = Val(d, abs(lit), 0, True)
+        lv = Val(d, abs(lit), 0, True, lit >= 0)
     else:
         pool = _EXACT_LITS if ctx.exact else _EXACT_LITS + _INEXACT_LITS
         lit = draw(st.sampled_from(pool))
         f = _lit_frac(lit)
-        lv = Val(d, abs(lit), f, f < INEXACT_FRAC and representable(d, abs(lit), f))
+        lv = Val(d, abs(lit), f, f < INEXACT_FRAC and representable(d, abs(lit), f), lit >= 0)
     if op == "div":
         if d.is_int:
-            return _pick(Term(f"({a.text} // {lit})", Val(d, a.val.bound, 0, a.val.exact)), a, ctx)
+            if lit < 0 and d.kind == "uint":
+                return a  # the literal would wrap to a huge divisor
+            v = Val(d, a.val.bound, 0, a.val.exact, a.val.nonneg and lit > 0)
+            return _pick(Term(f"({a.text} // {lit})", v), a, ctx)
         k = math.log2(abs(lit))
         if k == int(k):
-            v = Val(d, a.val.bound / abs(lit), a.val.frac + int(k), a.val.exact).with_dtype(d)
+            v = Val(d, a.val.bound / abs(lit), a.val.frac + int(k), a.val.exact,
+                    a.val.nonneg and lit > 0).with_dtype(d)
         else:
-            v = Val(d, a.val.bound / abs(lit), INEXACT_FRAC, False)
+            v = Val(d, a.val.bound / abs(lit), INEXACT_FRAC, False, a.val.nonneg and lit > 0)
         return _pick(Term(f"({a.text} / {_fmt(lit)})", v), a, ctx)
     if op == "rsub":
         return _pick(Term(f"({_fmt(lit)} - {a.text})", arith("sub", lv, a.val, d)), a, ctx)
@@ -151,15 +162,15 @@ def _binary(draw, a: Term, b: Term, ctx: Ctx) -> Term:
     if b.val.bound + 1 > limit(b.val.dtype):
         return a
     den = f"(T.abs({b.text}) + 1)"
-    if d.is_int:
+    exact = a.val.exact and b.val.exact
+    if d.is_int:  # C division and remainder keep the dividend's sign
         if op == "div":
-            return _pick(Term(f"({a.text} // {den})", Val(d, a.val.bound, 0, a.val.exact and b.val.exact)),
-                         a, ctx)
-        v = Val(d, min(a.val.bound, b.val.bound + 1), 0, a.val.exact and b.val.exact)
+            return _pick(Term(f"({a.text} // {den})", Val(d, a.val.bound, 0, exact, a.val.nonneg)), a, ctx)
+        v = Val(d, min(a.val.bound, b.val.bound + 1), 0, exact, a.val.nonneg)
         return _pick(Term(f"({a.text} % {den})", v), a, ctx)
     if op == "mod":
         return a  # float remainder is not part of the generated language subset
-    return _pick(Term(f"({a.text} / {den})", Val(d, a.val.bound, INEXACT_FRAC, False)), a, ctx)
+    return _pick(Term(f"({a.text} / {den})", Val(d, a.val.bound, INEXACT_FRAC, False, a.val.nonneg)), a, ctx)
 
 
 _FUNCS = ["exp2", "exp", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin", "cos", "pow",
@@ -173,7 +184,7 @@ def _func(draw, a: Term, ctx: Ctx) -> Term:
     if name in ("floor", "ceil", "trunc", "round"):
         if not a.val.exact:
             return a  # discontinuous: only on exact operands
-        v = Val(d, ceil_bound(a.val.bound), 0, True).with_dtype(d)
+        v = Val(d, ceil_bound(a.val.bound), 0, True, a.val.nonneg).with_dtype(d)
         return _pick(Term(f"T.{name}({a.text})", v), a, ctx)
     if name == "exp2":
         r = min(8, int(math.log2(limit(d))))
@@ -183,24 +194,24 @@ def _func(draw, a: Term, ctx: Ctx) -> Term:
         bound = 2.0 ** min(arg.val.bound, r)
         e = int(min(arg.val.bound, r))
         exact = arg.val.exact and arg.val.frac <= 0 and representable(d, 2.0**e, e)
-        v = Val(d, bound, e if exact else INEXACT_FRAC, exact)
+        v = Val(d, bound, e if exact else INEXACT_FRAC, exact, True)
         return _pick(Term(f"T.exp2({arg.text})", v), a, ctx)
-    inexact = Val(d, 1.0, INEXACT_FRAC, False)
+    inexact = Val(d, 1.0, INEXACT_FRAC, False, name in ("rsqrt", "sigmoid"))
     if name == "exp":
         arg = _clamp(a, min(4, int(math.log(limit(d)))))
-        v = Val(d, math.exp(arg.val.bound), INEXACT_FRAC, False)
+        v = Val(d, math.exp(arg.val.bound), INEXACT_FRAC, False, True)
         return _pick(Term(f"T.exp({arg.text})", v), a, ctx)
     if name in ("log", "log2"):
-        v = Val(d, math.log2(a.val.bound + 1) + 1, INEXACT_FRAC, False)
+        v = Val(d, math.log2(a.val.bound + 1) + 1, INEXACT_FRAC, False, True)
         return _pick(Term(f"T.{name}(T.abs({a.text}) + 1)", v), a, ctx)
     if name == "sqrt":
-        v = Val(d, math.sqrt(a.val.bound) + 1, INEXACT_FRAC, False)
+        v = Val(d, math.sqrt(a.val.bound) + 1, INEXACT_FRAC, False, True)
         return _pick(Term(f"T.sqrt(T.abs({a.text}))", v), a, ctx)
     if name == "rsqrt":
         return _pick(Term(f"T.rsqrt(T.abs({a.text}) + 1)", inexact), a, ctx)
     if name == "pow":
         ex = draw(st.sampled_from([2.0, 0.5]))
-        v = Val(d, (a.val.bound + 1) ** ex, INEXACT_FRAC, False)
+        v = Val(d, (a.val.bound + 1) ** ex, INEXACT_FRAC, False, True)
         return _pick(Term(f"T.pow(T.abs({a.text}) + 1, {_fmt(ex)})", v), a, ctx)
     if name in ("sin", "cos"):
         arg = _clamp(a, 8)
@@ -213,11 +224,13 @@ def _cast(draw, a: Term, ctx: Ctx) -> Term:
     src = a.val.dtype
     if d == src:
         return a
+    if d.kind == "uint" and not a.val.nonneg:  # a negative value would wrap to a huge one
+        a = Term(f"T.abs({a.text})", Val(src, a.val.bound, a.val.frac, a.val.exact, True))
     if d.is_int and src.is_float:
         if not a.val.exact:
             return a  # truncation is discontinuous: only on exact operands
         arg = _clamp(a, min(limit(d), limit(src)))
-        v = Val(d, math.floor(arg.val.bound), 0, arg.val.exact)
+        v = Val(d, math.floor(arg.val.bound), 0, arg.val.exact, arg.val.nonneg)
     else:
         arg = a
         v = a.val.with_dtype(d)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from tilecore import dtypes as dt
+from tilecore.semantics import accumulator_dtype
 
 from .case import KERNEL_NAME, Case, Param, Writer
 from .programs import (
@@ -21,7 +22,7 @@ from .programs import (
     _store_dtype,
     _to_fragment,
 )
-from .values import accum_dtype, arith, limit, representable, sum_of
+from .values import arith, fits, representable, sum_of
 
 _CONSUMERS = ["copy", "store", "atomic", "atomic_elem", "reduce_out"]
 _ATOMIC_DTYPES = ("float32", "int32", "float16")
@@ -93,8 +94,8 @@ def _consume(draw, s: State, cur: Tile, kind: str, split: int, pool) -> None:
         dim = draw(st.sampled_from([1, 0]))
         nred = bn if dim == 1 else bm
         src = cur.val
-        rv = sum_of(nred, src, accum_dtype(src.dtype), src.dtype) if rk in ("sum", "abssum") else src
-        if rv.bound > limit(src.dtype) or (s.exact and not rv.exact):
+        rv = sum_of(nred, src, accumulator_dtype(src.dtype), src.dtype) if rk in ("sum", "abssum") else src
+        if not fits(rv) or (s.exact and not rv.exact):
             rk, rv = "max", src
         r = _alloc(s, "r", "fragment", (bm,) if dim == 1 else (bn,), src.dtype)
         w.line(f"T.reduce_{rk}({cur.name}, {r}, dim={dim})")
@@ -113,7 +114,7 @@ def _consume(draw, s: State, cur: Tile, kind: str, split: int, pool) -> None:
         total = out_dom
         for _ in range(split):
             total = arith("add", total, cur.val.with_dtype(od), od)
-        if (cur.val.dtype.is_float and od.is_int and not cur.val.exact) or total.bound > limit(od) or (
+        if (cur.val.dtype.is_float and od.is_int and not cur.val.exact) or not fits(total) or (
                 s.exact and not total.exact):
             kind = "copy"
         else:

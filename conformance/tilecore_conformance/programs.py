@@ -23,14 +23,18 @@ from hypothesis import strategies as st
 
 from tilecore import dtypes as dt
 from tilecore.dtypes import DType
+from tilecore.semantics import accumulator_dtype
 
 from .case import Param, Writer
 from .exprgen import Ctx, Term, conditions, terms
-from .values import INEXACT_FRAC, Val, accum_dtype, arith, join, limit, representable, sum_of
+from .values import INEXACT_FRAC, Val, arith, fits, join, representable, sum_of
 
-DEFAULT_DTYPES = ("float32", "float16", "bfloat16", "int32", "int8", "float8_e4m3fn", "float8_e5m2")
+# Every dtype of the language but bool, the simplest first.
+DEFAULT_DTYPES = ("float32", "float16", "bfloat16", "int32", "int8", "float8_e4m3fn", "float8_e5m2",
+                  "float64", "int64", "int16", "uint32", "uint8", "uint16")
 _GEMM_ACCUM = {"float16": ("float32", "float16"), "bfloat16": ("float32",), "float32": ("float32",),
-               "int8": ("int32",), "float8_e4m3fn": ("float32",), "float8_e5m2": ("float32",)}
+               "int8": ("int32",), "float8_e4m3fn": ("float32",), "float8_e5m2": ("float32",),
+               "float64": ("float64",)}
 _STAGES = ["map", "reduce", "map", "cumsum", "fill", "map", "copy"]
 
 
@@ -61,9 +65,9 @@ class State:
     def index_terms(self) -> list:
         i32 = dt.int32
         # global shapes are at most three tiles, so global indices stay below 3 * tile
-        return [Term("i", Val(i32, self.bm, 0, True)), Term("j", Val(i32, self.bn, 0, True)),
-                Term(f"(by * {self.bm} + i)", Val(i32, 3.0 * self.bm, 0, True)),
-                Term(f"(bx * {self.bn} + j)", Val(i32, 3.0 * self.bn, 0, True))]
+        return [Term("i", Val(i32, self.bm, 0, True, True)), Term("j", Val(i32, self.bn, 0, True, True)),
+                Term(f"(by * {self.bm} + i)", Val(i32, 3.0 * self.bm, 0, True, True)),
+                Term(f"(bx * {self.bn} + j)", Val(i32, 3.0 * self.bn, 0, True, True))]
 
     def conds(self) -> tuple:
         return (f"by * {self.bm} + i < {self.m_text}", f"bx * {self.bn} + j < {self.n}", "i < 2",
@@ -75,8 +79,9 @@ class State:
 
 
 def _domain(draw, d: DType, exact: bool) -> Val:
-    if d.is_int:
-        return Val(d, float(draw(st.sampled_from([8, 3, 100] if d.bits > 8 else [8, 3, 20]))), 0, True)
+    if d.is_int:  # unsigned inputs are drawn from [0, bound] (inputs.make_array)
+        return Val(d, float(draw(st.sampled_from([8, 3, 100] if d.bits > 8 else [8, 3, 20]))), 0, True,
+                   d.kind == "uint")
     if not exact:
         return Val(d, draw(st.sampled_from([2.0, 1.0, 4.0])), INEXACT_FRAC, True)
     bound = draw(st.sampled_from([4.0, 2.0, 8.0, 1.0]))
@@ -93,7 +98,7 @@ def _store_dtype(draw, v: Val, st_: State, prefer: DType | None = None) -> DType
     """A dtype to store `v` in: drawn from the pool, kept only where the store is safe."""
     options = [prefer or v.dtype] + [d for d in st_.pool if d != (prefer or v.dtype)]
     d = draw(st.sampled_from(options))
-    safe = v.bound <= limit(d) and not (d.is_int and not (v.dtype.is_int or v.exact))
+    safe = fits(v.with_dtype(d)) and not (d.is_int and not (v.dtype.is_int or v.exact))
     if st_.exact and not representable(d, v.bound, v.frac):
         safe = False
     if d.is_int and v.dtype.is_float and not v.exact:
@@ -142,8 +147,8 @@ def _load(draw, s: State, name: str, d: DType, vector: bool = False) -> Tile:
     val = dom
     cur = None
     for scope in hops:
-        nd = draw(st.sampled_from([val.dtype, accum_dtype(val.dtype) if val.dtype.bits < 32 else val.dtype]))
-        nd = dt.int32 if nd == dt.int64 else nd
+        wide = accumulator_dtype(val.dtype) if val.dtype.bits < 32 else val.dtype
+        nd = draw(st.sampled_from([val.dtype, dt.int32 if wide == dt.int64 else wide]))
         buf = _alloc(s, f"{name.lower()}_{scope[0]}", scope, tshape, nd)
         s.w.line(f"T.copy({src}, {buf})")
         val = val.with_dtype(nd)
@@ -232,7 +237,7 @@ def _stage_map(draw, s: State, cur: Tile) -> Tile:
         cond = draw(conditions(ctx))
         other = draw(terms(ctx, depth))
         val = join(first.val, other.val, dt.promote(first.val.dtype, other.val.dtype))
-        if val.bound > limit(val.dtype) or (s.exact and not val.exact):
+        if not fits(val) or (s.exact and not val.exact):
             form, val = "plain", first.val
     d = _store_dtype(draw, val, s)
     scope = draw(st.sampled_from(["fragment", "shared"]))
@@ -260,15 +265,19 @@ def _stage_reduce(draw, s: State, cur: Tile) -> Tile:
     rd = draw(st.sampled_from([src.dtype, dt.int32 if src.dtype.is_int else dt.float32]))
     clear = draw(st.booleans())
     lit = draw(st.sampled_from([1, 0, 2, -3]))
+    lit = abs(lit) if rd.kind == "uint" else lit
+    lv = Val(rd, abs(lit), 0, True, lit >= 0)
     if kind in ("sum", "abssum"):
-        rv = sum_of(n, src, accum_dtype(src.dtype), rd)
+        rv = sum_of(n, src, accumulator_dtype(src.dtype), rd)
         if not clear:
-            rv = arith("add", rv, Val(rd, abs(lit), 0, True), rd)
+            rv = arith("add", rv, lv, rd)
     else:
         rv = src.with_dtype(rd)
         if not clear:
-            rv = join(rv, Val(rd, abs(lit), 0, True), rd)
-    if rv.bound > limit(rd) or (s.exact and not rv.exact):
+            rv = join(rv, lv, rd)
+    if kind in ("abssum", "absmax"):
+        rv = Val(rv.dtype, rv.bound, rv.frac, rv.exact, clear or lit >= 0)
+    if not fits(rv) or (s.exact and not rv.exact):
         rd, kind, clear, rv = src.dtype, "max", True, src  # a max never rounds nor grows
     r = _alloc(s, "r", "fragment", (s.bm,) if dim == 1 else (s.bn,), rd)
     if not clear:
@@ -280,7 +289,7 @@ def _stage_reduce(draw, s: State, cur: Tile) -> Tile:
     op = draw(st.sampled_from(["sub", "add", "mul", "max"]))
     d = dt.promote(cur.val.dtype, rd)
     val = arith(op, cterm.val, rterm.val, d) if op != "max" else join(cterm.val, rterm.val, d)
-    if val.bound > limit(d) or (s.exact and not val.exact):
+    if not fits(val) or (s.exact and not val.exact):
         op, val = "max", join(cterm.val, rterm.val, d)
     sym = {"sub": "-", "add": "+", "mul": "*"}
     text = f"T.max({cterm.text}, {rterm.text})" if op == "max" else f"{cterm.text} {sym[op]} {rterm.text}"
@@ -296,8 +305,8 @@ def _stage_cumsum(draw, s: State, cur: Tile) -> Tile:
     reverse = draw(st.booleans())
     n = s.bm if dim == 0 else s.bn
     d = draw(st.sampled_from([cur.val.dtype, dt.int32 if cur.val.dtype.is_int else dt.float32]))
-    val = sum_of(n, cur.val, accum_dtype(cur.val.dtype), d)
-    if val.bound > limit(d) or (s.exact and not val.exact):
+    val = sum_of(n, cur.val, accumulator_dtype(cur.val.dtype), d)
+    if not fits(val) or (s.exact and not val.exact):
         return cur
     out = _alloc(s, "c", cur.scope, (s.bm, s.bn), d)
     rev = ", reverse=True" if reverse else ""
@@ -314,6 +323,7 @@ def _stage_fill(draw, s: State, cur: Tile) -> Tile:
     scope = draw(st.sampled_from(["fragment", "shared"]))
     buf = _alloc(s, "f", scope, (s.bm, s.bn), d)
     lit = draw(st.sampled_from([0, 1, -2]))
+    lit = abs(lit) if d.kind == "uint" else lit
     if lit == 0 and draw(st.booleans()):
         s.w.line(f"T.clear({buf})")
         s.features.add("clear")
@@ -324,7 +334,7 @@ def _stage_fill(draw, s: State, cur: Tile) -> Tile:
     s.w.line(f"if {cond}:")
     s.w.line(f"    {buf}[i, j] = {t.text}")
     s.w.depth -= closes
-    return Tile(buf, scope, join(t.val, Val(d, abs(lit), 0, True), d))
+    return Tile(buf, scope, join(t.val, Val(d, abs(lit), 0, True, lit >= 0), d))
 
 
 def _stage_copy(draw, s: State, cur: Tile) -> Tile:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 
 from .corpus import check_example
+from .regressions import REGRESSIONS
+from .runner import check_case
 from .suite import check_target
 
 
@@ -29,3 +31,12 @@ def test_corpus_example(tile_target, tile_example):
     if out.status == "skip":
         pytest.skip(f"{tile_target} declares it unsupported: {out.detail}")
     assert out.ok, f"tilecore conformance ({out.status}): {out.detail}"
+
+
+@pytest.mark.parametrize("name", sorted(REGRESSIONS))
+def test_regression_program(tile_target, name):
+    """Programs for drifts found once (values far from zero) agree with interp exactly."""
+    out = check_case(REGRESSIONS[name], tile_target, seed=0)
+    if out.status == "skip":
+        pytest.skip(f"{tile_target} declares it unsupported: {out.detail}")
+    assert out.ok, f"tilecore conformance regression {name} ({out.status}): {out.detail}"

@@ -37,10 +37,18 @@ class Val:
     bound: float
     frac: int
     exact: bool
+    nonneg: bool = False  # known >= 0: the only values an unsigned dtype may hold
 
     def with_dtype(self, d: DType) -> Val:
         """The same value held in dtype `d` (a store or a cast), exact only if representable."""
-        return Val(d, self.bound, self.frac, self.exact and representable(d, self.bound, self.frac))
+        return Val(d, self.bound, self.frac, self.exact and representable(d, self.bound, self.frac),
+                   self.nonneg)
+
+
+def fits(v: Val) -> bool:
+    """Whether the generator may keep `v`: under its dtype's limit, and never negative in an
+    unsigned dtype (uint32 arithmetic wraps there, and a wrapped value is no longer small)."""
+    return v.bound <= limit(v.dtype) and (v.dtype.kind != "uint" or v.nonneg)
 
 
 def representable(d: DType, bound: float, frac: int) -> bool:
@@ -48,7 +56,7 @@ def representable(d: DType, bound: float, frac: int) -> bool:
     if d.is_bool:
         return bound <= 1 and frac <= 0
     if d.is_int:
-        return frac <= 0 and bound <= min(dt.max_value(d), -dt.min_value(d) if d.kind == "int" else 0)
+        return frac <= 0 and bound <= min(dt.max_value(d), -dt.min_value(d) if d.kind == "int" else bound)
     if bound > dt.max_value(d):
         return False
     if bound == 0:
@@ -82,16 +90,17 @@ def ceil_bound(bound: float) -> float:
 
 def join(a: Val, b: Val, d: DType) -> Val:
     """A value that is one of `a`, `b` (select, min, max), held in `d`."""
-    v = Val(d, max(a.bound, b.bound), max(a.frac, b.frac), a.exact and b.exact)
+    v = Val(d, max(a.bound, b.bound), max(a.frac, b.frac), a.exact and b.exact, a.nonneg and b.nonneg)
     return v.with_dtype(d)
 
 
 def arith(op: str, a: Val, b: Val, d: DType) -> Val:
     """`a op b` computed in dtype `d` (add, sub, mul, min, max)."""
     if op in ("add", "sub"):
-        v = Val(d, a.bound + b.bound, max(a.frac, b.frac), a.exact and b.exact)
+        v = Val(d, a.bound + b.bound, max(a.frac, b.frac), a.exact and b.exact,
+                op == "add" and a.nonneg and b.nonneg)
     elif op == "mul":
-        v = Val(d, a.bound * b.bound, a.frac + b.frac, a.exact and b.exact)
+        v = Val(d, a.bound * b.bound, a.frac + b.frac, a.exact and b.exact, a.nonneg and b.nonneg)
     elif op in ("min", "max"):
         return join(a, b, d)
     else:
@@ -102,13 +111,7 @@ def arith(op: str, a: Val, b: Val, d: DType) -> Val:
 def sum_of(n: int, a: Val, accum: DType, d: DType) -> Val:
     """A sum of `n` values like `a`, accumulated in `accum` and stored in `d`: exact when every
     partial sum is representable in both (then the summation order cannot matter)."""
-    v = Val(accum, n * a.bound, a.frac, a.exact)
+    v = Val(accum, n * a.bound, a.frac, a.exact, a.nonneg)
     v = v.with_dtype(accum)
-    return Val(d, v.bound, v.frac, v.exact).with_dtype(d)
+    return Val(d, v.bound, v.frac, v.exact, v.nonneg).with_dtype(d)
 
-
-def accum_dtype(d: DType) -> DType:
-    """The dtype the oracle accumulates sums of `d` in."""
-    if d.is_int:
-        return dt.int64
-    return dt.float64 if d.bits == 64 else dt.float32

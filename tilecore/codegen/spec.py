@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import semantics as S
 from ..dtypes import DType
 from ..errors import TileInternalError
-from ..ir.expr import BinOp, Cast, Const, Expr, Select, Unary, Var, binop, cast
+from ..ir.expr import BinOp, Cast, Const, Expr, Select, Unary, Var, binop, cast, unary
 
 
 @dataclass(frozen=True)
@@ -74,9 +75,7 @@ def _fold(e, env: dict[str, int]) -> Expr:
     if isinstance(e, BinOp):
         a, b = _fold(e.a, env), _fold(e.b, env)
         if e.op in ("lt", "le", "gt", "ge", "eq", "ne") and isinstance(a, Const) and isinstance(b, Const):
-            x, y = a.value, b.value
-            val = {"lt": x < y, "le": x <= y, "gt": x > y, "ge": x >= y, "eq": x == y, "ne": x != y}
-            return Const(val[e.op], e.dtype)
+            return Const(bool(S.COMPARE[e.op](a.value, b.value)), e.dtype)
         return binop(e.op, a, b)
     if isinstance(e, Cast):
         return cast(_fold(e.value, env), e.dtype)
@@ -87,7 +86,7 @@ def _fold(e, env: dict[str, int]) -> Expr:
     if isinstance(e, Unary) and e.op == "neg":
         a = _fold(e.a, env)
         if isinstance(a, Const) and a.dtype.is_int:
-            return Const(-a.value, a.dtype)
+            return unary("neg", a)
     raise TileInternalError(f"cannot evaluate launch extent {e!r} on the host")
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import semantics as S
 from ..errors import TileRuntimeError
 from ..ir.thread import IntrinsicCall
-from . import values as V
 
 
 def _reg_block(blk, ref, elems: int, active: np.ndarray) -> np.ndarray:
@@ -54,11 +54,11 @@ def _mma(blk, s: IntrinsicCall, mask, warps) -> None:
     a = _gather(_reg_block(blk, a_ref, a_spec.elems, mask), a_spec.map, warps, W)
     b = _gather(_reg_block(blk, b_ref, b_spec.elems, mask), b_spec.map, warps, W)
     c = _gather(_reg_block(blk, c_ref, c_spec.elems, mask), c_spec.map, warps, W)
-    d = V.round_to(a @ b + c, d_spec.dtype)
+    d = S.round_to(a @ b + c, d_spec.dtype)
     rows, cols = d_spec.map.arrays()
     out = np.zeros((blk.T // W, W, d_spec.elems), dtype=np.float64)
     out[warps] = d[:, rows, cols]
-    vals = V.to_storage(out.reshape(blk.T, d_spec.elems), d_spec.dtype)
+    vals = S.to_storage(out.reshape(blk.T, d_spec.elems), d_spec.dtype)
     blk.write(d_ref.buffer, blk.eval(d_ref.offset, mask), vals, mask, d_spec.elems)
 
 
@@ -85,5 +85,5 @@ def _ldmatrix(blk, s: IntrinsicCall, mask, warps) -> None:
     rows, cols = dst_spec.map.arrays()
     out = np.zeros((blk.T // W, W, dst_spec.elems), dtype=np.float64)
     out[warps] = stacked[:, rows, cols]
-    vals = V.to_storage(out.reshape(blk.T, dst_spec.elems), dst_spec.dtype)
+    vals = S.to_storage(out.reshape(blk.T, dst_spec.elems), dst_spec.dtype)
     blk.write(dst_ref.buffer, blk.eval(dst_ref.offset, mask), vals, mask, dst_spec.elems)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import semantics as S
 from ..errors import SourceLoc, TileRuntimeError
 from ..ir.buffer import Buffer
 from ..ir.expr import BinOp, Cast, Const, Expr, Select, Unary, Var
@@ -35,7 +36,6 @@ from ..ir.thread import (
     find_kernel,
 )
 from ..ir.thread_printer import print_thread_func
-from . import values as V
 from .asyncops import AsyncState
 from .intrinsics import run_intrinsic
 from .race import SharedTracker, SyncClock
@@ -106,9 +106,9 @@ class Block:
             self.clock = SyncClock(self.T)
             self.asyncs = AsyncState(self.T)
             for b in k.shared:
-                self.shared[id(b)] = np.full(b.shape[0], V.poison(b.dtype), dtype=b.dtype.np)
+                self.shared[id(b)] = np.full(b.shape[0], S.poison_value(b.dtype), dtype=b.dtype.np)
                 self.trackers[id(b)] = SharedTracker(b.name, b.shape[0], self.clock)
-            self.regs = {id(b): np.full((self.T, b.shape[0]), V.poison(b.dtype), dtype=b.dtype.np)
+            self.regs = {id(b): np.full((self.T, b.shape[0]), S.poison_value(b.dtype), dtype=b.dtype.np)
                          for b in k.registers}
             self.exec(k.body, np.ones(self.T, dtype=bool))
 
@@ -184,7 +184,7 @@ class Block:
                 return np.int64(e.value)
             if e.dtype.is_bool:
                 return np.bool_(e.value)
-            return V.round_to(e.value, e.dtype)[()]
+            return S.round_to(e.value, e.dtype)
         if isinstance(e, Var):
             try:
                 return self.env[id(e)]
@@ -197,13 +197,13 @@ class Block:
             if e.indices:
                 self._check_indices(e.buffer, e.indices, lanes, "read")
             off = self.eval(e.offset, lanes)
-            return V.from_storage(self.read(e.buffer, off, lanes)[:, 0], e.buffer.dtype)
+            return S.from_storage(self.read(e.buffer, off, lanes)[:, 0], e.buffer.dtype)
         if isinstance(e, BinOp):
             return self._binop(e, mask)
         if isinstance(e, Unary):
             return self._unary(e, mask)
         if isinstance(e, Cast):
-            return V.cast_value(self.eval(e.value, mask), e.value.dtype, e.dtype)
+            return S.cast_value(self.eval(e.value, mask), e.value.dtype, e.dtype)
         if isinstance(e, Select):
             c = np.broadcast_to(self.eval(e.cond, mask), (self.T,))
             m = self._mask(mask)
@@ -229,35 +229,15 @@ class Block:
     def _binop(self, e: BinOp, mask):
         a, b = self.eval(e.a, mask), self.eval(e.b, mask)
         op, t = e.op, e.a.dtype
-        if op in V.CMP:
-            return V.CMP[op](a, b)
-        if op == "and":
-            return np.logical_and(a, b)
-        if op == "or":
-            return np.logical_or(a, b)
-        if t.is_int or t.is_bool:
-            if op in ("div", "mod"):
-                bz = np.broadcast_to(np.asarray(b) == 0, (self.T,)) & self._mask(mask)
-                if bz.any():
-                    raise TileRuntimeError("integer division by zero", self.loc)
-                b = np.where(np.asarray(b) == 0, 1, b)
-            return V.int_binop(op, a, b)
-        with np.errstate(all="ignore"):
-            r = V.FLOAT_BIN[op](a, b)
-        return V.round_to(r, t) if t.is_narrow_float else np.asarray(r, dtype=V.compute_np(t))
+        if op in ("div", "mod") and (t.is_int or t.is_bool):
+            bz = np.broadcast_to(np.asarray(b) == 0, (self.T,)) & self._mask(mask)
+            if bz.any():
+                raise TileRuntimeError("integer division by zero", self.loc)
+            b = np.where(np.asarray(b) == 0, 1, b)  # inactive lanes may divide by zero
+        return S.binop(op, a, b, t)
 
     def _unary(self, e: Unary, mask):
-        a = self.eval(e.a, mask)
-        t = e.dtype
-        if e.op == "not":
-            return np.logical_not(a)
-        if e.op == "neg":
-            return -np.asarray(a)
-        if e.op == "abs" and t.is_int:
-            return np.abs(a)
-        with np.errstate(all="ignore"):
-            r = V.UNARY[e.op](a)
-        return V.round_to(r, t)
+        return S.unary(e.op, self.eval(e.a, mask), e.dtype)
 
     def _whole_warps(self, mask, what: str) -> np.ndarray:
         m = self._mask(mask)
@@ -289,11 +269,11 @@ class Block:
             lanes = mask if s.pred is None else mask & np.broadcast_to(self.eval(s.pred, mask), (self.T,))
             if lanes.any():
                 v = np.broadcast_to(self.eval(s.value, lanes), (self.T,))
-                v = V.cast_value(v, s.value.dtype, s.buffer.dtype) if s.value.dtype != s.buffer.dtype else v
+                v = S.cast_value(v, s.value.dtype, s.buffer.dtype) if s.value.dtype != s.buffer.dtype else v
                 if s.indices:
                     self._check_indices(s.buffer, s.indices, lanes, "write")
                 off = self.eval(s.offset, lanes)
-                self.write(s.buffer, off, V.to_storage(v, s.buffer.dtype)[:, None], lanes)
+                self.write(s.buffer, off, S.to_storage(v, s.buffer.dtype)[:, None], lanes)
         elif isinstance(s, LetStmt):
             self.env[id(s.var)] = self.eval(s.value, mask)
         elif isinstance(s, IfThenElse):
@@ -400,8 +380,8 @@ class Block:
         store = self._storage(s.buffer)
         self._check(s.buffer, off, lanes, store.shape[-1], "atomic update")
         for t in np.nonzero(lanes)[0]:
-            cur = V.from_storage(store[off[t]], d)
+            cur = S.from_storage(store[off[t]], d)
             if d.is_int:
-                store[off[t]] = V.to_storage(V.wrap_int(cur + v[t], d), d)
+                store[off[t]] = S.to_storage(S.wrap_int(cur + int(v[t]), d), d)
             else:
-                store[off[t]] = V.to_storage(V.round_to(cur + V.round_to(v[t], d), d), d)
+                store[off[t]] = S.to_storage(S.round_to(cur + S.round_to(v[t], d), d), d)

@@ -8,11 +8,11 @@ operand's dtype (TVM's convention), so `by * 128 + 3` works inside and outside k
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Union
 
 from .. import dtypes as dt
+from .. import semantics as S
 from ..dtypes import DType
 from ..errors import TileTypeError
 
@@ -227,32 +227,21 @@ def as_expr(value: ExprLike, like: DType | None = None) -> Expr:
     raise TileTypeError(f"cannot use {value!r} ({type(value).__name__}) as a kernel value")
 
 
+def _fits(v: int, dtype: DType) -> bool:
+    return dt.min_value(dtype) <= v <= dt.max_value(dtype)
+
+
 def _fold(op: str, a: Scalar, b: Scalar, dtype: DType):
-    if op == "add":
-        r = a + b
-    elif op == "sub":
-        r = a - b
-    elif op == "mul":
-        r = a * b
-    elif op == "div":
-        if dtype.is_int:
-            if b == 0:
-                return None
-            q = abs(a) // abs(b)
-            r = q if (a >= 0) == (b >= 0) else -q
-        else:
-            return None  # leave float division to the target's rounding
-    elif op == "mod":
-        if not dtype.is_int or b == 0:
-            return None
-        r = int(math.fmod(a, b))
-    elif op == "min":
-        r = min(a, b)
-    elif op == "max":
-        r = max(a, b)
-    else:
+    """`a op b` on integer constants by `tilecore.semantics`, or None where folding would change
+    what the program means: a zero divisor (a runtime error) or a result outside `dtype`'s
+    range (a narrow int wraps only when stored, so its Const could not hold the value)."""
+    if op not in S.INT_BINARY or op == "pow":
         return None
-    return r
+    try:
+        r = S.int_binop(op, a, b, dtype)
+    except ZeroDivisionError:
+        return None
+    return r if _fits(r, dtype) else None
 
 
 def binop(op: str, a: ExprLike, b: ExprLike) -> Expr:
@@ -324,7 +313,9 @@ def unary(op: str, a: ExprLike) -> Expr:
     if op not in UNARY_FUNCS:
         raise TileTypeError(f"unknown function {op}")
     if isinstance(a, Const) and op == "neg" and a.dtype.is_int:
-        return Const(-a.value, a.dtype)
+        r = S.int_unary("neg", a.value, a.dtype)
+        if _fits(r, a.dtype):
+            return Const(r, a.dtype)
     return Unary(op, a, a.dtype)
 
 
@@ -335,13 +326,13 @@ def cast(value: ExprLike, dtype) -> Expr:
         if dtype.is_bool:
             return Const(bool(value), dtype)
         if dtype.is_int:
-            return Const(int(value), dtype)
+            return Const(S.wrap_int(int(value), dtype), dtype)
         return Const(float(value), dtype)
     value = as_expr(value)
     if value.dtype == dtype:
         return value
     if isinstance(value, Const) and dtype.is_int and value.dtype.is_int:
-        return Const(value.value, dtype)
+        return Const(S.wrap_int(value.value, dtype), dtype)
     return Cast(value, dtype)
 
 

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from .. import semantics as S
 from ..ir.expr import BinOp, Cast, Const, Expr, Var, linear
 from ..ir.thread import LaneTable
 from ..ir.visit import rewrite
@@ -178,34 +179,16 @@ def evaluate(e, env: dict):
         return env[id(e)]
     if isinstance(e, Cast) and (e.dtype.is_int or e.dtype.is_bool) and (
             e.value.dtype.is_int or e.value.dtype.is_bool):
-        v = evaluate(e.value, env)
-        return np.not_equal(v, 0) if e.dtype.is_bool else v
+        return S.cast_value(evaluate(e.value, env), e.value.dtype, e.dtype)
     if isinstance(e, LaneTable):
         idx = evaluate(e.index, env)
         return np.asarray(e.values, dtype=np.int64)[idx]
     if isinstance(e, BinOp) and (e.a.dtype.is_int or e.a.dtype.is_bool):
-        a, b = evaluate(e.a, env), evaluate(e.b, env)
-        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
-        op = e.op
-        if op == "add":
-            return a + b
-        if op == "sub":
-            return a - b
-        if op == "mul":
-            return a * b
-        if op == "div":
-            q = np.abs(a) // np.maximum(np.abs(b), 1)
-            return np.where((a >= 0) == (b >= 0), q, -q)
-        if op == "mod":
-            return np.fmod(a, np.where(b == 0, 1, b))
-        if op == "min":
-            return np.minimum(a, b)
-        if op == "max":
-            return np.maximum(a, b)
-        cmp = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-               "eq": np.equal, "ne": np.not_equal, "and": np.logical_and, "or": np.logical_or}
-        if op in cmp:
-            return cmp[op](a, b)
+        a = np.asarray(evaluate(e.a, env), dtype=np.int64)
+        b = np.asarray(evaluate(e.b, env), dtype=np.int64)
+        if e.op in ("div", "mod"):
+            b = np.where(b == 0, 1, b)  # a lane that divides by zero never runs that access
+        return S.binop(e.op, a, b, e.a.dtype)
     raise NotNumeric(type(e).__name__)
 
 

@@ -17,18 +17,10 @@ from ..ir.buffer import Buffer
 from ..ir.expr import Expr, Var, binop, cast, const, unary
 from ..ir.stmt import CumSum, For, IfThenElse, Reduce, SeqStmt, Stmt
 from ..ir.thread import MemLoad, MemStore, Shuffle
+from ..semantics import accumulator_dtype
 from .body import stage_fragment
 from .context import LowerCtx, flat_offset
 from .layout import Layout, SliceLayout, StridedLayout, equivalent, slice_layout
-
-
-def acc_dtype(d: dt.DType) -> dt.DType:
-    """What reductions accumulate in: float32 for floats up to 32 bits, else the type itself."""
-    if d.is_float:
-        return dt.float64 if d.bits == 64 else dt.float32
-    if d.is_bool:
-        return dt.int32
-    return dt.int64 if d.bits == 64 else dt.int32
 
 
 def combine(kind: str, a: Expr, b: Expr) -> Expr:
@@ -99,7 +91,7 @@ def _shuffle_plan(ctx: LowerCtx, dl: SliceLayout):
 
 def _fast_reduce(ctx: LowerCtx, s: Reduce, sl: Layout, dl: SliceLayout, masks, cross, full) -> Stmt:
     src, dst = s.src, s.dst
-    acc = acc_dtype(src.dtype)
+    acc = accumulator_dtype(src.dtype)
     sregs, dregs = ctx.regs(src), ctx.regs(dst)
     part = ctx.new_regs(f"{dst.name}_part", dl.nregs, acc)
     out: list[Stmt] = []
@@ -202,7 +194,7 @@ def _src_coords(src: Buffer, dst: Buffer, dim: int, dcoords, k: Expr) -> list[Ex
 
 def _generic_reduce(ctx: LowerCtx, s: Reduce) -> Stmt:
     src, dst = s.src, s.dst
-    acc = acc_dtype(src.dtype)
+    acc = accumulator_dtype(src.dtype)
     sbuf, out = _source(ctx, src, s.loc)
     out = list(out)
     lay = _owners(ctx, dst)
@@ -230,7 +222,7 @@ def _generic_reduce(ctx: LowerCtx, s: Reduce) -> Stmt:
 def lower_cumsum(ctx: LowerCtx, s: CumSum) -> Stmt:
     """T.cumsum: each owner of an output element sums the staged source up to it."""
     src, dst = s.src, s.dst
-    acc = acc_dtype(src.dtype)  # as reductions: a narrow running sum would wrap or round
+    acc = accumulator_dtype(src.dtype)  # as reductions: a narrow running sum would wrap or round
     sbuf, pre = _source(ctx, src, s.loc)
     out = list(pre)
     lay = _owners(ctx, dst)

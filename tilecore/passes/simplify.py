@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
+from .. import dtypes as dt
+from .. import semantics as S
 from ..ir.expr import Cast, Const
 from ..ir.module import Module
 from ..ir.stmt import SeqStmt
@@ -21,20 +23,20 @@ def verify_pass(module: Module, desc: TargetDesc) -> Module:
 
 
 def _fold_cast(c: Cast):
+    """A cast of a constant as `tilecore.semantics.cast_value` computes it, or None for a float
+    that is NaN, infinite or outside the integer destination's range (C leaves that conversion
+    undefined, so the folded value could differ from what the target computes at run time)."""
     v = c.value
     if not isinstance(v, Const):
         return None
+    if v.dtype.is_float and c.dtype.is_int:
+        x = float(v.value)
+        if not math.isfinite(x) or not dt.min_value(c.dtype) <= math.trunc(x) <= dt.max_value(c.dtype):
+            return None
+    r = S.cast_value(v.value, v.dtype, c.dtype)
     if c.dtype.is_float:
-        rounded = np.array(v.value, dtype=np.float64).astype(c.dtype.np).astype(np.float64)
-        return Const(float(rounded), c.dtype)
-    if c.dtype.is_bool:
-        return Const(bool(v.value), c.dtype)
-    if v.dtype.is_float:
-        return None  # float -> int conversion of out-of-range values is target-defined; keep it
-    info = np.iinfo(c.dtype.np)
-    span = int(info.max) - int(info.min) + 1
-    x = (int(v.value) - int(info.min)) % span + int(info.min)
-    return Const(x, c.dtype)
+        return Const(float(r), c.dtype)
+    return Const(bool(r) if c.dtype.is_bool else int(r), c.dtype)
 
 
 @tile_pass("simplify")

@@ -13,6 +13,7 @@ import tilecore
 conf = pytest.importorskip("tilecore_conformance", reason="tilecore-conformance is not installed")
 from tilecore_conformance.generate import cases  # noqa: E402
 from tilecore_conformance.loader import prim_func  # noqa: E402
+from tilecore_conformance.regressions import REGRESSIONS  # noqa: E402
 from tilecore_conformance.runner import unsupported  # noqa: E402
 
 
@@ -25,3 +26,14 @@ def test_generated_programs_compile_with_nvcc(case):
         return
     kernel = tilecore.compile(prim_func(case), target="cuda:sm_80")
     build.nvcc_check(kernel.get_kernel_source(), CI_ARCHS, name=f"case_{case.key}")
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", sorted(REGRESSIONS))
+def test_regression_programs_compile_with_nvcc(name):
+    """The wide-integer reductions the GPU suite runs (test_cuda_gpu) compile for CI's archs,
+    and accumulate in 64 bits (`long long`) as tilecore.semantics says."""
+    case = REGRESSIONS[name]
+    src = tilecore.compile(prim_func(case), target="cuda:sm_80").get_kernel_source()
+    build.nvcc_check(src, CI_ARCHS, name=f"regression_{name}")
+    assert "long long" in src

@@ -8,68 +8,12 @@ and never fault, and only the chosen side of a select is evaluated per lane.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from tilecore import dtypes as dt
+from tilecore import semantics as S
 from tilecore.errors import SourceLoc, TileRuntimeError
 from tilecore.ir.expr import BinOp, Cast, Const, Load, Select, Unary, Var
-
-from .values import cast_value, compute_np, from_storage, round_to
-
-_erf_vec = np.frompyfunc(math.erf, 1, 1)
-
-
-def _erf(x):
-    if np.ndim(x) == 0:
-        return math.erf(float(x))
-    return _erf_vec(x).astype(np.float64)
-
-
-def _c_div(a, b):
-    if np.ndim(a) == 0 and np.ndim(b) == 0:
-        a, b = int(a), int(b)
-        if b == 0:
-            raise ZeroDivisionError
-        q = abs(a) // abs(b)
-        return q if (a >= 0) == (b >= 0) else -q
-    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
-    if np.any(b == 0):
-        raise ZeroDivisionError
-    q = np.abs(a) // np.abs(b)
-    return np.where((a >= 0) == (b >= 0), q, -q)
-
-
-def _c_mod(a, b):
-    if np.ndim(a) == 0 and np.ndim(b) == 0:
-        a, b = int(a), int(b)
-        if b == 0:
-            raise ZeroDivisionError
-        return int(math.fmod(a, b))
-    b = np.asarray(b, dtype=np.int64)
-    if np.any(b == 0):
-        raise ZeroDivisionError
-    return np.fmod(np.asarray(a, dtype=np.int64), b)
-
-
-_FLOAT_BIN = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-    "min": np.minimum, "max": np.maximum, "pow": np.power, "mod": np.fmod,
-}
-_INT_BIN = {
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-    "div": _c_div, "mod": _c_mod, "min": np.minimum, "max": np.maximum,
-    "pow": lambda a, b: a ** b,
-}
-_CMP = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-        "eq": np.equal, "ne": np.not_equal}
-_UNARY = {
-    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
-    "rsqrt": lambda x: 1.0 / np.sqrt(x), "tanh": np.tanh,
-    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "erf": _erf, "floor": np.floor,
-    "ceil": np.ceil, "sin": np.sin, "cos": np.cos, "round": np.rint, "trunc": np.trunc,
-    "abs": np.abs,
-}
 
 
 class Slots:
@@ -149,7 +93,7 @@ def compile_expr(e, slots: Slots, loc: SourceLoc | None):
         elif e.dtype.is_bool:
             v = bool(e.value)
         else:
-            v = round_to(e.value, e.dtype)
+            v = S.round_to(e.value, e.dtype)
         return lambda env, mask: v
     if isinstance(e, Var):
         s = slots(e)
@@ -159,7 +103,7 @@ def compile_expr(e, slots: Slots, loc: SourceLoc | None):
     if isinstance(e, Cast):
         f = compile_expr(e.value, slots, loc)
         src, dst = e.value.dtype, e.dtype
-        return lambda env, mask: cast_value(f(env, mask), src, dst)
+        return lambda env, mask: S.cast_value(f(env, mask), src, dst)
     if isinstance(e, BinOp):
         return _compile_binop(e, slots, loc)
     if isinstance(e, Unary):
@@ -181,7 +125,7 @@ def _compile_load(e: Load, slots, loc):
     def load(env, mask):
         arr = env[s]
         idx = check_bounds(arr, buf, [f(env, mask) for f in idx_fns], mask, loc)
-        return from_storage(arr[tuple(idx)], d)
+        return S.from_storage(arr[tuple(idx)], d)
 
     return load
 
@@ -202,12 +146,12 @@ def _fast_load(buf, s, idx_fns, fast, d, loc):
             if lo < 0 or lo + n > size:
                 return _slow(env, mask)
             sl.append(slice(lo, lo + n))
-        return from_storage(arr[tuple(sl)].reshape(out_shape), d)
+        return S.from_storage(arr[tuple(sl)].reshape(out_shape), d)
 
     def _slow(env, mask):
         arr = env[s]
         idx = check_bounds(arr, buf, [f(env, mask) for f in idx_fns], mask, loc)
-        return from_storage(arr[tuple(idx)], d)
+        return S.from_storage(arr[tuple(idx)], d)
 
     return load
 
@@ -215,65 +159,27 @@ def _fast_load(buf, s, idx_fns, fast, d, loc):
 def _compile_binop(e: BinOp, slots, loc):
     fa = compile_expr(e.a, slots, loc)
     fb = compile_expr(e.b, slots, loc)
-    t = e.a.dtype
-    if e.op in _CMP:
-        op = _CMP[e.op]
-        return lambda env, mask: op(fa(env, mask), fb(env, mask))
-    if e.op == "and":
-        return lambda env, mask: np.logical_and(fa(env, mask), fb(env, mask))
-    if e.op == "or":
-        return lambda env, mask: np.logical_or(fa(env, mask), fb(env, mask))
-    if t.is_int or t.is_bool:
-        op = _INT_BIN[e.op]
+    t, op = e.a.dtype, e.op
+    if op in S.COMPARE or op in ("and", "or") or t.is_narrow_float:
+        return lambda env, mask: S.binop(op, fa(env, mask), fb(env, mask), t)
+    if t.is_float:  # float32 / float64 results need no rounding (Program.run ignores FP errors)
+        f = S.FLOAT_BINARY[op]
+        return lambda env, mask: f(fa(env, mask), fb(env, mask))
+    run = S.int_operation(op, dt.int32 if t.is_bool else t)  # bound once: index arithmetic
 
-        def int_op(env, mask):
-            try:
-                return op(fa(env, mask), fb(env, mask))
-            except ZeroDivisionError:
-                raise TileRuntimeError("integer division by zero", loc) from None
+    def int_op(env, mask):
+        try:
+            return run(fa(env, mask), fb(env, mask))
+        except ZeroDivisionError:
+            raise TileRuntimeError("integer division by zero", loc) from None
 
-        return int_op
-    op = _FLOAT_BIN[e.op]
-    if t.name in ("float32", "float64"):
-        def float_op(env, mask):
-            with np.errstate(all="ignore"):
-                return op(fa(env, mask), fb(env, mask))
-
-        return float_op
-
-    def narrow_op(env, mask):
-        with np.errstate(all="ignore"):
-            return round_to(op(fa(env, mask), fb(env, mask)), t)
-
-    return narrow_op
+    return int_op
 
 
 def _compile_unary(e: Unary, slots, loc):
     fa = compile_expr(e.a, slots, loc)
-    t = e.dtype
-    if e.op == "not":
-        return lambda env, mask: np.logical_not(fa(env, mask))
-    if e.op == "neg":
-        if t.is_int:
-            return lambda env, mask: -fa(env, mask)
-        return lambda env, mask: np.negative(fa(env, mask))
-    if e.op == "abs" and t.is_int:
-        def iabs(env, mask):
-            v = fa(env, mask)
-            return abs(v) if np.ndim(v) == 0 else np.abs(v)
-
-        return iabs
-    op = _UNARY[e.op]
-    cnp = compute_np(t)
-
-    def un(env, mask):
-        with np.errstate(all="ignore"):
-            r = op(fa(env, mask))
-        if t.is_narrow_float:
-            return round_to(r, t)
-        return r.astype(cnp) if np.ndim(r) else cnp.type(r)
-
-    return un
+    t, op = e.dtype, e.op
+    return lambda env, mask: S.unary(op, fa(env, mask), t)
 
 
 def _compile_select(e: Select, slots, loc):

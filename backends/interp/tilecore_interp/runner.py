@@ -28,9 +28,16 @@ from tilecore.ir.stmt import (
     Store,
 )
 from tilecore.ir.visit import walk
+from tilecore.semantics import (
+    accumulator_dtype,
+    cast_value,
+    compute_np,
+    gemm_accumulator,
+    poison_value,
+    wrap_int,
+)
 
 from .exprs import Slots, check_bounds, compile_expr
-from .values import cast_value, compute_np, poison_value, wrap_int
 
 _OPTIONS = {"seed": None, "poison": "nan"}
 
@@ -324,8 +331,9 @@ class Program:
         rc, wc = self._region_reader(s.c, s.loc), self._region_writer(s.c, s.loc)
         cd = s.c.buffer.dtype
         m, n, k = s.mnk
-        exact_int = cd.is_int
-        cnp = np.float64 if (exact_int or cd.bits == 64) else np.float32
+        acc = gemm_accumulator(cd)
+        exact_int = acc.is_int
+        cnp = compute_np(acc)
 
         def gemm(env, mask):
             a = ra(env).astype(cnp).reshape((k, m) if s.transpose_a else (m, k))
@@ -335,8 +343,6 @@ class Program:
             if s.transpose_b:
                 b = b.T
             prod = a @ b
-            if exact_int:
-                prod = prod.astype(np.int64)
             if not s.clear_accum:
                 prod = rc(env).reshape(m, n).astype(prod.dtype) + prod
             if exact_int:
@@ -351,8 +357,10 @@ class Program:
         kind, dim, clear = s.kind, s.dim, s.clear
         shape = s.dst.static_shape
 
+        acc = accumulator_dtype(d_src)
+
         def reduce(env, mask):
-            x = env[src].astype(compute_np(d_src))
+            x = env[src].astype(compute_np(acc))
             if kind in ("abssum", "absmax"):
                 x = np.abs(x)
             if kind in ("sum", "abssum"):
@@ -361,7 +369,7 @@ class Program:
                 r = np.max(x, axis=dim)
             else:
                 r = np.min(x, axis=dim)
-            r = cast_value(r, d_src, d_dst).reshape(shape)
+            r = cast_value(r, acc, d_dst).reshape(shape)
             if not clear:
                 cur = env[dst].astype(compute_np(d_dst))
                 if kind in ("sum", "abssum"):
@@ -378,17 +386,16 @@ class Program:
         src, dst = self.slots(s.src), self.slots(s.dst)
         d_src, d_dst, dim = s.src.dtype, s.dst.dtype, s.dim
 
+        acc = accumulator_dtype(d_src)
+
         def cumsum(env, mask):
-            x = env[src].astype(compute_np(d_src))
+            x = env[src].astype(compute_np(acc))
             if s.reverse:
                 x = np.flip(x, axis=dim)
             r = np.cumsum(x, axis=dim, dtype=x.dtype)
-            if d_src.is_narrow_float:
-                # accumulate in float32, round once per output element
-                pass
             if s.reverse:
                 r = np.flip(r, axis=dim)
-            r = cast_value(r, d_src, d_dst)
+            r = cast_value(r, acc, d_dst)
             env[dst][...] = wrap_int(r, d_dst) if d_dst.is_int else r
 
         return cumsum
