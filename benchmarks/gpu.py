@@ -54,7 +54,12 @@ GEMM_CONFIGS = [dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads
                 dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256),
                 dict(block_M=128, block_N=256, block_K=32, num_stages=3, threads=256),
                 dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256),
-                dict(block_M=256, block_N=128, block_K=64, num_stages=3, threads=256)]
+                dict(block_M=256, block_N=128, block_K=64, num_stages=3, threads=256),
+                # the same with blocks rasterized in panels of 8 grid rows (T.use_swizzle)
+                dict(block_M=128, block_N=128, block_K=64, num_stages=2, threads=128, panel=8),
+                dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=128, panel=8),
+                dict(block_M=256, block_N=128, block_K=64, num_stages=3, threads=256, panel=8),
+                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, panel=8)]
 FA_CONFIGS = [dict(block_M=64, block_N=64, num_stages=1, threads=128),
               dict(block_M=128, block_N=64, num_stages=1, threads=256),
               dict(block_M=128, block_N=64, num_stages=2, threads=256)]
@@ -337,7 +342,8 @@ def launch_overhead_us(torch, arch) -> float:
 def _cfg(c) -> str:
     """A tile configuration, short: GEMM 128x128x64 s3 t128, attention 128x64 s1 t256, rows."""
     if "block_K" in c:
-        return f"{c['block_M']}x{c['block_N']}x{c['block_K']} s{c['num_stages']} t{c['threads']}"
+        panel = f" p{c['panel']}" if c.get("panel") else ""
+        return f"{c['block_M']}x{c['block_N']}x{c['block_K']} s{c['num_stages']} t{c['threads']}{panel}"
     if "num_stages" in c:
         return f"{c['block_M']}x{c['block_N']} s{c['num_stages']} t{c['threads']}"
     return f"{c['block_M']} row/block, t{c['threads']}"

@@ -16,12 +16,15 @@ TOLERANCE = dict(rtol=1e-2, atol=1e-2)
 
 
 def program(M=1024, N=1024, K=1024, block_M=128, block_N=128, block_K=32, dtype="float16",
-            accum_dtype="float32", num_stages=3, threads=128):
-    """C = A @ B with a block per (block_M, block_N) output tile."""
+            accum_dtype="float32", num_stages=3, threads=128, panel=0):
+    """C = A @ B with a block per (block_M, block_N) output tile; `panel` > 0 runs the blocks in
+    panels of that many grid rows (T.use_swizzle), so neighbouring blocks share A and B in L2."""
 
     @T.prim_func
     def gemm(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            if panel:
+                T.use_swizzle(panel)
             A_shared = T.alloc_shared((block_M, block_K), dtype)
             B_shared = T.alloc_shared((block_K, block_N), dtype)
             C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
