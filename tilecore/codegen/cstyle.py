@@ -210,6 +210,11 @@ class CStyleRenderer(CExprRenderer):
         """A per-thread register array."""
         return f"{self.type_name(buf.dtype)} {self.name_of(buf)}[{buf.shape[0]}];"
 
+    def late_decls(self) -> list[str]:
+        """Kernel-scope declarations (after the register arrays) that hooks only learn of while
+        rendering the body (GPU: the bases of shared operand addresses)."""
+        return []
+
     # ------------------------------------------------------------------ driver
     def render(self, module) -> RenderedKernel:
         """The source of `module` (a lowered Module) and how to launch it."""
@@ -239,8 +244,9 @@ class CStyleRenderer(CExprRenderer):
             self.emit(line)
         for buf in kernel.registers:
             self.emit(self.register_decl(buf))
+        mark = len(self.lines)
         self.stmt(kernel.body)
-        body = self.lines
+        body = self.lines[:mark] + [self.indent_unit + d for d in self.late_decls()] + self.lines[mark:]
         head = self.prelude()
         head += [self.table_decl(n, v) for v, n in self.tables.items()]
         sig = self.signature(entry, decls + self.extra_params, kernel)
