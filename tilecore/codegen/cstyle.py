@@ -182,8 +182,9 @@ class CStyleRenderer(CExprRenderer):
         return self.vector_zeros[nbytes]
 
     def prelude(self) -> list[str]:
-        """Lines before everything else (headers, helpers); may depend on `used_types`."""
-        return []
+        """Lines before everything else: the helper functions the kernel uses (`helpers`); a
+        dialect puts its headers (which may depend on `used_types`) before them."""
+        return list(self.helpers.values())
 
     def table_decl(self, name: str, values: tuple) -> str:
         """A constant int array readable by every thread."""

@@ -50,7 +50,6 @@ class GPURenderer(CStyleRenderer):
 
     def __init__(self, fast_math: bool = False):
         super().__init__(fast_math)
-        self.helpers: dict[str, str] = {}  # device functions the kernel needs, by name
         self.shared_offsets: dict[int, int] = {}  # id(shared buffer) -> byte offset
         self.operand_bases: OperandBases | None = None  # made for the kernel on first use
         self.reserve(self.smem_name, f"{self.smem_name}_u32")
@@ -93,10 +92,6 @@ class GPURenderer(CStyleRenderer):
         """The declaration prefix aligning a variable to `nbytes` (CUDA: `__align__(n) `)."""
         return f"alignas({nbytes}) "
 
-    def helper_prefix(self) -> str:
-        """The qualifiers of a device helper function (CUDA: `__device__ __forceinline__`)."""
-        return "inline"
-
     def narrow_atomic(self, d: DType) -> bool:
         """Whether an atomic add on `d` needs the compare-and-swap helper (no native add)."""
         return d.bits < 16 or (d.is_int and d.bits == 16)
@@ -106,10 +101,6 @@ class GPURenderer(CStyleRenderer):
         return f"((unsigned long long)({ptr}))"
 
     # ------------------------------------------------------------------ kernel structure
-    def prelude(self) -> list[str]:
-        """The helper functions the kernel uses (a dialect puts its headers before them)."""
-        return list(self.helpers.values())
-
     def signature(self, name: str, params: list[str], kernel) -> str:
         """`<kernel_qualifiers> name(params)`."""
         return f"{self.kernel_qualifiers(kernel)} {name}({', '.join(params)})"
