@@ -38,7 +38,8 @@ class CStyleRenderer(CExprRenderer):
 
     Statement hooks a language must supply: `barrier_text`, `vector_types` / `vector_zeros`,
     `signature`, `index_bindings`, `shared_decls`; optional: `prelude`, `table_decl`,
-    `param_decl`, `register_decl`, and `extra_params` (parameters a hook adds while rendering).
+    `param_decl`, `register_decl`, `late_decls`, and `extra_params` (parameters a hook adds
+    while rendering).
     """
 
     # bytes -> the dialect's type moved in one access of that size, and its zero value
