@@ -43,7 +43,10 @@ class OperandBases:
         known ones relates; None when `nbytes` depends on more than the thread index."""
         if any(v is not self.thread_var for v in free_vars(nbytes)):
             return None
-        vals = try_evaluate(nbytes, self.env)
+        try:
+            vals = try_evaluate(nbytes, self.env)
+        except (ArithmeticError, ValueError):  # not plain index arithmetic: render it as is
+            return None
         if vals is None:
             return None
         vals = np.broadcast_to(np.asarray(vals, dtype=np.int64), self.env[id(self.thread_var)].shape)
