@@ -42,8 +42,10 @@ def test_c_types_and_compute_types_follow_the_semantics(d):
         assert r.compute_type(nd) == C_TYPES[S.compute_np(nd).name]  # float32 math
 
 
-def _run_c(decls: list[str], exprs: list[tuple[str, str]], werror: bool = False) -> list[str]:
-    """Compile a C program printing each (C type, expression) and return its output lines."""
+def _run_c(decls: list[str], exprs: list[tuple[str, str]], werror: bool = False,
+           prelude: tuple[str, ...] = ()) -> list[str]:
+    """Compile a C program printing each (C type, expression) and return its output lines;
+    `prelude`: the renderer's helper functions (`CStyleRenderer.prelude()`)."""
     body = []
     for ctype, e in exprs:
         if ctype in ("float", "double"):
@@ -52,7 +54,8 @@ def _run_c(decls: list[str], exprs: list[tuple[str, str]], werror: bool = False)
             body.append(f'  printf("%llu\\n", (unsigned long long)({e}));')
         else:
             body.append(f'  printf("%lld\\n", (long long)({e}));')
-    src = ("#include <math.h>\n#include <stdio.h>\n#include <stdbool.h>\nint main(void) {\n"
+    src = ("#include <math.h>\n#include <stdio.h>\n#include <stdbool.h>\n"
+           + "".join(p + "\n" for p in prelude) + "int main(void) {\n"
            + "\n".join("  " + d for d in decls) + "\n" + "\n".join(body) + "\n  return 0;\n}\n")
     import tempfile
     from pathlib import Path
@@ -161,30 +164,31 @@ def test_rendered_math_functions_match_the_semantics_table(d):
 
 
 @needs_cc
-@pytest.mark.xfail(strict=True, reason="C's fminf/fmaxf return the non-NaN operand; the semantics "
-                   "(np.minimum/np.maximum) propagate NaN: the renderer needs a NaN-propagating min/max")
-def test_rendered_float_min_max_propagate_nan():
+@pytest.mark.parametrize("d", [dt.float32, dt.float64], ids=str)
+def test_rendered_float_min_max_propagate_nan(d):
+    """NaN in either operand gives NaN (np.minimum / np.maximum), where C's fminf / fmaxf
+    return the other operand; ordinary operands give the smaller / larger one."""
     r = CStyleRenderer()
-    a, b = Var("opnd_a", dt.float32), Var("opnd_b", dt.float32)
+    a, b = Var("opnd_a", d), Var("opnd_b", d)
     keep = [a, b]
+    c = C_TYPES[d.name]
+    values = {"na": np.nan, "one": 1.0, "two": 2.0, "mone": -1.0}
     exprs, want = [], []
     for op in ("min", "max"):
         e = binop(op, a, b)
         keep.append(e)
-        exprs.append(("float", r.expr(e).replace(r.name_of(a), "na").replace(r.name_of(b), "one")))
-        want.append(float(S.float_binop(op, np.float32("nan"), np.float32(1.0), dt.float32)))
-    got = [float(g) for g in _run_c(["float na = NAN; float one = 1.0f;"], exprs)]
+        for x, y in (("na", "one"), ("one", "na"), ("na", "na"), ("one", "two"), ("two", "mone")):
+            exprs.append((c, r.expr(e).replace(r.name_of(a), x).replace(r.name_of(b), y)))
+            want.append(float(S.float_binop(op, S.round_to(np.float64(values[x]), d),
+                                            S.round_to(np.float64(values[y]), d), d)))
+    decls = [f"{c} {n} = {'NAN' if np.isnan(v) else repr(v)};" for n, v in values.items()]
+    got = [float(g) for g in _run_c(decls, exprs, prelude=tuple(r.prelude()))]
     assert np.isnan(got).tolist() == np.isnan(want).tolist()
-
-
-_INT64_MIN_LITERAL = pytest.mark.xfail(
-    strict=True, reason="cstyle renders INT64_MIN as -9223372036854775808LL (int32 gets -2147483647 - 1)")
+    assert [g for g in got if g == g] == [w for w in want if w == w]
 
 
 @needs_cc
-@pytest.mark.parametrize("d", [
-    pytest.param(d, id=str(d), marks=_INT64_MIN_LITERAL if d.name == "int64" else ())
-    for d in dt.ALL if d.is_int])
+@pytest.mark.parametrize("d", [d for d in dt.ALL if d.is_int], ids=str)
 def test_rendered_integer_limits_are_valid_c(d):
     """Each int dtype's min and max (reductions' identities) as C literals of the right value,
     accepted without a warning. int64's min cannot be a literal: `-9223372036854775808LL`

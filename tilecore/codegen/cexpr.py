@@ -52,11 +52,18 @@ FLOAT_FUNCS: dict[str, tuple[str, str]] = {
     "round": ("rintf({})", "rint({})"), "trunc": ("truncf({})", "trunc({})"),
     "abs": ("fabsf({})", "fabs({})"),
 }
-# Float binary functions: (float32, float64).
+# Float binary functions: (float32, float64). min and max are helper functions (MINMAX_HELPER):
+# they propagate NaN as the semantics (np.minimum / np.maximum) do, which C's fminf / fmaxf do
+# not (they return the other operand); a function evaluates each operand once, where an inline
+# `?:` would repeat them (softmax's row max nests 32 deep).
 FLOAT_BIN_FUNCS: dict[str, tuple[str, str]] = {
-    "min": ("fminf({}, {})", "fmin({}, {})"), "max": ("fmaxf({}, {})", "fmax({}, {})"),
+    "min": ("tilecore_minf({}, {})", "tilecore_min({}, {})"),
+    "max": ("tilecore_maxf({}, {})", "tilecore_max({}, {})"),
     "pow": ("powf({}, {})", "pow({}, {})"), "mod": ("fmodf({}, {})", "fmod({}, {})"),
 }
+# The body of the min / max helpers: a NaN `a` fails `a < b` but not `a != a`; a NaN `b` fails
+# both and gives `b`. Format fields: t (the C type), op (min / max), cmp (< / >).
+MINMAX_HELPER = "{t} {name}({t} a, {t} b) {{ return (a {cmp} b || a != a) ? a : b; }}"
 
 
 # Identifiers a kernel's own names must not take: C/C++ keywords and names the generated code
@@ -93,6 +100,7 @@ class CExprRenderer:
         self.names: dict[int, str] = {}
         self._used_names: set[str] = set(C_RESERVED | self.reserved_words | set(self.types.values()))
         self.used_types: set[str] = set()  # dtype names rendered (decides the headers needed)
+        self.helpers: dict[str, str] = {}  # helper functions the kernel needs, by name
 
     # ------------------------------------------------------------------ names and types
     def type_name(self, d: DType) -> str:
@@ -169,8 +177,23 @@ class CExprRenderer:
         return FLOAT_FUNCS[name][d.name == "float64"]
 
     def math_bin_call(self, name: str, d: DType) -> str:
-        """Format string (two `{}`) of binary float function `name` (min, max, pow, mod) in `d`."""
-        return FLOAT_BIN_FUNCS[name][d.name == "float64"]
+        """Format string (two `{}`) of binary float function `name` (min, max, pow, mod) in `d`;
+        min and max define their helper function (`minmax_helper`) on first use."""
+        text = FLOAT_BIN_FUNCS[name][d.name == "float64"]
+        if name in ("min", "max"):
+            fn = text.split("(")[0]
+            if fn not in self.helpers:
+                self.helpers[fn] = f"{self.helper_prefix()} {self.minmax_helper(fn, name, d)}"
+        return text
+
+    def minmax_helper(self, fn: str, name: str, d: DType) -> str:
+        """The definition (after `helper_prefix`) of NaN-propagating `name` ("min" / "max") on
+        float32 or float64, called `fn` (CUDA: PTX's `max.NaN.f32` for float32)."""
+        return MINMAX_HELPER.format(t=self.type_name(d), name=fn, cmp="<" if name == "min" else ">")
+
+    def helper_prefix(self) -> str:
+        """The qualifiers of a helper function (CUDA: `__device__ __forceinline__`)."""
+        return "static inline"
 
     def fast_divide(self, a: str, b: str) -> str | None:
         """An approximate float32 `a / b` for `fast_math`, or None when the dialect has none
@@ -213,8 +236,10 @@ class CExprRenderer:
             return "true" if e.value else "false"
         if d.is_int:
             v = int(e.value)
+            # the most negative value is not a literal: `-2147483648` negates a constant too
+            # large for its type (int64's arrives through unsigned, with a warning)
             if d.name in ("int64",):
-                return f"{v}LL"
+                return "(-9223372036854775807LL - 1)" if v == -(2**63) else f"{v}LL"
             if d.kind == "uint":
                 return f"{v}u"
             if v == -(2**31):

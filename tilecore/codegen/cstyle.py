@@ -38,7 +38,8 @@ class CStyleRenderer(CExprRenderer):
 
     Statement hooks a language must supply: `barrier_text`, `vector_types` / `vector_zeros`,
     `signature`, `index_bindings`, `shared_decls`; optional: `prelude`, `table_decl`,
-    `param_decl`, `register_decl`, and `extra_params` (parameters a hook adds while rendering).
+    `param_decl`, `register_decl`, `late_decls`, and `extra_params` (parameters a hook adds
+    while rendering).
     """
 
     # bytes -> the dialect's type moved in one access of that size, and its zero value
@@ -182,8 +183,9 @@ class CStyleRenderer(CExprRenderer):
         return self.vector_zeros[nbytes]
 
     def prelude(self) -> list[str]:
-        """Lines before everything else (headers, helpers); may depend on `used_types`."""
-        return []
+        """Lines before everything else: the helper functions the kernel uses (`helpers`); a
+        dialect puts its headers (which may depend on `used_types`) before them."""
+        return list(self.helpers.values())
 
     def table_decl(self, name: str, values: tuple) -> str:
         """A constant int array readable by every thread."""
@@ -209,6 +211,11 @@ class CStyleRenderer(CExprRenderer):
     def register_decl(self, buf) -> str:
         """A per-thread register array."""
         return f"{self.type_name(buf.dtype)} {self.name_of(buf)}[{buf.shape[0]}];"
+
+    def late_decls(self) -> list[str]:
+        """Kernel-scope declarations (after the register arrays) that hooks only learn of while
+        rendering the body (GPU: the bases of shared operand addresses)."""
+        return []
 
     # ------------------------------------------------------------------ driver
     def render(self, module) -> RenderedKernel:
@@ -239,8 +246,9 @@ class CStyleRenderer(CExprRenderer):
             self.emit(line)
         for buf in kernel.registers:
             self.emit(self.register_decl(buf))
+        mark = len(self.lines)
         self.stmt(kernel.body)
-        body = self.lines
+        body = self.lines[:mark] + [self.indent_unit + d for d in self.late_decls()] + self.lines[mark:]
         head = self.prelude()
         head += [self.table_decl(n, v) for v, n in self.tables.items()]
         sig = self.signature(entry, decls + self.extra_params, kernel)

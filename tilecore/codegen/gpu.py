@@ -29,6 +29,7 @@ from ..ir.expr import Var, binop, const, const_int
 from ..ir.thread import AsyncCopy, IntrinsicCall
 from ..ir.visit import walk
 from .cstyle import CStyleRenderer
+from .operand_bases import OperandBases
 from .spec import KernelParam
 
 
@@ -49,8 +50,8 @@ class GPURenderer(CStyleRenderer):
 
     def __init__(self, fast_math: bool = False):
         super().__init__(fast_math)
-        self.helpers: dict[str, str] = {}  # device functions the kernel needs, by name
         self.shared_offsets: dict[int, int] = {}  # id(shared buffer) -> byte offset
+        self.operand_bases: OperandBases | None = None  # made for the kernel on first use
         self.reserve(self.smem_name, f"{self.smem_name}_u32")
 
     # ------------------------------------------------------------------ dialect hooks
@@ -91,10 +92,6 @@ class GPURenderer(CStyleRenderer):
         """The declaration prefix aligning a variable to `nbytes` (CUDA: `__align__(n) `)."""
         return f"alignas({nbytes}) "
 
-    def helper_prefix(self) -> str:
-        """The qualifiers of a device helper function (CUDA: `__device__ __forceinline__`)."""
-        return "inline"
-
     def narrow_atomic(self, d: DType) -> bool:
         """Whether an atomic add on `d` needs the compare-and-swap helper (no native add)."""
         return d.bits < 16 or (d.is_int and d.bits == 16)
@@ -104,10 +101,6 @@ class GPURenderer(CStyleRenderer):
         return f"((unsigned long long)({ptr}))"
 
     # ------------------------------------------------------------------ kernel structure
-    def prelude(self) -> list[str]:
-        """The helper functions the kernel uses (a dialect puts its headers before them)."""
-        return list(self.helpers.values())
-
     def signature(self, name: str, params: list[str], kernel) -> str:
         """`<kernel_qualifiers> name(params)`."""
         return f"{self.kernel_qualifiers(kernel)} {name}({', '.join(params)})"
@@ -277,7 +270,23 @@ class GPURenderer(CStyleRenderer):
         which cost the 128x128 GEMM 196 registers instead of 128 (see build.py)."""
         nbytes = binop("add", binop("mul", ref.offset, const(ref.buffer.dtype.itemsize)),
                        const(self.shared_offsets[id(ref.buffer)]))
-        return f"({self.smem_name}_u32 + {self.expr(nbytes)})"
+        if self.operand_bases is None:
+            k = self.kernel
+            self.operand_bases = OperandBases(k.thread_var, k.num_threads, self.name_of,
+                                              f"{self.smem_name}_off")
+        rel = self.operand_bases.relative(nbytes)
+        if rel is None:
+            return f"({self.smem_name}_u32 + {self.expr(nbytes)})"
+        # one base per family of loader addresses (see operand_bases.py: why XOR)
+        name, op, k = rel
+        rel_text = name if k == 0 else f"({name} {op} {k}u)"
+        return f"({self.smem_name}_u32 + {rel_text})"
+
+    def late_decls(self) -> list[str]:
+        """The bases of shared operand addresses (`shared_operand_address`)."""
+        if self.operand_bases is None:
+            return []
+        return [f"const unsigned {n} = {self.expr(e)};" for n, e in self.operand_bases.decls]
 
     def asm_operands(self, s) -> tuple[list[str], list[str], str]:
         """GCC-style inline-assembly operands of IntrinsicCall `s` (CUDA's PTX, HIP's GCN):

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tilecore import dtypes as dt
 from tilecore.errors import TileTargetError
-from tilecore.ir.expr import const_int
 from tilecore.ir.module import PrimFunc
 from tilecore.ir.stmt import (
     AtomicAdd,
@@ -30,7 +30,7 @@ from tilecore.ir.visit import walk
 from . import tileops
 from .emit import Faults, Lines, Names
 from .exprs import ExprGen, convert, round_to, storage_np, to_compute, to_storage, unsigned
-from .ranges import interval, loop_range, split_guard, upper_facts
+from .ranges import interval, loop_range, observed, split_guard, upper_facts
 
 HEADER = '''"""tilecore cpu kernel `{name}`: generated from tile IR, compiled by numba. Do not edit."""
 # runtime {runtime}
@@ -42,8 +42,8 @@ from numba import njit, prange  # noqa: F401
 
 from tilecore_cpu.runtime import (  # noqa: F401
     cdiv, cmod, dec_bfloat16, dec_float8_e4m3fn, dec_float8_e5m2, dec_float16, enc_bfloat16,
-    enc_float8_e4m3fn, enc_float8_e5m2, enc_float16, exp2_f32, exp_f32, f2i, fmax, fmin, oob, rnd_bfloat16,
-    rnd_float8_e4m3fn, rnd_float8_e5m2, rnd_float16,
+    enc_float8_e4m3fn, enc_float8_e5m2, enc_float16, exp2_f32, exp_f32, f2i, fmax, fmin, odd_f32, oob,
+    rnd_bfloat16, rnd_float8_e4m3fn, rnd_float8_e5m2, rnd_float16,
 )
 '''
 JIT = 'njit(cache=True, error_model="numpy"{extra})'
@@ -90,6 +90,8 @@ class Codegen:
         params = [self.names.of(p) for p in func.params]
         dyn = [(v, self.names.of(v)) for v in func.dyn_vars]
         lets = [(s, self.names.of(s.var)) for s in top]
+        for v, _ in dyn:  # a tensor's dimension: an int32 size, never negative
+            self.x.env[id(v)] = (0, dt.max_value(v.dtype))
         for s, _ in lets:
             if s.var.dtype.is_int:
                 r = interval(s.value, self.x.env)
@@ -97,9 +99,9 @@ class Codegen:
                     self.x.env[id(s.var)] = r
         bvars = [self.names.of(v) for v in launch.block_vars]
         for v, g in zip(launch.block_vars, launch.grid):
-            n = const_int(g)
-            # a grid size known only at run time still bounds block indices below by 0
-            self.x.env[id(v)] = (0, n - 1) if n is not None and n > 0 else (0, 1 << 40)
+            # a grid size known only at run time: block indices are below its (wrapped) range
+            n = observed(interval(g, self.x.env), g.dtype)[1] if g.dtype.is_int else 1 << 40
+            self.x.env[id(v)] = (0, max(n - 1, 0))
         allocs = []
         for b in launch.allocs:
             name = self.names.of(b)
@@ -147,7 +149,7 @@ class Codegen:
             gs = []
             for i, g in enumerate(launch.grid):
                 gs.append(f"_g{i}")
-                lines.add(f"_g{i} = max(np.int64({self.x.gen(g)}), 0)")
+                lines.add(f"_g{i} = max(np.int64({self.x.observed(g)}), 0)")
             lines.add(f"for _blk in {'prange' if parallel else 'range'}({' * '.join(gs)}):")
             with lines.indent():
                 # prange may type its index unsigned, and numba makes uint64 // int64 a float
@@ -226,7 +228,7 @@ class Codegen:
 
     def _for(self, s: For) -> None:
         var = self.names.of(s.var)
-        start, stop = self.x.gen(s.start), self.x.gen(s.stop)
+        start, stop = self.x.observed(s.start), self.x.observed(s.stop)
         r = loop_range(s.start, s.stop, s.step, self.x.env)
         if r is not None:
             self.x.env[id(s.var)] = r
@@ -243,8 +245,8 @@ class Codegen:
         if outer:
             self.lines.add(f"if {' & '.join(f'({self.x.gen(c)})' for c in outer)}:")
             self.lines.depth += 1
-        lo = f"max({start}, {', '.join(self.x.gen(e) for e in lows)})" if lows else start
-        hi = f"min({stop}, {', '.join(self.x.gen(e) for e in highs)})" if highs else stop
+        lo = f"max({start}, {', '.join(self.x.observed(e) for e in lows)})" if lows else start
+        hi = f"min({stop}, {', '.join(self.x.observed(e) for e in highs)})" if highs else stop
         self.lines.add(f"for {var} in range({lo}, {hi}):")
 
         def body():

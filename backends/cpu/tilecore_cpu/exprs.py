@@ -2,9 +2,13 @@
 
 Each dtype has a *storage* form (what its arrays hold: narrow floats as their bit patterns in
 uint16/uint8) and a *compute* form (what expressions hold): float32 for float32 and every narrow
-float (a float32 exactly representable in the narrow type), float64, int64 for every integer
-(wrapped to the width only on store or cast, as the interpreter does), and bool. Narrow-float
-operations compute in float32 and round once per operation, like `interp`.
+float (a float32 exactly representable in the narrow type), float64, int64 for every integer,
+and bool. Integers wrap like C (`semantics`: every operation at its C compute width): add, sub,
+mul and neg run in int64, which keeps the low 32 bits exact, and the value is wrapped where
+its whole value is seen (`ExprGen.observed`) unless the range analysis proves it fits, and on
+store.
+Narrow-float operations compute in float32 and round once per operation, like `interp`;
+float64 (and integer) values round to a narrow float once, through float32 rounded to odd.
 """
 
 from __future__ import annotations
@@ -14,11 +18,12 @@ import math
 import numpy as np
 
 from tilecore import dtypes as dt
+from tilecore import semantics as S
 from tilecore.dtypes import DType
 from tilecore.ir.expr import BinOp, Cast, Const, Load, Select, Unary, Var
 
 from .emit import Fault, Faults, Names
-from .ranges import Interval, interval, within
+from .ranges import RING_OPS, Interval, fits, interval, within
 
 NARROW_BITS = {"float16": "uint16", "bfloat16": "uint16", "float8_e4m3fn": "uint8", "float8_e5m2": "uint8"}
 
@@ -84,6 +89,9 @@ def convert(code: str, src: DType, dst: DType) -> str:
             code = f"np.float64({code})"  # the oracle converts integers through float64
         if dst.name == "float64":
             return f"np.float64({code})"
+        if src.is_int or src.name == "float64":
+            # one rounding from float64 (semantics.round_to): through float32 rounded to odd
+            return round_to(f"odd_f32({code})", dst) if dst.name in NARROW_BITS else f"np.float32({code})"
         return round_to(f"np.float32({code})", dst)
     if src.is_float:
         code = f"f2i({code})"
@@ -92,6 +100,13 @@ def convert(code: str, src: DType, dst: DType) -> str:
     if dst.bits == 64:
         return code
     return f"np.int64(np.{dst.name}({code}))"
+
+
+def wrap_int(code: str, d: DType) -> str:
+    """An int64 compute value wrapped to integer dtype `d`'s C compute width
+    (`semantics.int_compute_dtype`: int32 under 32 bits, else `d`), as C's arithmetic wraps."""
+    c = S.int_compute_dtype(d)
+    return code if c.bits == 64 else f"np.int64(np.{c.name}({code}))"
 
 
 def unsigned(code: str) -> str:
@@ -187,7 +202,7 @@ class ExprGen:
         if isinstance(e, Load):
             return self.load(e)
         if isinstance(e, Cast):
-            return convert(self.gen(e.value), e.value.dtype, e.dtype)
+            return convert(self.observed(e.value), e.value.dtype, e.dtype)
         if isinstance(e, BinOp):
             return self.binop(e)
         if isinstance(e, Unary):
@@ -205,24 +220,43 @@ class ExprGen:
             ref = f"({ref} if {ok} else {storage_ctor(buf.dtype)}({self.fault_call('read', buf, idx)}))"
         return to_compute(ref, buf.dtype)
 
+    def observed(self, e, code: str | None = None) -> str:
+        """Source of `e` where its whole value is seen (a comparison, division, min / max, cast,
+        loop bound): an integer wrapped to its C compute width (`wrap_int`) unless the range
+        analysis proves it is already inside it. Integer add / sub / mul and negation skip the
+        wrap (RING_OPS: int64 arithmetic keeps their low 32 bits exact), and so do indices: an
+        index in bounds is below 2**31, where the wrap is the identity, and one out of bounds
+        faults either way."""
+        code = self.gen(e) if code is None else code
+        if not e.dtype.is_int:
+            return code
+        r = interval(e, self.env)
+        return code if r is not None and fits(r, e.dtype) else wrap_int(code, e.dtype)
+
     def binop(self, e: BinOp) -> str:
         a, b = self.gen(e.a), self.gen(e.b)
         t = e.a.dtype
         if e.op in _CMP:
+            if t.is_int:
+                a, b = self.observed(e.a, a), self.observed(e.b, b)
             return f"({a} {_CMP[e.op]} {b})"
         if e.op == "and":
             return f"({a} & {b})"
         if e.op == "or":
             return f"({a} | {b})"
         if t.is_int or t.is_bool:
-            if e.op in ("add", "sub", "mul"):
-                return f"({a} {_FLOAT_BIN[e.op]} {b})"
-            if e.op in ("div", "mod"):
-                code = self.faults.add(Fault("divzero", None, self.loc))
-                return f"c{e.op}({a}, {b}, err, {code})"
+            if e.op not in RING_OPS:  # these see the whole value: wrap it first
+                a, b = self.observed(e.a, a), self.observed(e.b, b)
             if e.op in ("min", "max"):
                 return f"{e.op}({a}, {b})"
-            return f"({a} ** {b})"
+            if e.op in ("div", "mod"):
+                code = self.faults.add(Fault("divzero", None, self.loc))
+                r = f"c{e.op}({a}, {b}, err, {code})"
+            elif e.op in ("add", "sub", "mul"):
+                r = f"({a} {_FLOAT_BIN[e.op]} {b})"
+            else:
+                r = f"({a} ** {b})"
+            return r
         if e.op in _FLOAT_BIN:
             r = f"({a} {_FLOAT_BIN[e.op]} {b})"
         elif e.op in ("min", "max"):
@@ -241,7 +275,7 @@ class ExprGen:
         if e.op == "neg":
             return f"(-{a})"
         if e.op == "abs":
-            return f"abs({a})"
+            return f"abs({self.observed(e.a, a)})"
         one = const_code(1.0, t if t.name == "float64" else dt.float32)
         if e.op in ("exp", "exp2", "sigmoid") and t.name != "float64":
             # float32 exp/exp2 as inline arithmetic that vectorizes (runtime.exp_f32), not libm

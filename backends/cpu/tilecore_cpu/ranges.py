@@ -3,13 +3,16 @@ code can skip their checks (a checked access in an inner loop blocks vectorizati
 
 from __future__ import annotations
 
+from tilecore import dtypes as dt
+from tilecore import semantics as S
 from tilecore.ir.expr import BinOp, Cast, Const, Var
 
 Interval = tuple[int, int]  # inclusive [lo, hi]
 
 
 def interval(e, env: dict[int, Interval]) -> Interval | None:
-    """The range of integer expression `e` given ranges of variables (by id), or None if unknown."""
+    """The range of integer expression `e` given ranges of variables (by id), or None if unknown:
+    of the value the generated code holds (add / sub / mul unwrapped, see RING_OPS)."""
     if isinstance(e, Const):
         if e.dtype.is_int:
             return int(e.value), int(e.value)
@@ -19,7 +22,7 @@ def interval(e, env: dict[int, Interval]) -> Interval | None:
     if isinstance(e, Cast):
         if not (e.dtype.is_int and e.value.dtype.is_int):
             return None
-        r = interval(e.value, env)
+        r = observed(interval(e.value, env), e.value.dtype)
         if r is None:
             return None
         bits = e.dtype.bits
@@ -27,10 +30,36 @@ def interval(e, env: dict[int, Interval]) -> Interval | None:
         return r if lo <= r[0] and r[1] <= hi else None
     if isinstance(e, BinOp) and e.dtype.is_int:
         a, b = interval(e.a, env), interval(e.b, env)
+        if e.op not in RING_OPS:  # the generated code wraps these operands first (observed)
+            a, b = observed(a, e.a.dtype), observed(b, e.b.dtype)
         if a is None or b is None:
             return None
         return _binop(e.op, a, b)
     return None
+
+
+# Integer operations whose low 32 bits int64 arithmetic computes exactly: the cpu code runs
+# them unwrapped and wraps the value where something sees all of it (exprs.ExprGen.observed).
+RING_OPS = ("add", "sub", "mul")
+
+
+def compute_range(d) -> Interval:
+    """The values of integer dtype `d`'s C compute width (`semantics.int_compute_dtype`)."""
+    c = S.int_compute_dtype(d)
+    return dt.min_value(c), dt.max_value(c)
+
+
+def fits(r: Interval, d) -> bool:
+    """True when every value of `r` is representable in `d`'s compute width (no wrap)."""
+    lo, hi = compute_range(d)
+    return lo <= r[0] and r[1] <= hi
+
+
+def observed(r: Interval | None, d) -> Interval | None:
+    """The range of a value of range `r` once wrapped to `d`'s compute width (ints only)."""
+    if not d.is_int:
+        return r
+    return r if r is not None and fits(r, d) else compute_range(d)
 
 
 def _binop(op: str, a: Interval, b: Interval) -> Interval | None:
@@ -45,8 +74,8 @@ def _binop(op: str, a: Interval, b: Interval) -> Interval | None:
         return min(a[0], b[0]), min(a[1], b[1])
     if op == "max":
         return max(a[0], b[0]), max(a[1], b[1])
-    if op == "div" and b[0] == b[1] and b[0] > 0 and a[0] >= 0:
-        return a[0] // b[0], a[1] // b[0]
+    if op == "div" and b[0] == b[1] and b[0] > 0:  # C division truncates: monotonic in a
+        return S.c_div(a[0], b[0]), S.c_div(a[1], b[0])
     if op == "mod" and b[0] == b[1] and b[0] > 0 and a[0] >= 0:
         return 0, min(a[1], b[0] - 1)
     return None
@@ -54,7 +83,8 @@ def _binop(op: str, a: Interval, b: Interval) -> Interval | None:
 
 def loop_range(start, stop, step: int, env) -> Interval | None:
     """The values a loop variable takes in `range(start, stop, step)` (a superset), or None."""
-    s, e = interval(start, env), interval(stop, env)
+    # the generated loop's bounds are the observed (wrapped) values
+    s, e = observed(interval(start, env), start.dtype), observed(interval(stop, env), stop.dtype)
     if s is None or e is None:
         return None
     if step > 0:

@@ -167,6 +167,20 @@ def rnd_float8_e5m2(x):
     return dec_float8_e5m2(enc_float8_e5m2(x))
 
 
+@njit(**_JIT)
+def odd_f32(x):
+    """float64 -> float32 rounded to odd (semantics._round_to_odd_f32): inexact results keep
+    their last significand bit set, so rounding them again to a narrow float rounds once."""
+    f = np.float32(x)
+    back = np.float64(f)
+    if back == x or x != x or x == np.inf or x == -np.inf:
+        return f
+    bits = _f32_bits(f)
+    if abs(back) > abs(x):  # rounded away from zero: step back toward it (f is not 0)
+        bits = bits - np.uint32(1)
+    return _bits_f32(bits | np.uint32(1))
+
+
 # ---------------------------------------------------------------- integer and float arithmetic
 
 

@@ -165,3 +165,66 @@ def test_no_local_memory_in_benchmark_kernels():
         res = build.cubin_resources(build.compile_cuda(src, "sm_90a", name=name.replace("-", "_"),
                                                        compiler="nvcc", use_cache=False))
         assert res["frame_bytes"] == 0, (name, res)
+
+
+@needs_nvcc
+def test_swizzled_loader_addresses_share_one_base_per_operand():
+    """FlashAttention b8 h16 s2048 d128 at 64x64 blocks, 128 threads: the ldmatrix addresses
+    of each swizzled operand tile (Q, K, V) are one base and a constant XOR / offset (see
+    tilecore/codegen/operand_bases.py); as independent expressions ptxas kept 20 of them live
+    across the main loop and spilled 28 bytes at 168 registers."""
+    func = example("flash_attention").program(batch=8, heads=16, seq_len=2048, dim=128, is_causal=False,
+                                              block_M=64, block_N=64, num_stages=1, threads=128)
+    src = tilecore.compile(func, target="cuda:sm_90a").get_kernel_source()
+    bases = re.findall(r"const unsigned (tilecore_smem_off\w*) = ", src)
+    assert len(bases) == 3
+    addresses = re.findall(r'"r"\(\(tilecore_smem_u32 \+ ([^;]*)\)\);', src)
+    assert addresses and all(re.fullmatch(r"\(?(tilecore_smem_off\w*)( [\^+] \d+u\))?\)?", a)
+                             for a in addresses), addresses
+    res = build.cubin_resources(build.compile_cuda(src, "sm_90a", compiler="nvcc", use_cache=False))
+    assert res["frame_bytes"] == 0, res
+
+
+def _sass_instructions(text: str) -> list[str]:
+    """The opcodes of a cuobjdump -sass listing (predicates dropped)."""
+    return re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", text)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", ["softmax", "flash_attention"])
+def test_nan_propagating_max_costs_no_instructions(name, tmp_path):
+    """float32 max is PTX `max.NaN` (FMNMX.NAN, NaN-propagating as the semantics): the row max
+    reductions take no more SASS instructions than with fmaxf, which drops NaN."""
+    from tilecore_cuda.render import CudaRenderer
+
+    class FmaxRenderer(CudaRenderer):  # the spelling before: C's NaN-dropping fmaxf / fminf
+        def minmax_helper(self, fn, op, d):
+            return f"float {fn}(float a, float b) {{ return f{op}f(a, b); }}"
+
+    if name == "softmax":
+        func = example("softmax").program(M=16384, N=8192, block_M=1, threads=256)
+    else:
+        func = example("flash_attention").program(batch=8, heads=16, seq_len=2048, dim=128, is_causal=False,
+                                                  block_M=64, block_N=64, num_stages=1, threads=128)
+    module = tilecore.compile(func, target="cuda:sm_90a").stages[-1][1]
+    got = {}
+    for key, cls in (("nan", CudaRenderer), ("fmax", FmaxRenderer)):
+        src = cls().render(module).source
+        got[key] = _sass_instructions(sass(build.compile_cuda(src, "sm_90a", compiler="nvcc",
+                                                              use_cache=False), tmp_path))
+    assert "FMNMX.NAN" in got["nan"] and "FMNMX.NAN" not in got["fmax"]
+    assert got["nan"].count("FMNMX.NAN") == got["fmax"].count("FMNMX")
+    assert len(got["nan"]) <= len(got["fmax"])
+
+
+@needs_nvcc
+def test_rsqrt_is_one_instruction_without_a_stack_frame(tmp_path):
+    """float32 `T.rsqrt` is CUDA's `rsqrtf` (MUFU.RSQ, 2 ulp): no IEEE division and square-root
+    subroutine calls, which gave the 256-thread RMSNorm an 8-byte stack frame."""
+    func = example("rmsnorm").program(M=16384, N=8192, block_M=1, threads=256)
+    src = tilecore.compile(func, target="cuda:sm_90a").get_kernel_source()
+    assert "rsqrtf(" in src and "sqrtf(" not in src.replace("rsqrtf(", "")
+    cubin = build.compile_cuda(src, "sm_90a", compiler="nvcc", use_cache=False)
+    assert build.cubin_resources(cubin)["frame_bytes"] == 0
+    ops = _sass_instructions(sass(cubin, tmp_path))
+    assert "MUFU.RSQ" in ops and not any(op.startswith("CALL") for op in ops)

@@ -2,8 +2,9 @@
 
 Everything structural (grid linearization, shared-memory carving, narrow atomics, shuffles,
 operand packing) is the core's; this module names CUDA's types, conversions, qualifiers and
-intrinsics. Tensor-core instructions (`IntrinsicCall`) are printed as inline PTX from the
-intrinsic's own declaration, so the registers here cannot disagree with the lane maps the
+intrinsics (math spellings in render_math.py, asynchronous copies in render_async.py).
+Tensor-core instructions (`IntrinsicCall`) are printed as inline PTX from the intrinsic's
+own declaration, so the registers here cannot disagree with the lane maps the
 lowering and the emulator use.
 """
 
@@ -14,6 +15,7 @@ from tilecore.codegen.spec import RenderedKernel, fast_math_requested
 from tilecore.dtypes import DType
 
 from .render_async import AsyncRenderMixin
+from .render_math import MathRenderMixin
 
 _VECTOR = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "uint2", 16: "uint4"}
 _VECTOR_ZERO = {1: "((unsigned char)0)", 2: "((unsigned short)0)", 4: "0u", 8: "make_uint2(0u, 0u)",
@@ -31,7 +33,7 @@ FP8_HELPERS = "\n".join(
     for t, n in (("__nv_fp8_e4m3", "e4m3"), ("__nv_fp8_e5m2", "e5m2")) for a in ("float", "double"))
 
 
-class CudaRenderer(AsyncRenderMixin, GPURenderer):
+class CudaRenderer(MathRenderMixin, AsyncRenderMixin, GPURenderer):
     """Renders a lowered module as one `extern "C" __global__` CUDA C++ kernel."""
 
     type_overrides = {"float16": "half", "bfloat16": "__nv_bfloat16", "float8_e4m3fn": "__nv_fp8_e4m3",
@@ -75,17 +77,6 @@ class CudaRenderer(AsyncRenderMixin, GPURenderer):
     def address_as_int(self, ptr: str) -> str:
         """`reinterpret_cast<unsigned long long>`."""
         return f"reinterpret_cast<unsigned long long>({ptr})"
-
-    def fast_divide(self, a: str, b: str) -> str:
-        """`__fdividef`: MUFU.RCP and a multiply, 2 ulp for |b| in [2^-126, 2^126]."""
-        return f"__fdividef({a}, {b})"
-
-    def expr_BinOp(self, e) -> str:
-        """As the base, but int min/max through CUDA's overloads, which evaluate each operand once."""
-        t = e.a.dtype
-        if e.op in ("min", "max") and t.is_int and t.bits >= 32:
-            return f"{e.op}({self.expr(e.a)}, {self.expr(e.b)})"
-        return super().expr_BinOp(e)
 
     # ------------------------------------------------------------------ GPU spellings
     def thread_index(self) -> str:
