@@ -226,3 +226,30 @@ def test_ragged_grid_keeps_its_predicates():
     assert any("62" in ln for ln in row_guards(src))
     x = np.random.default_rng(6).standard_normal((M, 256)).astype(np.float16)
     np.testing.assert_array_equal(emu_run(tiled_copy(M, 256, 4, 64), [-1], x), x)
+
+
+def padded_row(M, N, width, threads):
+    """A row padded to `width` columns, the padding read as 0 through T.if_then_else."""
+
+    @T.prim_func
+    def k(X: T.Tensor((M, N), "float16"), Y: T.Tensor((M, N), "float16")):
+        with T.Kernel(M, threads=threads) as bx:
+            x = T.alloc_fragment((1, width), "float32")
+            for i, j in T.Parallel(1, width):
+                x[i, j] = T.if_then_else(bx + i < M and j < N, X[bx + i, j], 0.0)
+            for i, j in T.Parallel(1, width):
+                if bx + i < M and j < N:
+                    Y[bx + i, j] = x[i, j] + 1.0
+
+    return k
+
+
+def test_guards_the_grid_and_layout_decide_do_not_block_vector_access():
+    M, N, width, threads = 4, 504, 512, 32  # rows 16-byte aligned: 504 halves
+    src = cuda_source(padded_row(M, N, width, threads), [-1])
+    # run 0 of every thread (columns < 256) is provably inside; run 1 reaches column 511
+    assert vector_accesses(src, "X")["load"] == {16: 1}
+    assert vector_accesses(src, "Y")["store"] == {16: 1}
+    assert "true ?" not in src
+    x = np.random.default_rng(7).integers(-8, 8, (M, N)).astype(np.float16)
+    np.testing.assert_array_equal(emu_run(padded_row(M, N, width, threads), [-1], x), x + np.float16(1))

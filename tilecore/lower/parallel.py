@@ -21,7 +21,7 @@ from .context import LowerCtx, all_of, flat_offset
 from .epilogue import split_interior, stage_epilogue
 from .indexing import simplify
 from .layout import Layout, StridedLayout, default_layout, equivalent, has_runs
-from .vectorize import vectorize_group
+from .vectorize import fold_selects, vectorize_group
 
 
 def parallel_nest(loop: For) -> tuple[list[Var], list[int], Stmt]:
@@ -100,7 +100,7 @@ def partition(ctx: LowerCtx, vars_, layout: Layout, body: Stmt, loc, origin: str
         bl = BodyLowerer(ctx, True, loc, active=valid_t[:, r],
                          subst={id(v): c for v, c in zip(vars_, coords)}, staged=staged)
         bl.partition_origin = origin
-        bodies.append(bl.stmt(body))
+        bodies.append(fold_selects(bl.stmt(body)))
         pre.extend(bl.pre)
     vec = layout.vec if isinstance(layout, StridedLayout) else 1
     out: list[Stmt] = []

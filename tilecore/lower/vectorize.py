@@ -12,11 +12,23 @@ one access (8 fp32 values of a layout whose runs were sized for fp16) becomes se
 
 from __future__ import annotations
 
-from ..ir.expr import Expr, Select, const, linear
+from ..ir.expr import Const, Expr, Select, const, linear
 from ..ir.stmt import LetStmt, SeqStmt, Stmt
 from ..ir.thread import MemLoad, MemStore, VecMove
 from ..ir.visit import rewrite, walk
 from .context import LowerCtx
+
+
+def fold_selects(s: Stmt) -> Stmt:
+    """`s` with every `T.if_then_else` whose condition the known ranges decided (a constant
+    after lowering: `bx * block_M + i < M` in an exact grid) replaced by the chosen operand, so
+    a read it no longer guards can join a vector access."""
+    def fn(n):
+        if isinstance(n, Select) and isinstance(n.cond, Const):
+            return n.true_value if n.cond.value else n.false_value  # children already folded
+        return None
+
+    return rewrite(s, fn)
 
 
 def _flatten(s: Stmt) -> list | None:
