@@ -30,7 +30,10 @@ class Options:
       2 ulp; inside every inexact tolerance, and conformance compares exactly only divisions by
       powers of two); off by default, as in TileLang;
     - ``enable_async_copy``: global-to-shared copies may become asynchronous copies (cp.async);
-    - ``disable_vectorize``: no vector memory accesses (every access one element);
+    - ``disable_vectorize``: no vector memory accesses (every access one element): T.Parallel
+      runs and T.copy move scalars, so no 16-byte copy is left for `async-pipeline` to make
+      asynchronous and no epilogue is staged for wider stores; `ldmatrix` and the fragment
+      layouts are unchanged (read in `tilecore/lower/vectorize.py` and `parallel.py`);
     - ``disable_thread_storage_sync``: no automatic barriers (`insert-barriers` is skipped; the
       kernel author synchronizes, and `emu` reports the races of a kernel that does not).
     """

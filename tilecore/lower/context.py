@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from ..errors import SourceLoc, TileShapeError
 from ..ir.buffer import Buffer
-from ..ir.expr import Const, Expr, Var, binop, const
+from ..ir.expr import Const, Expr, Var, binop, const, const_int
 from ..ir.names import fresh_name
 from ..ir.smem_layout import SharedLayout
 from ..ir.stmt import KernelLaunch
@@ -76,7 +76,7 @@ class LowerCtx:
         self.threads = launch.num_threads
         self.warp_size = max(1, facts.warp_size)
         self.tx = Var("tx")
-        self.var_bounds: dict[int, tuple] = {id(v): (0, None) for v in launch.block_vars}
+        self.var_bounds: dict[int, tuple] = block_bounds(launch)
         self.layouts = layouts
         self.plans = plans
         self._shared: dict[int, Buffer] = {}
@@ -186,6 +186,19 @@ class LowerCtx:
     def warp(self) -> Expr:
         """The warp index within the block."""
         return self.simp(self.tx // self.warp_size)
+
+
+def block_bounds(launch: KernelLaunch) -> dict[int, tuple]:
+    """id(block var) -> (0, grid extent - 1), the upper bound unknown (None) where the extent is
+    not a compile-time constant. Sound for every kernel: a block index never reaches its grid
+    extent, and T.use_swizzle's remapped indices (`tilecore.lower.raster`) are new variables
+    with their own bounds, a bijection of the same grid. With these bounds a predicate such as
+    `bx * 128 + i < 4096` in a 32-block grid folds away (`simplify`)."""
+    out: dict[int, tuple] = {}
+    for k, v in enumerate(launch.block_vars):
+        n = const_int(launch.grid[k]) if k < len(launch.grid) else None
+        out[id(v)] = (0, n - 1 if n is not None and n >= 1 else None)
+    return out
 
 
 def all_of(conds) -> Expr | None:

@@ -6,8 +6,16 @@ fragments it indexes with exactly its loop variables the layout of the one that 
 (written before read), and the fragments it indexes with a subset of them (`m[i]` in a loop
 over i, j) the slice of that layout; a reduction gives its destination the slice of its
 source's layout; a whole-fragment copy between fragments of one shape shares the layout.
-When nothing propagates, the first unconstrained fragment of a T.Parallel nest gets the
-default strided layout and propagation resumes; leftovers get their own default.
+When nothing propagates, one unconstrained fragment gets the default strided layout and
+propagation resumes: reduction sources first, then the largest fragments of T.Parallel nests
+(ties in program order), so the result does not depend on statement order -- a per-row vector
+touched by an earlier loop must not take a layout of its own and force the reduction that
+fills it through shared memory. Leftovers get their own default.
+
+A default layout's runs are one vector access of the narrowest global/shared dtype moved
+through it: over the fragments that will share the layout (those indexed by the same
+T.Parallel nest with its loop variables, or copied whole into each other), the memory read
+or written by those nests and by T.copy to or from them (`default_layout`).
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from ..ir.stmt import Copy, For, Gemm, KernelLaunch, Reduce
 from ..ir.visit import walk
 from .context import LayoutMap, loc_str
 from .layout import Layout, MmaLayout, default_layout, slice_layout
-from .parallel import fragment_accesses, parallel_nest
+from .parallel import fragment_accesses, is_identity, memory_itemsize, parallel_nest, whole_fragment
 from .tensorize import gemm_answer
 
 LAYOUTS_KEY = "layouts"  # the KernelLaunch annotation layout inference writes
@@ -87,6 +95,7 @@ class _Inference:
         self.facts = facts
         self.plans = plans
         self.map = LayoutMap()
+        self.items: dict[int, int] = {}  # id(fragment) -> narrowest memory itemsize (memory_items)
         self.loops = []
         for n in walk(launch.body):
             if isinstance(n, For) and n.kind == "parallel":
@@ -170,20 +179,82 @@ class _Inference:
                     changed |= self.assign(n.src.buffer, b, where)
         return changed
 
-    def default_one(self) -> bool:
-        """Give the first unconstrained fragment of a T.Parallel nest the default layout."""
+    def memory_items(self) -> dict:
+        """id(fragment) -> the narrowest itemsize of the global/shared memory moved through the
+        layout it will share (see the module docstring); fragments touching none are absent."""
+        parent: dict[int, int] = {}
+
+        def find(b: int) -> int:
+            while parent.setdefault(b, b) != b:
+                b = parent[b]
+            return b
+
+        def union(a: Buffer, b: Buffer) -> None:
+            parent[find(id(a))] = find(id(b))
+
+        touched: list[tuple[Buffer, int]] = []
         for lp in self.loops:
             vars_, exts, body = parallel_nest(lp)
+            members = [b for b, idx, _, _ in fragment_accesses(body)
+                       if is_identity(idx, vars_) and tuple(b.shape) == tuple(exts)]
+            for m in members[1:]:
+                union(members[0], m)
+            item = memory_itemsize(body)
+            if members and item is not None:
+                touched.append((members[0], item))
+        for n in walk(self.launch.body):
+            if not isinstance(n, Copy):
+                continue
+            src, dst = n.src, n.dst
+            shape = src.squeezed_shape or (1,)
+            if src.buffer.scope == dst.buffer.scope == "fragment":
+                if src.is_full and dst.is_full and tuple(src.buffer.shape) == tuple(dst.buffer.shape):
+                    union(src.buffer, dst.buffer)
+                continue
+            for frag, mem in ((src, dst), (dst, src)):
+                if mem.buffer.scope in ("global", "shared") and whole_fragment(frag, shape):
+                    touched.append((frag.buffer, mem.buffer.dtype.itemsize))
+        best: dict[int, int] = {}
+        for b, item in touched:
+            root = find(id(b))
+            best[root] = min(item, best.get(root, item))
+        return {k: best[find(k)] for k in list(parent) if find(k) in best}
+
+    def default_for(self, buf: Buffer) -> Layout:
+        """The default layout of `buf`, its runs sized for the memory moved through it."""
+        item = self.items.get(id(buf), buf.dtype.itemsize)
+        return default_layout(tuple(buf.shape), self.threads, item, self.facts.vector_bytes)
+
+    def default_one(self) -> bool:
+        """Give one unconstrained fragment the default layout: a reduction source first, then
+        the largest fragment of a T.Parallel nest indexed with the nest's loop variables
+        (ties in program order). Reductions and large fragments decide the layouts of the per-row
+        vectors they produce; the reverse would route the reduction through shared memory."""
+        sources = {id(n.src) for n in walk(self.launch.body)
+                   if isinstance(n, Reduce) and n.src.scope == "fragment"}
+        best = None
+        for order, lp in enumerate(self.loops):
+            vars_, exts, body = parallel_nest(lp)
             for buf, idx, _, _ in fragment_accesses(body):
-                if self.map.get(buf) is None and len(idx) == len(vars_) and \
-                        all(i is v for i, v in zip(idx, vars_)) and tuple(buf.shape) == tuple(exts):
-                    return self.assign(buf, default_layout(tuple(exts), self.threads),
-                                       f"the T.Parallel loop at {loc_str(lp.loc)} (default layout)")
-        return False
+                if self.map.get(buf) is None and is_identity(idx, vars_) and tuple(buf.shape) == tuple(exts):
+                    key = (id(buf) not in sources, -(buf.numel or 0), order)
+                    if best is None or key < best[0]:
+                        best = (key, buf, f"the T.Parallel loop at {loc_str(lp.loc)} (default layout)")
+        for n in walk(self.launch.body):
+            if isinstance(n, Reduce) and n.src.scope == "fragment" and self.map.get(n.src) is None:
+                key = (False, -(n.src.numel or 0), len(self.loops))
+                if best is None or key < best[0]:
+                    best = (key, n.src, f"T.reduce_{n.kind} at {loc_str(n.loc)} (default layout of "
+                                        "its source)")
+        if best is None:
+            return False
+        _, buf, origin = best
+        return self.assign(buf, self.default_for(buf), origin)
 
     def run(self) -> LayoutMap:
         """Seed, propagate to a fixpoint, default the rest."""
         self.seed()
+        self.items = self.memory_items()
         for _ in range(1000):
             while self.propagate_once():
                 pass
@@ -191,7 +262,7 @@ class _Inference:
                 break
         for b in self.launch.allocs:
             if b.scope == "fragment" and self.map.get(b) is None:
-                self.map.set(b, default_layout(tuple(b.shape), self.threads), "its default layout")
+                self.map.set(b, self.default_for(b), "its default layout")
         return self.map
 
 

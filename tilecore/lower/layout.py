@@ -284,13 +284,27 @@ def slice_layout(parent: Layout, dim: int) -> Layout:
     return ReplicatedLayout(shape, parent.threads)
 
 
-def default_layout(shape: tuple, threads: int) -> Layout:
-    """The layout of a fragment no gemm or loop constrains: strided, 4-wide runs when they fit."""
+def run_length(shape: tuple, threads: int, itemsize: int, vector_bytes: int) -> int:
+    """Elements per thread run of the default layout: one `vector_bytes` access of the
+    narrowest memory dtype (`itemsize` bytes) moved through it, halved until the runs tile the
+    last dimension and every thread gets whole runs (1 when nothing fits)."""
     n = 1
     for s in shape:
         n *= s
-    vec = 4 if shape[-1] % 4 == 0 and n % (threads * 4) == 0 else 1
-    return StridedLayout(tuple(shape), threads, vec)
+    vec = max(1, vector_bytes // max(1, itemsize))
+    while vec > 1 and (shape[-1] % vec or n % (threads * vec)):
+        vec //= 2
+    return vec
+
+
+def default_layout(shape: tuple, threads: int, itemsize: int = 4, vector_bytes: int = 16) -> Layout:
+    """The layout of a fragment no gemm or loop constrains: strided, in runs of `run_length`.
+
+    `itemsize` is the narrowest dtype of the global/shared memory read or written through this
+    layout (the fragment's own dtype when none is): each run is then one widest access of that
+    memory; a register-side dtype wider than it (fp32 values of fp16 data) is never the limit,
+    since registers are not accessed as vectors (`vectorize_group` splits wider memory runs)."""
+    return StridedLayout(tuple(shape), threads, run_length(tuple(shape), threads, itemsize, vector_bytes))
 
 
 def has_runs(layout: Layout, vec: int) -> bool:

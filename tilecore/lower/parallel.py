@@ -12,15 +12,16 @@ from __future__ import annotations
 
 from ..errors import TileShapeError
 from ..ir.buffer import Buffer, Region
-from ..ir.expr import Expr, Load, Var, binop, cast, const, linear
+from ..ir.expr import Const, Expr, Load, Var, binop, cast, const, linear
 from ..ir.stmt import AtomicAddRegion, Copy, Fill, For, IfThenElse, SeqStmt, Stmt, Store
 from ..ir.thread import Atomic, MemLoad, MemStore, VecMove
 from ..ir.visit import walk
 from .body import BodyLowerer
 from .context import LowerCtx, all_of, flat_offset
 from .epilogue import split_interior, stage_epilogue
+from .indexing import simplify
 from .layout import Layout, StridedLayout, default_layout, equivalent, has_runs
-from .vectorize import vectorize_group
+from .vectorize import fold_selects, vectorize_group
 
 
 def parallel_nest(loop: For) -> tuple[list[Var], list[int], Stmt]:
@@ -60,6 +61,14 @@ def fragment_accesses(body: Stmt):
     return out
 
 
+def memory_itemsize(body: Stmt) -> int | None:
+    """The narrowest itemsize of the global/shared buffers `body` reads or writes (None when it
+    touches no memory): the dtype a layout partitioning `body` should size its runs for."""
+    sizes = [n.buffer.dtype.itemsize for n in walk(body)
+             if isinstance(n, (Load, Store)) and n.buffer.scope in ("global", "shared")]
+    return min(sizes) if sizes else None
+
+
 def is_identity(indices, vars_) -> bool:
     """True when `indices` are exactly the loop variables, in order."""
     return len(indices) == len(vars_) and all(i is v for i, v in zip(indices, vars_))
@@ -73,7 +82,8 @@ def loop_layout(ctx: LowerCtx, vars_, exts, body) -> tuple[Layout, str]:
         for buf, idx, w, _ in acc:
             if w == want_write and is_identity(idx, vars_) and tuple(buf.shape) == tuple(exts):
                 return ctx.layout(buf), f"the layout of {buf.name} (from {ctx.layouts.origin(buf)})"
-    return default_layout(tuple(exts), ctx.threads), "a strided layout"
+    item = memory_itemsize(body) or 4
+    return default_layout(tuple(exts), ctx.threads, item, ctx.facts.vector_bytes), "a strided layout"
 
 
 def partition(ctx: LowerCtx, vars_, layout: Layout, body: Stmt, loc, origin: str = "") -> Stmt:
@@ -90,7 +100,7 @@ def partition(ctx: LowerCtx, vars_, layout: Layout, body: Stmt, loc, origin: str
         bl = BodyLowerer(ctx, True, loc, active=valid_t[:, r],
                          subst={id(v): c for v, c in zip(vars_, coords)}, staged=staged)
         bl.partition_origin = origin
-        bodies.append(bl.stmt(body))
+        bodies.append(fold_selects(bl.stmt(body)))
         pre.extend(bl.pre)
     vec = layout.vec if isinstance(layout, StridedLayout) else 1
     out: list[Stmt] = []
@@ -153,6 +163,29 @@ def owner_partition(ctx: LowerCtx, vars_, exts, body: Stmt, frag: Buffer, idx, l
 # --------------------------------------------------------------------------- regions
 
 
+def frag_copy_layout(ctx: LowerCtx, r: Region, shape) -> Layout | None:
+    """The layout of the whole fragment `r` when a copy (or region atomic) over `shape` (the
+    squeezed region shape) can be partitioned by it, else None. The fragment may keep unit
+    dimensions the region squeezes away: a (1, W) fragment against the 1-row region X[bx, 0:W]
+    is partitioned by its own (1, W) layout, not by a (W,) layout it does not have."""
+    return ctx.layout(r.buffer) if whole_fragment(r, shape) else None
+
+
+def whole_fragment(r: Region, shape) -> bool:
+    """True when region `r` is a whole fragment whose shape is `shape` (a copy's squeezed shape)
+    up to unit dimensions (see `frag_copy_layout`)."""
+    b = r.buffer
+    if b.scope != "fragment" or not r.is_full:
+        return False
+    return tuple(b.shape) == tuple(shape) or (tuple(s for s in b.shape if s != 1) or (1,)) == tuple(shape)
+
+
+def squeeze_coords(layout: Layout, coords) -> list:
+    """The coordinates of a copy layout's element along the region's squeezed dimensions (the
+    layout's non-unit ones; see `frag_copy_layout`), for `region_index`."""
+    return [c for c, n in zip(coords, layout.shape) if n != 1]
+
+
 def region_index(r: Region, loop_idx) -> tuple[Expr, ...]:
     """Full buffer indices of a region element given indices over its squeezed shape."""
     it = iter(loop_idx)
@@ -162,15 +195,30 @@ def region_index(r: Region, loop_idx) -> tuple[Expr, ...]:
     return tuple(out)
 
 
-def in_bounds(buf: Buffer, idx) -> Expr | None:
-    """The condition that `idx` lies inside global tensor `buf` (None when provably true)."""
+def in_bounds(buf: Buffer, idx, bounds: dict | None = None) -> Expr | None:
+    """The condition that `idx` lies inside global tensor `buf` (None when provably true: for
+    constant indices, or with `bounds`, the known variable ranges, for the ones they decide --
+    a block index below its constant grid extent keeps `bx * 128 + i < 4096` unguarded)."""
     conds = []
     for i, s in zip(idx, buf.shape):
         lin = linear(i)
         if lin is not None and not lin[0] and isinstance(s, int) and 0 <= lin[1] < s:
             continue
-        conds.append(binop("and", binop("ge", i, 0), binop("lt", i, s)))
+        c = binop("and", binop("ge", i, 0), binop("lt", i, s))
+        if bounds is not None:
+            c = simplify(c, bounds)
+            if isinstance(c, Const) and c.value is True:
+                continue
+        conds.append(c)
     return all_of(conds)
+
+
+def _loop_bounds(ctx: LowerCtx, vars_, shape) -> dict:
+    """The known ranges plus those of a region's loop variables (each in [0, extent))."""
+    out = ctx.bounds
+    for v, n in zip(vars_, shape):
+        out[id(v)] = (0, n - 1)
+    return out
 
 
 def _aligned(e: Expr, vec: int) -> bool:
@@ -179,35 +227,39 @@ def _aligned(e: Expr, vec: int) -> bool:
 
 
 def _vector_width(ctx: LowerCtx, copy: Copy, shape) -> int:
-    """The widest vector (elements) both sides of a copy can use (each side's access at most
-    `vector_bytes`), 1 when none; the dtypes may differ (converted in registers)."""
+    """The widest vector (elements) a copy can use, 1 when none (or `Options.disable_vectorize`).
+
+    Only the memory sides (global, shared) are accesses of at most `vector_bytes`; a fragment
+    side is registers, filled or drained element by element when the dtypes differ, so an
+    fp16 -> fp32 copy moves 8 elements per 16-byte load. A register-to-register copy (one
+    VecMove between register arrays) is limited by its own dtype."""
     src, dst = copy.src, copy.dst
-    if not shape:
+    if not shape or ctx.options.disable_vectorize:
         return 1
     if src.buffer.scope == dst.buffer.scope == "fragment" and \
             not equivalent(ctx.layout(src.buffer), ctx.layout(dst.buffer)):
         return 1  # register runs line up only when both fragments share the layout
-    widest = max(src.buffer.dtype.itemsize, dst.buffer.dtype.itemsize)
-    for vec in (16 // widest, 8, 4, 2):
-        if vec <= 1 or vec * widest > ctx.facts.vector_bytes or shape[-1] % vec:
-            continue
-        ok = True
-        for r in (src, dst):
-            b = r.buffer
-            if r.extents[-1] == 1 or not isinstance(b.shape[-1], int) or b.shape[-1] % vec:
-                ok = False
-                break
-            if b.scope == "fragment":
-                if tuple(b.shape) != tuple(shape) or not r.is_full or not has_runs(ctx.layout(b), vec):
-                    ok = False
-                    break
-            elif any(not isinstance(s, int) for s in b.shape[:-1]) or not _aligned(r.starts[-1], vec) \
-                    or not ctx.vector_ok(b, vec):
-                ok = False
-                break
-        if ok:
+    sides = [r.buffer.dtype.itemsize for r in (src, dst) if r.buffer.scope in ("global", "shared")]
+    widest = max(sides or [src.buffer.dtype.itemsize, dst.buffer.dtype.itemsize])
+    vec = max(1, min(ctx.facts.vector_bytes, 16) // widest)
+    while vec > 1:
+        if shape[-1] % vec == 0 and all(_side_vectorizes(ctx, r, shape, vec) for r in (src, dst)):
             return vec
+        vec //= 2
     return 1
+
+
+def _side_vectorizes(ctx: LowerCtx, r: Region, shape, vec: int) -> bool:
+    """True when one side of a copy over `shape` can move runs of `vec` elements as one access:
+    a whole fragment whose layout holds aligned runs of `vec` (`frag_copy_layout`), or memory
+    whose rows keep `vec` columns contiguous and aligned."""
+    b = r.buffer
+    if r.extents[-1] == 1 or not isinstance(b.shape[-1], int) or b.shape[-1] % vec:
+        return False
+    if b.scope == "fragment":
+        return frag_copy_layout(ctx, r, shape) is not None and has_runs(ctx.layout(b), vec)
+    return all(isinstance(s, int) for s in b.shape[:-1]) and _aligned(r.starts[-1], vec) \
+        and ctx.vector_ok(b, vec)
 
 
 def uniform_nest(ctx: LowerCtx, vars_, exts, body: Stmt, loc) -> Stmt:
@@ -244,37 +296,36 @@ def _lower_copy(ctx: LowerCtx, copy: Copy, guard: bool) -> Stmt:
         vars_ = [Var(f"c{k}") for k in range(len(shape))]
         sidx = region_index(src, vars_) if src.squeezed_shape else tuple(src.starts)
         didx = region_index(dst, vars_) if dst.squeezed_shape else tuple(dst.starts)
-        value = _guarded_load(src.buffer, sidx) if src.buffer.scope == "global" else Load(src.buffer, sidx)
+        value = _guarded_load(src.buffer, sidx, _loop_bounds(ctx, vars_, shape)) \
+            if src.buffer.scope == "global" else Load(src.buffer, sidx)
         body = Store(dst.buffer, didx, cast(value, dst.buffer.dtype), copy.loc)
         return uniform_nest(ctx, vars_, shape, body, copy.loc)
     vec = _vector_width(ctx, copy, shape)
-    layout = None
-    for r in (dst, src):
-        if r.buffer.scope == "fragment" and tuple(r.buffer.shape) == tuple(shape) and r.is_full:
-            layout = ctx.layout(r.buffer)
-            break
+    layout = frag_copy_layout(ctx, dst, shape) or frag_copy_layout(ctx, src, shape)
     if layout is None:
         layout = StridedLayout(tuple(shape), ctx.threads, vec)
     if vec > 1:
         return _vector_copy(ctx, copy, layout, vec, guard)
-    vars_ = [Var(f"c{k}") for k in range(len(shape))]
-    sidx = region_index(src, vars_) if src.squeezed_shape else tuple(src.starts)
-    didx = region_index(dst, vars_) if dst.squeezed_shape else tuple(dst.starts)
+    # one variable per layout dimension; the region indices take the non-unit ones
+    vars_ = [Var(f"c{k}") for k in range(len(layout.shape))]
+    sq = squeeze_coords(layout, vars_)
+    sidx = region_index(src, sq) if src.squeezed_shape else tuple(src.starts)
+    didx = region_index(dst, sq) if dst.squeezed_shape else tuple(dst.starts)
     value: Expr = Load(src.buffer, sidx)
     if src.buffer.scope == "global":
-        value = _guarded_load(src.buffer, sidx)
+        value = _guarded_load(src.buffer, sidx, _loop_bounds(ctx, vars_, layout.shape))
     body: Stmt = Store(dst.buffer, didx, cast(value, dst.buffer.dtype), copy.loc)
     if dst.buffer.scope == "global" and guard:
-        cond = in_bounds(dst.buffer, didx)
+        cond = in_bounds(dst.buffer, didx, _loop_bounds(ctx, vars_, layout.shape))
         if cond is not None:
             body = IfThenElse(cond, body, None, copy.loc)
     return partition(ctx, vars_, layout, body, copy.loc)
 
 
-def _guarded_load(buf: Buffer, idx) -> Expr:
+def _guarded_load(buf: Buffer, idx, bounds: dict | None = None) -> Expr:
     from ..ir.expr import select
 
-    cond = in_bounds(buf, idx)
+    cond = in_bounds(buf, idx, bounds)
     load = Load(buf, idx)
     if cond is None:
         return load
@@ -295,12 +346,14 @@ def _vector_copy(ctx: LowerCtx, copy: Copy, layout: Layout, vec: int, guard: boo
         tmp_d = ctx.new_regs(f"{dst.buffer.name}_vec", vec, dst.buffer.dtype)
     out: list[Stmt] = []
     for r in range(0, layout.nregs, vec):
-        coords = layout.coords(ctx.tx, r)
+        coords = squeeze_coords(layout, layout.coords(ctx.tx, r))
         sidx, didx = region_index(src, coords), region_index(dst, coords)
         sbuf, soff = _vec_side(ctx, src.buffer, sidx, r)
         dbuf, doff = _vec_side(ctx, dst.buffer, didx, r)
-        spred = ctx.simp(in_bounds(src.buffer, sidx)) if src.buffer.scope == "global" else None
-        dpred = ctx.simp(in_bounds(dst.buffer, didx)) if dst.buffer.scope == "global" and guard else None
+        # no predicate where the known ranges (block index < grid extent) prove the access inside
+        spred = in_bounds(src.buffer, sidx, ctx.bounds) if src.buffer.scope == "global" else None
+        dpred = in_bounds(dst.buffer, didx, ctx.bounds) if dst.buffer.scope == "global" and guard \
+            else None
         zero_fill = src.buffer.scope == "global" and dst.buffer.scope != "global"
         group: list[Stmt] = []
         if same:
@@ -355,7 +408,7 @@ def lower_fill(ctx: LowerCtx, fill: Fill) -> Stmt:
     if buf.scope == "local":
         return uniform_nest(ctx, vars_, shape, body, fill.loc)
     if buf.scope == "global":
-        cond = in_bounds(buf, idx)
+        cond = in_bounds(buf, idx, _loop_bounds(ctx, vars_, shape))
         if cond is not None:
             body = IfThenElse(cond, body, None, fill.loc)
     return partition(ctx, vars_, StridedLayout(tuple(shape), ctx.threads, 1), body, fill.loc)
@@ -365,23 +418,21 @@ def lower_atomic_region(ctx: LowerCtx, s: AtomicAddRegion) -> Stmt:
     """T.atomic_add(dst_region, src_tile): one atomic per element, dropped outside the tensor."""
     src, dst = s.src, s.dst
     shape = src.squeezed_shape or (1,)
-    layout = None
-    if src.buffer.scope == "fragment" and tuple(src.buffer.shape) == tuple(shape) and src.is_full:
-        layout = ctx.layout(src.buffer)
+    layout = frag_copy_layout(ctx, src, shape)
     if layout is None:
         layout = StridedLayout(tuple(shape), ctx.threads, 1)
     out: list[Stmt] = []
     staged: dict = {}
     _, valid_t = layout.table
     for r in range(layout.nregs):
-        coords = layout.coords(ctx.tx, r)
+        coords = squeeze_coords(layout, layout.coords(ctx.tx, r))
         bl = BodyLowerer(ctx, True, s.loc, active=valid_t[:, r], staged=staged)
         sidx, didx = region_index(src, coords), region_index(dst, coords)
         v = cast(bl.expr(Load(src.buffer, sidx)), dst.buffer.dtype)
         target = dst.buffer if dst.buffer.scope == "global" else ctx.shared(dst.buffer)
         conds = [layout.valid(ctx.tx, r)]
         if dst.buffer.scope == "global":
-            conds.append(in_bounds(dst.buffer, didx))
+            conds.append(in_bounds(dst.buffer, didx, ctx.bounds))
         out.extend(bl.pre)
         out.append(Atomic("add", target, ctx.offset(dst.buffer, didx), v, all_of(conds),
                           s.loc))

@@ -4,17 +4,31 @@ A loop partitioned by a strided layout with runs of `vec` gives each thread `vec
 iterations along the innermost dimension. When their lowered bodies are the same code whose
 global/shared accesses sit at consecutive offsets (checked: offset_k - offset_0 == k, offset_0 a
 provable multiple of vec, no predicates or guarded reads, no buffer both read and written), the `vec` scalar
-reads become one `VecMove` into registers before the bodies and the `vec` scalar writes one
-`VecMove` out of registers after them.
+reads become `VecMove`s into registers before the bodies and the `vec` scalar writes `VecMove`s
+out of registers after them: one per `vector_bytes` of the buffer's dtype, so a run wider than
+one access (8 fp32 values of a layout whose runs were sized for fp16) becomes several aligned
+16-byte accesses rather than none. `Options.disable_vectorize` keeps every access scalar.
 """
 
 from __future__ import annotations
 
-from ..ir.expr import Expr, Select, const, linear
+from ..ir.expr import Const, Expr, Select, const, linear
 from ..ir.stmt import LetStmt, SeqStmt, Stmt
 from ..ir.thread import MemLoad, MemStore, VecMove
 from ..ir.visit import rewrite, walk
 from .context import LowerCtx
+
+
+def fold_selects(s: Stmt) -> Stmt:
+    """`s` with every `T.if_then_else` whose condition the known ranges decided (a constant
+    after lowering: `bx * block_M + i < M` in an exact grid) replaced by the chosen operand, so
+    a read it no longer guards can join a vector access."""
+    def fn(n):
+        if isinstance(n, Select) and isinstance(n.cond, Const):
+            return n.true_value if n.cond.value else n.false_value  # children already folded
+        return None
+
+    return rewrite(s, fn)
 
 
 def _flatten(s: Stmt) -> list | None:
@@ -50,8 +64,30 @@ def _consecutive(offsets: list, vec: int) -> bool:
     return True
 
 
+def access_lanes(vec: int, itemsize: int, vector_bytes: int) -> int:
+    """Elements per access of a run of `vec` elements of `itemsize` bytes: the largest power of
+    two dividing `vec` that fits one `vector_bytes` access (VecMove moves at most 16 bytes)."""
+    lanes = 1
+    while vec % (lanes * 2) == 0 and lanes * 2 * itemsize <= min(vector_bytes, 16):
+        lanes *= 2
+    return lanes
+
+
+def _moves(ctx: LowerCtx, dst, dst_base: Expr, src, src_base: Expr, vec: int, lanes: int,
+           loc) -> list[Stmt]:
+    """`vec` consecutive elements as `vec // lanes` VecMoves of `lanes` elements each."""
+    def at(base: Expr, k: int) -> Expr:
+        return base if k == 0 else ctx.simp(base + k)
+
+    return [VecMove(dst, at(dst_base, k), src, at(src_base, k), lanes, None, False, loc)
+            for k in range(0, vec, lanes)]
+
+
 def vectorize_group(ctx: LowerCtx, bodies: list, vec: int, loc) -> Stmt | None:
-    """One vectorized statement for `vec` consecutive iterations' bodies, or None."""
+    """The vectorized statement for `vec` consecutive iterations' bodies, or None (also when
+    `Options.disable_vectorize` asks for scalar accesses)."""
+    if ctx.options.disable_vectorize:
+        return None
     flat = [_flatten(b) for b in bodies]
     if any(f is None for f in flat) or len({len(f) for f in flat}) != 1:
         return None
@@ -73,11 +109,12 @@ def vectorize_group(ctx: LowerCtx, bodies: list, vec: int, loc) -> Stmt | None:
     for j in range(len(loads[0])):
         group = [ld[j] for ld in loads]
         buf = group[0].buffer
+        lanes = access_lanes(vec, buf.dtype.itemsize, ctx.facts.vector_bytes)
         if any(n.buffer is not buf or n.pred is not None for n in group) or \
-                not _consecutive([n.offset for n in group], vec) or vec * buf.dtype.itemsize > 16:
+                not _consecutive([n.offset for n in group], vec) or lanes == 1:
             return None
         tmp = ctx.new_regs(f"{buf.name}_vec", vec, buf.dtype)
-        pre.append(VecMove(tmp, const(0), buf, group[0].offset, vec, None, False, loc))
+        pre.extend(_moves(ctx, tmp, const(0), buf, group[0].offset, vec, lanes, loc))
         for k, n in enumerate(group):
             replace[id(n)] = MemLoad(tmp, const(k))
     post: list[Stmt] = []
@@ -85,11 +122,12 @@ def vectorize_group(ctx: LowerCtx, bodies: list, vec: int, loc) -> Stmt | None:
     for j in range(len(stores[0])):
         group = [st[j] for st in stores]
         buf = group[0].buffer
+        lanes = access_lanes(vec, buf.dtype.itemsize, ctx.facts.vector_bytes)
         if any(s.buffer is not buf for s in group) or not _consecutive([s.offset for s in group], vec) \
-                or vec * buf.dtype.itemsize > 16:
+                or lanes == 1:
             return None
         tmp = ctx.new_regs(f"{buf.name}_vec", vec, buf.dtype)
-        post.append(VecMove(buf, group[0].offset, tmp, const(0), vec, None, False, loc))
+        post.extend(_moves(ctx, buf, group[0].offset, tmp, const(0), vec, lanes, loc))
         for k, s in enumerate(group):
             store_tmp[id(s)] = (tmp, k)
 

@@ -334,7 +334,7 @@ def test_out_of_bounds_shared_read_names_the_line():
 
 
 def test_parallel_loop_vectorized():
-    """A T.Parallel loop over global and shared data moves 4 elements per access."""
+    """A T.Parallel loop over global and shared fp16 data moves 8 elements (16 bytes) per access."""
     M, N = 64, 64
 
     @T.prim_func
@@ -348,7 +348,7 @@ def test_parallel_loop_vectorized():
     rng = np.random.default_rng(11)
     kern = both(k, ints(rng, (M, N), "float16"), ints(rng, (M, N), "float16"))
     ir = kern.get_ir("final")
-    assert "A_vec[0 : +4] = A[" in ir and "] = C_vec[0 : +4]" in ir
+    assert "A_vec[0 : +8] = A[" in ir and "] = C_vec[0 : +8]" in ir
 
 
 @pytest.mark.parametrize("first_policy", ["full_row", "full_col", "square"])
