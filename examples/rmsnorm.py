@@ -19,8 +19,8 @@ OUT_IDX = [-1]
 # The last size forces the streaming (two-pass) kernel with a ragged last tile.
 TEST_SIZES = [dict(M=64, N=256), dict(M=37, N=200), dict(M=21, N=1000, block_N=256)]
 TOLERANCE = dict(rtol=1e-2, atol=1e-2)
-# Single-pass widths are padded to 8 elements per thread, one 16-byte run of fp16 (the default
-# fragment layout currently deals runs of 4, so that is two 8-byte accesses).
+# Single-pass widths are padded to 8 elements per thread: one 16-byte run of fp16, which the default
+# fragment layout deals to each thread (runs sized for the narrowest memory dtype).
 VEC = 8
 MAX_REGS = 64  # fp32 registers per thread a single-pass row may take
 

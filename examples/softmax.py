@@ -22,8 +22,8 @@ OUT_IDX = [-1]
 TEST_SIZES = [dict(M=64, N=256), dict(M=50, N=300), dict(M=37, N=1000, block_N=256)]
 TOLERANCE = dict(rtol=1e-2, atol=1e-3)
 LOG2E = 1.4426950408889634
-# Single-pass widths are padded to 8 elements per thread, one 16-byte run of fp16 (the default
-# fragment layout currently deals runs of 4, so that is two 8-byte accesses).
+# Single-pass widths are padded to 8 elements per thread: one 16-byte run of fp16, which the default
+# fragment layout deals to each thread (runs sized for the narrowest memory dtype).
 VEC = 8
 MAX_REGS = 64  # fp32 registers per thread a single-pass row may take (no spills at 255)
 
