@@ -49,6 +49,14 @@ for stage in $STAGES; do
       >"$OUT/cuda_tests.log" 2>&1
     rc=$?
     row "cuda tests" "$([ $rc = 0 ] && echo PASS || echo FAIL)" "$(pytest_line "$OUT/cuda_tests.log")" $(($(date +%s) - t0))
+    # the conformance suite's fixed programs (regressions: wide-integer reductions, ...) and the
+    # example corpus, on the GPU against interp
+    t1=$(date +%s)
+    timeout "${TESTS_TIMEOUT:-150}" $PY -m pytest -q -rfE -p no:cacheprovider -n 8 --tile-target=cuda \
+      conformance/tilecore_conformance/test_suite.py -k "regression or corpus" >"$OUT/cuda_fixed.log" 2>&1
+    rc=$?
+    row "conformance fixed programs + corpus (cuda)" "$([ $rc = 0 ] && echo PASS || echo FAIL)" \
+      "$(pytest_line "$OUT/cuda_fixed.log")" $(($(date +%s) - t1))
     ;;
   examples)
     : >"$OUT/examples.log"
