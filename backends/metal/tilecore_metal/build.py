@@ -119,6 +119,32 @@ def _shim_text() -> str:
     return "".join((SHIM_DIR / n).read_text() for n in sorted(os.listdir(SHIM_DIR)))
 
 
+def _compile(cxx: str, args: list[str], what: str) -> None:
+    res = subprocess.run([cxx, *args], capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        raise TileTargetError(f"clang++ could not compile {what} for metal-cpu:\n{res.stderr[-4000:]}",
+                              hint="this is a tilecore bug; please report it")
+
+
+def precompiled_shim(cxx: str, flags: tuple[str, ...]) -> Path:
+    """The shim and runner headers as a clang precompiled header (built once per shim text,
+    flags and compiler; parsing <thread>/<barrier> is most of a small kernel's compile time)."""
+    key = hashlib.sha256("\0".join((_shim_text(), " ".join(flags), clang_version(cxx))).encode())
+    out = cache_dir() / f"shim_{key.hexdigest()[:24]}.pch"
+    if out.exists():
+        return out
+    header = out.with_suffix(".h")  # the precompiled header names this file: it stays
+    if not header.exists():
+        header.write_text("#include <tilecore_runner.h>\n")
+    with tempfile.TemporaryDirectory(prefix="build-", dir=out.parent) as tmp:
+        part = Path(tmp) / "shim.pch"
+        pch_flags = [f for f in flags if f != "-shared"]
+        _compile(cxx, [*pch_flags, "-I", str(SHIM_DIR), "-x", "c++-header", str(header), "-o", str(part)],
+                 "the metal_stdlib shim")
+        os.replace(part, out)
+    return out
+
+
 def compile_library(tu: str, sanitize: bool = False) -> Path:
     """The shared library built from translation unit `tu` (cached; compiled on a miss)."""
     cxx = find_clang()
@@ -130,15 +156,14 @@ def compile_library(tu: str, sanitize: bool = False) -> Path:
     out = cache_dir() / f"k_{key.hexdigest()[:24]}{'_tsan' if sanitize else ''}.so"
     if out.exists():
         return out
+    pch = precompiled_shim(cxx, flags)
     with tempfile.TemporaryDirectory(prefix="build-", dir=out.parent) as tmp:
         src = Path(tmp) / "kernel.cpp"
         src.write_text(tu)
         part = Path(tmp) / "kernel.so"
-        res = subprocess.run([cxx, *flags, "-I", str(SHIM_DIR), str(src), "-o", str(part)],
-                             capture_output=True, text=True, check=False)
-        if res.returncode != 0:
-            raise TileTargetError(f"clang++ could not compile the generated MSL for metal-cpu:\n"
-                                  f"{res.stderr[-4000:]}", hint="this is a tilecore bug; please report it")
+        _compile(cxx, [*flags, "-I", str(SHIM_DIR), "-include-pch", str(pch),
+                       "-Xclang", "-fno-validate-pch", str(src), "-o", str(part)],
+                 "the generated MSL")
         os.replace(part, out)  # atomic: concurrent builders never load a partial file
     return out
 
