@@ -30,7 +30,7 @@ SHIM_DIR = Path(__file__).resolve().parent / "shim"
 _CANDIDATES = ("clang++-22", "clang++", *(f"clang++-{v}" for v in range(21, 13, -1)))
 FLAGS = ("-std=c++20", "-O2", "-fPIC", "-shared", "-pthread", "-Wno-unknown-attributes")
 TSAN_FLAGS = ("-std=c++20", "-O1", "-g", "-fPIC", "-shared", "-pthread", "-fsanitize=thread",
-              "-Wno-unknown-attributes")
+              "-DTILECORE_SHIM_GENERIC_SPACES", "-Wno-unknown-attributes")
 _TG_ARRAY = re.compile(r"^(\s*)(threadgroup \w+ \w+\[\d+\];)", re.MULTILINE)
 
 
