@@ -191,6 +191,10 @@ class MetalRenderer(GPURenderer):
         value = self.converted(s.value, d)
         self.guarded(s.pred, f"{helper}(({space}atomic_uint*){self.name_of(s.buffer)}, {byte}, {value});")
 
+    def narrow_atomic(self, d: DType) -> bool:
+        """Metal's atomics are 32-bit: every narrower type goes through compare-and-swap."""
+        return d.bits < 32
+
     def atomic_add_call(self, ref: str, value: str, d: DType) -> str:
         """`atomic_fetch_add_explicit((space atomic_T*)&ref, v, memory_order_relaxed)`."""
         if d.name not in _ATOMIC_TYPES:
