@@ -12,6 +12,7 @@ from tilecore import dtypes as dt
 from tilecore.errors import TileTargetError
 from tilecore.example_protocol import sizes_for
 from tilecore.target import Target
+from tilecore_metal.build import find_clang
 from tilecore_metal.intrinsics import MATRIX_MAP, simdgroup_mma
 from tilecore_metal.lowering import tile_gemm_tensorize, unsupported_reason
 from tilecore.contract import Declined, GemmQuery, MmaPlan
@@ -125,7 +126,11 @@ def test_narrow_atomics_render_a_compare_and_swap_loop():
     assert "atomic_fetch_add_explicit((device atomic_float*)&B[" in f32
 
 
-def test_emu_metal_narrow_atomics_match():
-    a = np.arange(64, dtype=np.float16) / np.float16(8)
-    out = tilecore.jit(_atomic("float16"), out_idx=[-1], target="emu:metal")(a)
-    assert out[0] == np.float16(a.astype(np.float32).sum())
+@pytest.mark.parametrize("target", ["emu:metal", "metal-cpu"])
+@pytest.mark.parametrize("dtype", ["float16", "int8", "float32", "int32"])
+def test_atomics_match(target, dtype):
+    if target == "metal-cpu" and find_clang() is None:
+        pytest.skip("metal-cpu needs clang++")
+    a = (np.arange(64) % 3).astype(dtype)
+    out = tilecore.jit(_atomic(dtype), out_idx=[-1], target=target)(a)
+    assert out[0] == a.astype(np.int64).sum()
