@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
-from tilecore import plugins
 from tilecore_metal import lowering, plugin
 from tilecore_metal.build import find_clang
+
+from tilecore import plugins
 
 
 def ensure_registered() -> None:

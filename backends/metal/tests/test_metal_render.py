@@ -5,17 +5,17 @@ import importlib
 
 import numpy as np
 import pytest
+from tilecore_metal.build import find_clang
+from tilecore_metal.intrinsics import MATRIX_MAP, simdgroup_mma
+from tilecore_metal.lowering import tile_gemm_tensorize, unsupported_reason
 
 import tilecore
 import tilecore.language as T
 from tilecore import dtypes as dt
+from tilecore.contract import Declined, GemmQuery, MmaPlan
 from tilecore.errors import TileTargetError
 from tilecore.example_protocol import sizes_for
 from tilecore.target import Target
-from tilecore_metal.build import find_clang
-from tilecore_metal.intrinsics import MATRIX_MAP, simdgroup_mma
-from tilecore_metal.lowering import tile_gemm_tensorize, unsupported_reason
-from tilecore.contract import Declined, GemmQuery, MmaPlan
 
 
 def _source(name, target="metal", **over):
@@ -32,7 +32,8 @@ def test_gemm_renders_simdgroup_matrices_and_metal_spellings():
     assert "uint3 tilecore_bid [[threadgroup_position_in_grid]]" in src
     assert "threadgroup uint4 tilecore_smem_words[" in src  # kernel scope, 16-byte aligned
     assert "threadgroup_barrier(mem_flags::mem_threadgroup);" in src
-    assert "simdgroup_load(tc_m, &A_shared[" in src and "simdgroup_multiply_accumulate(tc_d, tc_a, tc_b, tc_c);" in src
+    assert "simdgroup_load(tc_m, &A_shared[" in src
+    assert "simdgroup_multiply_accumulate(tc_d, tc_a, tc_b, tc_c);" in src
     assert "simdgroup_matrix<half, 8, 8> tc_a;" in src and "simdgroup_matrix<float, 8, 8> tc_c;" in src
     for cxx in ("reinterpret_cast", "__syncthreads", "__shared__", "long long", "double", "asm"):
         assert cxx not in src

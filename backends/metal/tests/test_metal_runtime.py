@@ -4,12 +4,12 @@ Apple hardware (see backends/metal/README.md)."""
 
 import numpy as np
 import pytest
+from tilecore_metal import runtime_apple
+from tilecore_metal.runtime_apple import MetalGpuArtifact, device_or_reason
 
 import tilecore
 import tilecore.language as T
 from tilecore.errors import TileTargetError
-from tilecore_metal import runtime_apple
-from tilecore_metal.runtime_apple import MetalGpuArtifact, device_or_reason
 
 
 class _Buffer:

@@ -4,14 +4,14 @@ metal-cpu, checked against NumPy (no tilecore lowering involved)."""
 import numpy as np
 import pytest
 from metal_test_util import needs_clang
+from tilecore_metal.artifact import MetalCpuArtifact
+from tilecore_metal.build import cpu_source
+from tilecore_metal.intrinsics import MATRIX_MAP
 
 from tilecore import dtypes as dt
 from tilecore.codegen.spec import KernelParam, RenderedKernel
 from tilecore.errors import TileTargetError
 from tilecore.ir.expr import const
-from tilecore_metal.artifact import MetalCpuArtifact
-from tilecore_metal.build import cpu_source
-from tilecore_metal.intrinsics import MATRIX_MAP
 
 pytestmark = needs_clang
 

@@ -2,10 +2,10 @@
 
 import numpy as np
 from metal_test_util import needs_clang
+from tilecore_metal.sanitize import run_under_tsan
 
 import tilecore
 import tilecore.language as T
-from tilecore_metal.sanitize import run_under_tsan
 
 BARRIER = "threadgroup_barrier(mem_flags::mem_threadgroup);"
 

@@ -70,7 +70,8 @@ def tile_gemm_tensorize(target, query: GemmQuery):
         return Declined(f"simdgroup_matrix multiplies A and B of one dtype among {', '.join(ok)} on "
                         f"{target}, got {q.a_dtype} and {q.b_dtype}")
     if q.c_dtype != dt.float32:
-        return Declined(f"tilecore's simdgroup_matrix gemm accumulates in float32, the accumulator is {q.c_dtype}")
+        return Declined("tilecore's simdgroup_matrix gemm accumulates in float32, the accumulator "
+                        f"is {q.c_dtype}")
     if q.k % MATRIX:
         return Declined(f"K = {q.k} is not a multiple of simdgroup_matrix's {MATRIX}")
     if q.warp_size != SIMD_WIDTH or q.threads % SIMD_WIDTH:

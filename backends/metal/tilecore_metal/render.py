@@ -47,7 +47,8 @@ _ERF = """inline float tilecore_erf(float x) {
     return 1.1283791670955126f * sum;
   }
   const float t = 1.0f / (1.0f + 0.3275911f * a);
-  const float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+  const float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f
+                   + t * (-1.453152027f + t * 1.061405429f))));
   const float r = 1.0f - poly * metal::precise::exp(-a * a);
   return x < 0.0f ? -r : r;
 }"""
@@ -63,7 +64,8 @@ class MetalRenderer(GPURenderer):
         "ulong2 metal simd_shuffle simd_shuffle_xor threadgroup_barrier mem_flags simdgroup_matrix "
         "simdgroup_load simdgroup_store simdgroup_multiply_accumulate atomic_int atomic_uint atomic_float "
         "atomic_fetch_add_explicit atomic_compare_exchange_weak_explicit memory_order_relaxed as_type "
-        "INFINITY NAN tilecore_tid tilecore_bid tilecore_erf tilecore_smem_words tc_m tc_a tc_b tc_c tc_d".split())
+        "INFINITY NAN tilecore_tid tilecore_bid tilecore_erf tilecore_smem_words "
+        "tc_m tc_a tc_b tc_c tc_d".split())
     constant_qualifier = "constant"
     vector_types, vector_zeros = _VECTOR, _VECTOR_ZERO
 
@@ -273,7 +275,7 @@ class MetalRenderer(GPURenderer):
         self.emit("}")
 
     def _load(self, s) -> None:
-        (dst, src), (dref, sref) = s.intrinsic.operands, s.operands
+        (dst, _), (dref, sref) = s.intrinsic.operands, s.operands
         stride = self._row_stride(sref.offset)
         tid = self.name_of(self.kernel.thread_var)
         origin = f"{self.name_of(sref.buffer)}[({self.expr(sref.offset)}) - ({tid} % {MATRIX}) * {stride}]"
