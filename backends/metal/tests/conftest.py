@@ -1,12 +1,11 @@
 """Metal tests: register the backend at run time when it is not installed (a worktree), verify
-the IR after every pass, put the examples on sys.path, and cache builds in a per-session dir."""
+the IR after every pass and put the examples on sys.path. Builds go to metal-cpu's default
+cache (in the temp dir) unless TILECORE_CACHE_DIR says otherwise."""
 
 import os
 import sys
-import tempfile
 
 os.environ.setdefault("TILECORE_VERIFY", "1")
-os.environ.setdefault("TILECORE_CACHE_DIR", os.path.join(tempfile.gettempdir(), "tilecore-test-cache"))
 
 EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples"))
 if EXAMPLES not in sys.path:

@@ -116,7 +116,7 @@ def translation_unit(rendered: RenderedKernel, positions: tuple[str, ...]) -> st
 
 
 def _shim_text() -> str:
-    return "".join((SHIM_DIR / n).read_text() for n in sorted(os.listdir(SHIM_DIR)))
+    return "".join(p.read_text() for p in sorted(SHIM_DIR.iterdir()) if p.is_file())
 
 
 def _compile(cxx: str, args: list[str], what: str) -> None:
