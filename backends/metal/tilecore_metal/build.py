@@ -129,7 +129,10 @@ def _compile(cxx: str, args: list[str], what: str) -> None:
 def precompiled_shim(cxx: str, flags: tuple[str, ...]) -> Path:
     """The shim and runner headers as a clang precompiled header (built once per shim text,
     flags and compiler; parsing <thread>/<barrier> is most of a small kernel's compile time)."""
-    key = hashlib.sha256("\0".join((_shim_text(), " ".join(flags), clang_version(cxx))).encode())
+    # the header's path is part of the key: a PCH records the files it was built from, and a
+    # second copy of the shim elsewhere (another checkout) must not be mixed with it
+    key = hashlib.sha256("\0".join((_shim_text(), str(SHIM_DIR), " ".join(flags),
+                                    clang_version(cxx))).encode())
     out = cache_dir() / f"shim_{key.hexdigest()[:24]}.pch"
     if out.exists():
         return out

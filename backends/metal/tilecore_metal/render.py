@@ -121,7 +121,13 @@ class MetalRenderer(GPURenderer):
         raise TileInternalError(f"no Metal spelling of {name}")
 
     def math_bin_call(self, name: str, d: DType) -> str:
-        """`metal::fmin` / `fmax` / `fmod`, `metal::precise::pow`."""
+        """min / max: the base's NaN-propagating helper functions (plain C, valid MSL) where the
+        base defines them, else `metal::fmin` / `fmax` (which, like C's, drop a NaN operand);
+        `metal::fmod`, `metal::precise::pow`."""
+        if name in ("min", "max"):
+            text = super().math_bin_call(name, d)
+            if not text.startswith(("fminf", "fmaxf")):  # C's fminf is not MSL
+                return text
         return _BIN[name]
 
     def expr_BinOp(self, e) -> str:
