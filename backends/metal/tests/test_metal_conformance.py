@@ -2,7 +2,7 @@
 
 metal-cpu is a runnable target wherever clang++ is installed, so the conformance plugin already
 runs its CI profile (300 derandomized programs, every example, the regressions) on it: measured
-at about 0.38 CPU-seconds per program (0.28 s of it clang++), about 115 s for the 300 on one CI
+at about 0.34 CPU-seconds per program (0.25 s of it clang++), about 100 s for the 300 on one CI
 core. `emu` alone resolves to the highest-priority lowering (cuda), so the Metal lowering on the
 emulator is checked here, with bfloat (apple9), on a smaller derandomized count: 100 programs
 (about 0.12 s each).

@@ -126,26 +126,31 @@ def _compile(cxx: str, args: list[str], what: str) -> None:
                               hint="this is a tilecore bug; please report it")
 
 
-def precompiled_shim(cxx: str, flags: tuple[str, ...]) -> Path:
-    """The shim and runner headers as a clang precompiled header (built once per shim text,
-    flags and compiler; parsing <thread>/<barrier> is most of a small kernel's compile time)."""
+def precompiled_shim(cxx: str, flags: tuple[str, ...]) -> tuple[Path, Path]:
+    """The shim and runner headers as a clang precompiled header plus the object holding its
+    code (`-fpch-codegen`: the runner's std::thread / std::barrier code is compiled once, not
+    per kernel), built once per shim text, path, flags and compiler. Parsing and compiling
+    those headers are most of a small kernel's build time (0.7 s -> 0.25 s)."""
     # the header's path is part of the key: a PCH records the files it was built from, and a
     # second copy of the shim elsewhere (another checkout) must not be mixed with it
     key = hashlib.sha256("\0".join((_shim_text(), str(SHIM_DIR), " ".join(flags),
                                     clang_version(cxx))).encode())
     out = cache_dir() / f"shim_{key.hexdigest()[:24]}.pch"
-    if out.exists():
-        return out
+    obj = out.with_suffix(".o")
+    if out.exists() and obj.exists():
+        return out, obj
     header = out.with_suffix(".h")  # the precompiled header names this file: it stays
     if not header.exists():
         header.write_text("#include <tilecore_runner.h>\n")
     with tempfile.TemporaryDirectory(prefix="build-", dir=out.parent) as tmp:
-        part = Path(tmp) / "shim.pch"
+        part, part_obj = Path(tmp) / "shim.pch", Path(tmp) / "shim.o"
         pch_flags = [f for f in flags if f != "-shared"]
-        _compile(cxx, [*pch_flags, "-I", str(SHIM_DIR), "-x", "c++-header", str(header), "-o", str(part)],
-                 "the metal_stdlib shim")
-        os.replace(part, out)
-    return out
+        _compile(cxx, [*pch_flags, "-I", str(SHIM_DIR), "-fpch-codegen", "-fpch-instantiate-templates",
+                       "-x", "c++-header", str(header), "-o", str(part)], "the metal_stdlib shim")
+        _compile(cxx, [*pch_flags, "-c", str(part), "-o", str(part_obj)], "the metal_stdlib shim's code")
+        os.replace(part_obj, obj)
+        os.replace(part, out)  # last: its presence (with the object) marks a complete build
+    return out, obj
 
 
 def compile_library(tu: str, sanitize: bool = False) -> Path:
@@ -159,13 +164,13 @@ def compile_library(tu: str, sanitize: bool = False) -> Path:
     out = cache_dir() / f"k_{key.hexdigest()[:24]}{'_tsan' if sanitize else ''}.so"
     if out.exists():
         return out
-    pch = precompiled_shim(cxx, flags)
+    pch, shim_obj = precompiled_shim(cxx, flags)
     with tempfile.TemporaryDirectory(prefix="build-", dir=out.parent) as tmp:
         src = Path(tmp) / "kernel.cpp"
         src.write_text(tu)
         part = Path(tmp) / "kernel.so"
         _compile(cxx, [*flags, "-I", str(SHIM_DIR), "-include-pch", str(pch),
-                       "-Xclang", "-fno-validate-pch", str(src), "-o", str(part)],
+                       "-Xclang", "-fno-validate-pch", str(src), str(shim_obj), "-o", str(part)],
                  "the generated MSL")
         os.replace(part, out)  # atomic: concurrent builders never load a partial file
     return out
