@@ -38,7 +38,7 @@ class Outcome:
 def unsupported(case: Case, target: str, func=None) -> str | None:
     """The reason `target` declares for not compiling this case, or None."""
     func = func if func is not None else loader.prim_func(case)
-    return plugins.manager().hook.tile_unsupported(target=plugins.resolve(target), func=func)
+    return plugins.unsupported(plugins.resolve(target), func)  # also asks the lowering target
 
 
 def execute(case: Case, target: str, seed: int, *, shuffle: int | None = None, func=None) -> list:

@@ -1,0 +1,63 @@
+"""Every example, at every test size, on metal-cpu (the MSL run on the CPU) and on emu:metal (the
+Metal lowering run lane by lane), against the example's NumPy reference."""
+
+import importlib
+import time
+
+import numpy as np
+import pytest
+from metal_test_util import needs_clang
+
+import tilecore
+from tilecore.example_protocol import example_files, sizes_for
+
+EXAMPLES = [p.stem for p in example_files()]
+
+
+def cases():
+    for name in EXAMPLES:
+        mod = importlib.import_module(name)
+        for i, sizes in enumerate(mod.TEST_SIZES):
+            yield pytest.param(name, sizes, id=f"{name}-{i}")
+
+
+def _check(name, sizes, target):
+    mod = importlib.import_module(name)
+    func = mod.program(**sizes_for(mod.program, sizes))
+    args = mod.make_inputs(np.random.default_rng(1), **sizes_for(mod.make_inputs, sizes))
+    ref = mod.reference(*args, **sizes_for(mod.reference, sizes))
+    t0 = time.perf_counter()
+    out = tilecore.jit(func, out_idx=mod.OUT_IDX, target=target)(*args)
+    print(f"{name} {sizes}: {target} compile+run {time.perf_counter() - t0:.2f}s")
+    assert not np.isnan(np.asarray(out).astype(np.float32)).any()
+    if mod.TOLERANCE["rtol"] == 0 and mod.TOLERANCE["atol"] == 0:
+        np.testing.assert_array_equal(out, ref)
+    else:
+        np.testing.assert_allclose(np.asarray(out).astype(np.float32), np.asarray(ref).astype(np.float32),
+                                   **mod.TOLERANCE)
+
+
+@needs_clang
+@pytest.mark.parametrize("name,sizes", list(cases()))
+def test_example_on_metal_cpu(name, sizes):
+    _check(name, sizes, "metal-cpu")
+
+
+@pytest.mark.parametrize("name,sizes", list(cases()))
+def test_example_on_emu_metal(name, sizes):
+    _check(name, sizes, "emu:metal")
+
+
+@needs_clang
+def test_256_cubed_gemm_on_metal_cpu_under_10_seconds():
+    mod = importlib.import_module("gemm")
+    sizes = dict(M=256, N=256, K=256)
+    args = mod.make_inputs(np.random.default_rng(2), **sizes)
+    t0 = time.perf_counter()
+    kernel = tilecore.jit(mod.program(**sizes), out_idx=mod.OUT_IDX, target="metal-cpu")
+    out = kernel(*args)
+    elapsed = time.perf_counter() - t0
+    assert "simdgroup_multiply_accumulate" in kernel.get_kernel_source()
+    np.testing.assert_allclose(out.astype(np.float32), mod.reference(*args).astype(np.float32),
+                               **mod.TOLERANCE)
+    assert elapsed < 10, f"256^3 GEMM on metal-cpu took {elapsed:.1f}s (compile included)"
