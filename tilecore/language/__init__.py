@@ -18,6 +18,7 @@ from ..dtypes import (
 )
 from ..ir.expr import cast
 from .builder import builtin
+from .eager import const, empty
 from .layout_ops import (
     annotate_layout,
     make_padded_layout,
@@ -100,4 +101,5 @@ __all__ = [
     "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum", "region", "round", "rsqrt", "serial",
     "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "trunc", "uint8", "uint16", "uint32",
     "unroll", "use_swizzle", "vectorized", "half", "float",
+    "const", "empty",
 ]
