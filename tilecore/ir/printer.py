@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .buffer import Buffer, Region
-from .expr import OP_SYMBOLS, BinOp, Cast, Const, Expr, Load, Select, Unary, Var, const_int
+from .expr import INT_OP_FUNCS, OP_SYMBOLS, BinOp, Cast, Const, Expr, Load, Select, Unary, Var, const_int
 from .module import PrimFunc
 from .names import fresh_name
 from .stmt import (
@@ -70,6 +70,8 @@ class Printer:
         if isinstance(e, BinOp):
             if e.op in ("min", "max", "pow"):
                 return f"T.{e.op}({self.expr(e.a)}, {self.expr(e.b)})"
+            if e.op in INT_OP_FUNCS:
+                return f"T.{INT_OP_FUNCS[e.op]}({self.expr(e.a)}, {self.expr(e.b)})"
             p = _PREC[e.op]
             op = OP_SYMBOLS[e.op]
             if e.op == "div" and e.dtype.is_int:
@@ -83,6 +85,8 @@ class Printer:
             if e.op == "not":
                 s = f"not {self.expr(e.a, 3)}"
                 return f"({s})" if prec > 3 else s
+            if e.op in INT_OP_FUNCS:
+                return f"T.{INT_OP_FUNCS[e.op]}({self.expr(e.a)})"
             return f"T.{e.op}({self.expr(e.a)})"
         if isinstance(e, Cast):
             return f"T.cast({self.expr(e.value)}, T.{e.dtype.name})"

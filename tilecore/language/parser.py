@@ -26,15 +26,18 @@ from ..errors import (
     TileTypeError,
 )
 from ..ir.buffer import Buffer
-from ..ir.expr import Const, Expr, Load, Var, as_expr, binop, cast, const_int, select, unary
+from ..ir.expr import Const, Expr, Load, Var, as_expr, binop, bitwise, cast, const_int, select, unary
 from ..ir.module import PrimFunc
 from ..ir.stmt import For, IfThenElse, KernelLaunch, LetStmt, SeqStmt, Store
 from . import builder as bld
+from . import intops
 from .ops import KernelSpec, LoopSpec, TensorSpec
 from .refs import Ref, SliceItem
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Mod: "mod",
-           ast.Pow: "pow", ast.FloorDiv: "floordiv", ast.BitAnd: "bitand", ast.BitOr: "bitor"}
+           ast.Pow: "pow", ast.FloorDiv: "floordiv", ast.BitAnd: "bitand", ast.BitOr: "bitor",
+           ast.BitXor: "bitxor", ast.LShift: "shl", ast.RShift: "shr"}
+_BIT_OPS = ("bitand", "bitor", "bitxor", "shl", "shr")
 _CMPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 _PY_CMP = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
            "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
@@ -524,6 +527,10 @@ class Parser:
             b = b.as_expr()
         py = lambda x: isinstance(x, (int, float, bool)) and not isinstance(x, Expr)  # noqa: E731
         if py(a) and py(b):
+            if op in _BIT_OPS and isinstance(a, int) and isinstance(b, int):
+                if isinstance(a, bool) and isinstance(b, bool) and op != "shl" and op != "shr":
+                    return {"bitand": a and b, "bitor": a or b, "bitxor": a != b}[op]
+                return intops.py_bit(op, int(a), int(b))
             if op in ("floordiv", "mod") and isinstance(a, int) and isinstance(b, int) and b:
                 # Inside kernels `//` and `%` are C-style even on Python ints, so an expression
                 # means the same whether or not its operands happen to be constants.
@@ -544,12 +551,8 @@ class Parser:
                     isinstance(eb, Expr) and eb.dtype.is_int or isinstance(eb, int)):
                 return binop("div", a, b)
             return unary("floor", binop("div", a, b))
-        if op in ("bitand", "bitor"):
-            ea = as_expr(a) if not isinstance(a, Expr) else a
-            eb = as_expr(b) if not isinstance(b, Expr) else b
-            if ea.dtype.is_bool and eb.dtype.is_bool:
-                return binop("and" if op == "bitand" else "or", ea, eb)
-            raise TileTypeError("bitwise & and | are only supported on conditions")
+        if op in _BIT_OPS:
+            return bitwise(op, a, b)
         if op == "pow":
             ea = as_expr(a)
             if not ea.dtype.is_float:
@@ -574,7 +577,7 @@ class Parser:
             return -v if not isinstance(v, Expr) else unary("neg", v)
         if isinstance(node.op, ast.Not):
             return (not v) if not isinstance(v, Expr) else unary("not", v)
-        raise TileSyntaxError("operator ~ is not supported in kernels", self.loc(node))
+        return intops.bitwise_not(v)  # ast.Invert
 
     def ev_Compare(self, node):
         left = self.ev(node.left)
