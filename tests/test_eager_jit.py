@@ -18,7 +18,7 @@ def _scale_add(target):
         """Out = alpha * X + Y and Neg = -X, two outputs."""
         M, N = T.const("M, N")
         X: T.Tensor((M, N), "float32")
-        Y: T.Tensor[(M, N), "float32"]  # TileLang's subscript spelling
+        Y: T.Tensor[(M, N), T.float32]  # TileLang's subscript spelling
         Neg = T.empty((M, N), "float32")
         Out = T.empty((M, N), "float32")
         grid_m = T.ceildiv(M, block_M)  # a top-level alias of a compile-time value
