@@ -136,7 +136,7 @@ class Parser:
         fdef = self.tree.body[0]
         if not isinstance(fdef, ast.FunctionDef):
             raise TileSyntaxError("@T.prim_func must decorate a function", self.loc(fdef))
-        params = []
+        params, signature = [], []
         annotations = getattr(self.fn, "__annotations__", {})
         a = fdef.args
         if a.vararg or a.kwarg or a.kwonlyargs:
@@ -149,15 +149,23 @@ class Parser:
                     ann = eval(ann, self.globals, scope)  # noqa: S307 - the user's own annotation
                 except NameError as e:
                     raise TileNameError(f"annotation of {arg.arg!r}: {e}", self.loc(arg)) from None
+            if isinstance(ann, str):
+                ann = dt.as_dtype(ann)
+            if isinstance(ann, dt.DType):
+                signature.append(self.scalar_param(arg, ann))
+                continue
             if not isinstance(ann, TensorSpec):
                 raise TileTypeError(
-                    f"kernel parameter {arg.arg!r} is not annotated with T.Tensor(shape, dtype)",
-                    self.loc(arg), hint=f"write `{arg.arg}: T.Tensor((M, N), 'float16')`",
+                    f"kernel parameter {arg.arg!r} is annotated with {ann!r}, neither "
+                    "T.Tensor(shape, dtype) nor an integer dtype", self.loc(arg),
+                    hint=f"write `{arg.arg}: T.Tensor((M, N), 'float16')` for a tensor or "
+                    f"`{arg.arg}: T.int32` for a scalar passed as a Python int",
                 )
             buf = Buffer(arg.arg, ann.shape, ann.dtype, "global")
             self.b.names.add(arg.arg)
             self.scopes[0].vars[arg.arg] = buf
             params.append(buf)
+            signature.append(buf)
         bld.push(self.b)
         try:
             body = self.block(fdef.body, "function")
@@ -166,7 +174,22 @@ class Parser:
         if not self.kernel_seen:
             raise TileSyntaxError("the kernel body has no `with T.Kernel(...)`", self.loc(fdef),
                                   hint="wrap the body in `with T.Kernel(grid..., threads=128) as (bx, by):`")
-        return PrimFunc(fdef.name, tuple(params), body, self.loc(fdef))
+        scalars = tuple(v for v in signature if isinstance(v, Var))
+        attrs = (("scalar_params", scalars), ("signature", tuple(signature))) if scalars else ()
+        return PrimFunc(fdef.name, tuple(params), body, self.loc(fdef), attrs)
+
+    def scalar_param(self, arg, d: dt.DType) -> Var:
+        """`n: T.int32` in the signature: an integer passed by value at call time (a Var bound
+        like a symbolic dimension, so it may size the grid)."""
+        if not d.is_int:
+            raise TileTypeError(
+                f"scalar kernel parameter {arg.arg!r} has dtype {d}; scalar parameters are integers",
+                self.loc(arg), hint=f"pass a {d} value as a one-element tensor: "
+                f"`{arg.arg}: T.Tensor((1,), '{d}')`")
+        v = Var(arg.arg, d)
+        self.b.names.add(arg.arg)
+        self.scopes[0].vars[arg.arg] = v
+        return v
 
     def inline_macro(self, args, kwargs, node):
         """Parse this (macro) function's body into the caller's current block."""

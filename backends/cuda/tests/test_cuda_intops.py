@@ -18,3 +18,12 @@ def test_int_ops_compile_with_nvcc():
         src = tilecore.compile(_bits_kernel(dtype), out_idx=[-1], target="cuda:sm_80").get_kernel_source()
         assert "<<" in src and ">>" in src and "%" in src
         build.nvcc_check(src, CI_ARCHS, name=f"intops_{dtype}")
+
+
+@needs_nvcc
+def test_scalar_parameters_compile_with_nvcc():
+    from test_scalar_params import _masked_scale
+
+    src = tilecore.compile(_masked_scale(), out_idx=[-1], target="cuda:sm_80").get_kernel_source()
+    assert "limit" in src and "shift" in src
+    build.nvcc_check(src, CI_ARCHS, name="scalar_params")

@@ -49,3 +49,19 @@ def test_out_of_range_shift_on_an_active_lane_is_reported():
     s[7] = 40
     with pytest.raises(TileRuntimeError, match="shift count 40"):
         tilecore.jit(_kernel("int32"), out_idx=[-1], target="emu:sm_80")(a, a, s)
+
+
+def test_scalar_parameters_on_emu():
+    """`limit: T.int32` sizes the grid and masks the body; passed as a Python int."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))
+    from test_scalar_params import _masked_scale
+
+    kernel = tilecore.jit(_masked_scale(), out_idx=[-1], target="emu:sm_80")
+    a = np.arange(256, dtype=np.int32)
+    for limit, shift in [(256, 5), (70, -2)]:
+        want = np.zeros(256, np.int32)
+        want[:limit] = a[:limit] + shift
+        np.testing.assert_array_equal(kernel(a, limit, shift), want)
