@@ -66,3 +66,28 @@ def test_a_float_scalar_or_a_bad_annotation_has_the_right_hint():
             with T.Kernel(1, threads=32) as _:
                 pass
     assert "T.int32` for a scalar" in str(e.value)
+
+
+def test_printed_source_with_scalars_and_int_ops_reparses(tmp_path):
+    """The printer spells scalar parameters and the new integer operations as valid source."""
+    import importlib.util
+
+    @T.prim_func
+    def k(A: T.Tensor((64,), "int32"), n: T.int32, B: T.Tensor((64,), "int32")):
+        with T.Kernel(1, threads=32) as _:
+            for i in T.Parallel(64):
+                if i < n:
+                    B[i] = T.floordiv(A[i], 3) + (T.floormod(A[i], -5) << 2) ^ ~(A[i] >> 1) | (A[i] & 7)
+
+    path = tmp_path / "reprinted_scalars.py"
+    path.write_text("import tilecore.language as T\n\n" + k.script())
+    spec = importlib.util.spec_from_file_location("reprinted_scalars", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.k.script() == k.script()
+    a = np.arange(-32, 32, dtype=np.int32) * 7
+    want = tilecore.jit(k, out_idx=[-1], target="interp")(a, 50)
+    np.testing.assert_array_equal(tilecore.jit(mod.k, out_idx=[-1], target="interp")(a, 50), want)
+    ref = (np.floor_divide(a, 3) + (np.mod(a, -5) << 2)) ^ ~(a >> 1) | (a & 7)
+    ref[50:] = 0
+    np.testing.assert_array_equal(want, ref)

@@ -235,13 +235,19 @@ def print_func(f: PrimFunc) -> str:
     """The whole function as `@T.prim_func def name(...)` source."""
     p = Printer()
     params = []
-    for b in f.params:
+    scalars = f.attr("scalar_params", ())
+    for b in f.attr("signature") or f.params:
+        if isinstance(b, Var):  # a scalar parameter (`n: T.int32`)
+            params.append(f"{p.name(b)}: T.{b.dtype.name}")
+            continue
         shape = ", ".join(p.expr(s) for s in b.shape)
         if len(b.shape) == 1:
             shape += ","
         params.append(f"{p.name(b)}: T.Tensor(({shape}), T.{b.dtype.name})")
     header = []
     for v in f.dyn_vars:
+        if any(v is s for s in scalars):
+            continue
         header.append(f"{p.name(v)} = T.dynamic({v.name!r})")
     p.lines.extend(header)
     p.emit(0, "@T.prim_func")
