@@ -30,12 +30,13 @@ from dataclasses import dataclass
 from .. import dtypes as dt
 from ..errors import SourceLoc, TileBindingError, TileError, TileSyntaxError, TileTypeError
 from ..ir.buffer import Buffer
-from ..ir.expr import Var
+from ..ir.expr import Expr, Var
 from ..ir.module import PrimFunc
+from ..ir.stmt import SeqStmt
 from . import builder as bld
 from .builder import builtin
 from .ops import Tensor, TensorSpec
-from .parser import Parser
+from .parser import Parser, _Scope
 
 
 @builtin
@@ -145,7 +146,7 @@ class EagerParser(Parser):
             self.scopes[0].vars[n] = _Undeclared(n)
         self.b.blocks.append([])
         bld.push(self.b)
-        self.scopes.append(type(self.scopes[0])("function"))
+        self.scopes.append(_Scope("function"))
         try:
             for s in fdef.body:
                 if self.binding is None and isinstance(s, (ast.With, ast.Return)):
@@ -159,8 +160,7 @@ class EagerParser(Parser):
         return self._prim_func(fdef, body)
 
     def _prim_func(self, fdef, body) -> PrimFunc:
-        from ..ir.stmt import SeqStmt
-
+        """The built PrimFunc: declared inputs, then the returned outputs."""
         if not self.kernel_seen:
             raise TileSyntaxError("the kernel body has no `with T.Kernel(...)`", self.loc(fdef),
                                   hint="wrap the body in `with T.Kernel(grid..., threads=128) as bx:`")
@@ -188,8 +188,6 @@ class EagerParser(Parser):
     def assign_name(self, name, value, node):
         """At the top of the body (outside the kernel frame) a name is a compile-time alias of its
         value: there is no statement list to hold a LetStmt there."""
-        from ..ir.expr import Expr
-
         if self._top() and isinstance(value, Expr):
             self.scopes[-1].vars[name] = value
             return
