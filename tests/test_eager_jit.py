@@ -181,3 +181,28 @@ def test_const_outside_an_eager_body_is_a_syntax_error():
         def k(A: T.Tensor((4,), "float32")):
             with T.Kernel(1, threads=32) as _:
                 n = T.const("n")  # noqa: F841 - the mistake under test
+
+
+@pytest.mark.parametrize("target", ["interp", "toy:w4"])
+def test_integer_annotated_parameters_are_run_time_scalars(target):
+    @tilecore.jit(target=target)
+    def head(A, limit: T.int32, block=32):
+        """Out[i] = A[i] for i < limit (the grid covers only `limit`), 0 elsewhere."""
+        n = T.const("n")
+        A: T.Tensor((n,), "float32")
+        Out = T.empty((n,), "float32")
+        with T.Kernel(T.ceildiv(limit, block), threads=32) as bx:
+            for i in T.Parallel(block):
+                k = bx * block + i
+                if k < limit:
+                    Out[k] = A[k]
+        return Out
+
+    a = np.arange(1, 101, dtype=np.float32)
+    for limit in (100, 37, 1):
+        want = np.where(np.arange(100) < limit, a, 0).astype(np.float32)
+        np.testing.assert_array_equal(head(a, limit), want)
+    assert len(head._cache) == 1  # a run-time scalar is not part of the cache key
+    with pytest.raises(TileCallError) as e:
+        head(a, 2.5)
+    _located(e, "a scalar")

@@ -98,6 +98,10 @@ class EagerJIT:
         self.pass_configs = pass_configs
         self.signature = inspect.signature(fn)
         self.tensor_names = eager.tensor_param_names(fn)
+        self.scalar_names = list(eager.scalar_param_dtypes(fn))
+        # what a call passes the Kernel, in signature order: tensors and run-time scalars
+        self.call_names = [n for n in self.signature.parameters
+                           if n in self.tensor_names or n in self.scalar_names]
         self._probes: dict = {}
         self._cache: dict = {}
         functools.update_wrapper(self, fn)
@@ -111,9 +115,11 @@ class EagerJIT:
             raise TileCallError(f"{self.fn.__name__}(): {e}", where,
                                 hint=f"the signature is {self.fn.__name__}{self.signature}") from None
         bound.apply_defaults()
-        tensors, config = {}, {}
+        tensors, config, scalars = {}, {}, {}
         for name, v in bound.arguments.items():
-            if name in self.tensor_names:
+            if name in self.scalar_names:
+                scalars[name] = v
+            elif name in self.tensor_names:
                 if getattr(v, "shape", None) is None or getattr(v, "dtype", None) is None:
                     raise TileCallError(
                         f"argument {name} of {self.fn.__name__} is a {type(v).__name__}, but "
@@ -124,6 +130,7 @@ class EagerJIT:
                 config[name] = v
         missing = [n for n in self.signature.parameters if n not in bound.arguments]
         consts = {n: v for n, v in kwargs.items() if n not in self.signature.parameters}
+        tensors.update(scalars)  # run-time values, passed to the Kernel (never a cache key)
         return tensors, config, consts, missing
 
     def _probe(self, config: dict):
@@ -138,7 +145,7 @@ class EagerJIT:
     def _kernel(self, args, kwargs, where, need_tensors: bool):
         tensors, config, given, missing = self._split(args, kwargs, where)
         if missing:
-            absent = [n for n in missing if n not in self.tensor_names or need_tensors]
+            absent = [n for n in missing if n not in self.call_names or need_tensors]
             if absent:
                 raise TileCallError(f"{self.fn.__name__}() is missing argument {absent[0]!r}", where,
                                     hint=f"the signature is {self.fn.__name__}{self.signature}")
@@ -152,8 +159,9 @@ class EagerJIT:
         if key is not None and key in self._cache:
             return self._cache[key], tensors
         func = eager.build(self.fn, config, binding)
-        n_in = len(self.tensor_names)
-        k = compile(func, list(range(n_in, len(func.params))), self.target, self.pass_configs)
+        n_in = len(self.call_names)
+        k = compile(func, list(range(n_in, n_in + len(func.params) - len(self.tensor_names))),
+                    self.target, self.pass_configs)
         if key is not None:
             self._cache[key] = k
         return k, tensors
@@ -161,7 +169,7 @@ class EagerJIT:
     def __call__(self, *args, **kwargs):
         """Compile (once per binding) and run on these tensors; returns the outputs."""
         k, tensors = self._kernel(args, kwargs, caller_loc(), need_tensors=True)
-        return k(*(tensors[n] for n in self.tensor_names))
+        return k(*(tensors[n] for n in self.call_names))
 
     def compile(self, *args, **kwargs) -> Kernel:
         """The Kernel for these tensors and/or constants: `matmul.compile(M=64, N=64, K=32)`."""

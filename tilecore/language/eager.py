@@ -106,6 +106,21 @@ def tensor_param_names(fn) -> list[str]:
     return [p for p in params if p in declared]
 
 
+def scalar_param_dtypes(fn) -> dict:
+    """Parameters annotated in the signature with an integer dtype (`n: T.int32`): run-time
+    scalars passed as Python ints, not compile-time values (name -> dtype)."""
+    out = {}
+    for name, ann in getattr(fn, "__annotations__", {}).items():
+        if isinstance(ann, str):
+            try:
+                ann = eval(ann, fn.__globals__)  # noqa: S307 - the user's own annotation
+            except Exception:  # noqa: BLE001 - a non-dtype annotation (e.g. `int`) is config
+                continue
+        if isinstance(ann, dt.DType) and ann.is_int and name != "return":
+            out[name] = ann
+    return out
+
+
 class _Undeclared:
     """A tensor parameter's placeholder until its `X: T.Tensor(...)` line is parsed."""
 
@@ -131,6 +146,9 @@ class EagerParser(Parser):
         self.binding = binding
         self.config = config
         self.tensor_names = tensor_param_names(fn)
+        self.scalars = {n: Var(n, d) for n, d in scalar_param_dtypes(fn).items()}
+        self.order = [n for n in inspect.signature(fn).parameters
+                      if n in self.tensor_names or n in self.scalars]
         self.consts: dict[str, Var] = {}
         self.specs: dict = {}
         self.inputs: dict[str, Buffer] = {}
@@ -142,6 +160,7 @@ class EagerParser(Parser):
         """Probe (returns a Probe) or build (returns the PrimFunc)."""
         fdef = self.tree.body[0]
         self.scopes[0].vars.update(self.config)
+        self.scopes[0].vars.update(self.scalars)
         for n in self.tensor_names:
             self.scopes[0].vars[n] = _Undeclared(n)
         self.b.blocks.append([])
@@ -173,8 +192,13 @@ class EagerParser(Parser):
             raise TileBindingError(
                 f"T.empty output {unreturned[0]!r} is not returned", self.loc(fdef),
                 hint=f"end the function with `return {', '.join(self.outputs)}`")
-        params = tuple(self.inputs[n] for n in self.tensor_names) + tuple(self.outputs[n] for n in returned)
-        return PrimFunc(fdef.name, params, SeqStmt(tuple(body)), self.loc(fdef))
+        outs = tuple(self.outputs[n] for n in returned)
+        params = tuple(self.inputs[n] for n in self.tensor_names) + outs
+        attrs = ()
+        if self.scalars:
+            sig = tuple(self.inputs.get(n) or self.scalars[n] for n in self.order) + outs
+            attrs = (("scalar_params", tuple(self.scalars.values())), ("signature", sig))
+        return PrimFunc(fdef.name, params, SeqStmt(tuple(body)), self.loc(fdef), attrs)
 
     # ------------------------------------------------------------------ statements
     def lookup(self, name, node):
