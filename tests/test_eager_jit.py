@@ -206,3 +206,16 @@ def test_integer_annotated_parameters_are_run_time_scalars(target):
     with pytest.raises(TileCallError) as e:
         head(a, 2.5)
     _located(e, "a scalar")
+
+
+def test_tensor_subscript_spelling_in_a_prim_func_signature():
+    @T.prim_func
+    def k(A: T.Tensor[(4,), T.float16], B: T.Tensor[[4], T.float32]):
+        with T.Kernel(1, threads=32) as _:
+            for i in T.Parallel(4):
+                B[i] = A[i] * 2
+
+    assert k.params[1].shape == (4,) and str(k.params[1].dtype) == "float32"
+    out = tilecore.jit(k, out_idx=[-1], target="interp")(np.arange(4, dtype=np.float16))
+    assert out.tolist() == [0.0, 2.0, 4.0, 6.0]
+    assert T.Tensor[8] == T.Tensor((8,), "float32")
