@@ -56,7 +56,10 @@ class Kernel:
         self.artifact = artifact
         self.stages: list[tuple[str, Module]] = stages
         self.desc = desc
-        n = len(func.params)
+        # The user's parameter order: tensors (Buffers) and scalar parameters (Vars); out_idx
+        # counts in it, as TileLang's does. out_idx / in_idx below index func.params (tensors).
+        signature = tuple(func.attr("signature") or func.params)
+        n = len(signature)
         if out_idx is None:
             out_idx = []
         elif isinstance(out_idx, int):
@@ -68,9 +71,14 @@ class Kernel:
                     f"out_idx {i!r} is out of range for kernel {func.name} with {n} parameters",
                     caller_loc(), hint=f"use indices in [-{n}, {n - 1}]",
                 )
+            if isinstance(signature[i % n], Var):
+                raise TileCallError(f"out_idx {i!r} names the scalar parameter {signature[i].name}; "
+                                    "outputs are tensors", caller_loc())
             norm.append(i % n)
-        self.out_idx = sorted(set(norm))
-        self.in_idx = [i for i in range(n) if i not in self.out_idx]
+        outs = {id(signature[i]) for i in norm}
+        self.out_idx = [i for i, p in enumerate(func.params) if id(p) in outs]
+        self.in_idx = [i for i in range(len(func.params)) if i not in self.out_idx]
+        self.inputs = [p for p in signature if id(p) not in outs]  # what a call passes, in order
 
     # --------------------------------------------------------------------- introspection
     def get_kernel_source(self) -> str:
@@ -101,16 +109,18 @@ class Kernel:
     # --------------------------------------------------------------------- calling
     def _check(self, args) -> dict:
         params = self.func.params
-        if len(args) != len(self.in_idx):
-            names = ", ".join(params[i].name for i in self.in_idx)
+        if len(args) != len(self.inputs):
+            names = ", ".join(p.name for p in self.inputs)
             raise TileCallError(
-                f"kernel {self.func.name} takes {len(self.in_idx)} input(s) ({names}), got {len(args)}",
+                f"kernel {self.func.name} takes {len(self.inputs)} input(s) ({names}), got {len(args)}",
                 caller_loc(),
                 hint="outputs listed in out_idx are allocated and returned, do not pass them",
             )
         dyn: dict[int, tuple[str, int]] = {}
-        for pos, (i, a) in enumerate(zip(self.in_idx, args)):
-            p = params[i]
+        for pos, (p, a) in enumerate(zip(self.inputs, args)):
+            if isinstance(p, Var):
+                dyn[id(p)] = (p.name, self._scalar(pos, p, a))
+                continue
             shape = getattr(a, "shape", None)
             dtype = getattr(a, "dtype", None)
             if shape is None or dtype is None:
@@ -150,6 +160,19 @@ class Kernel:
         return {name: v for name, v in dyn.values()}
 
     @staticmethod
+    def _scalar(pos: int, p: Var, a) -> int:
+        """A scalar parameter's argument: a Python (or NumPy) integer in `p.dtype`'s range."""
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+            raise TileCallError(
+                f"argument {pos} ({p.name}) is a {type(a).__name__}; the kernel declares it "
+                f"`{p.name}: T.{p.dtype.name}`, a scalar", caller_loc(), hint="pass a Python int")
+        v = int(a)
+        if not dt.min_value(p.dtype) <= v <= dt.max_value(p.dtype):
+            raise TileCallError(f"argument {pos} ({p.name}) = {v} does not fit in {p.dtype}",
+                                caller_loc())
+        return v
+
+    @staticmethod
     def _fmt(p: Buffer) -> str:
         return "(" + ", ".join(s.name if isinstance(s, Var) else str(s) for s in p.shape) + ")"
 
@@ -158,10 +181,11 @@ class Kernel:
 
     def __call__(self, *args):
         dyn = self._check(args)
-        use_torch = any(_is_torch(a) for a in args) or (not args and self.artifact.array_api == "torch")
-        device = next((a.device for a in args if _is_torch(a)), None)
+        tensors = [a for p, a in zip(self.inputs, args) if not isinstance(p, Var)]
+        use_torch = any(_is_torch(a) for a in tensors) or (not tensors and self.artifact.array_api == "torch")
+        device = next((a.device for a in tensors if _is_torch(a)), None)
         full: list = [None] * len(self.func.params)
-        for i, a in zip(self.in_idx, args):
+        for i, a in zip(self.in_idx, tensors):
             full[i] = a
         for i in self.out_idx:
             p = self.func.params[i]

@@ -12,6 +12,15 @@ and the host-side launch-extent evaluator all compute through this module; compi
   ints under 32 bits (they wrap to their own width only when stored or cast), the dtype itself
   for int32, uint32 and int64. Division and remainder truncate toward zero (`c_div`, `c_mod`);
   a zero divisor raises ZeroDivisionError (callers turn it into a TileRuntimeError).
+- **Floor division** (`floor_div`, `floor_mod`; `T.floordiv` / `T.floormod`, TIR's meaning):
+  the quotient rounds toward negative infinity and the remainder takes the divisor's sign
+  (`a == floor_div(a, b) * b + floor_mod(a, b)`); a zero divisor raises like `c_div`.
+- **Bit operations** (`INT_BITWISE`; `&`, `|`, `^`, `~`, `<<`, `>>` on ints): on the two's
+  complement bits at the C compute width, wrapped like the other integer operations. `>>` is
+  arithmetic (sign-filling) for signed dtypes and logical for unsigned ones; `a << s` is
+  `a * 2**s` wrapped (negative `a` included). A shift count outside [0, compute width) is
+  undefined in C; here it raises ShiftCountError (the oracle and the emulator report a
+  TileRuntimeError, as for a zero divisor; compiled targets do what their hardware does).
 - **Rounding** (`round_to`): to nearest, ties to even, in one step from whatever precision
   the value has (float64 -> bfloat16 rounds once, not through float32).
 - **Casts** (`cast_value`): int -> float goes through float64 (exact up to 2**53) and rounds
@@ -190,6 +199,59 @@ def c_mod(a, b):
     return np.fmod(np.asarray(a, dtype=np.int64), b)
 
 
+def floor_div(a, b):
+    """Integer division rounding toward negative infinity (TIR's floordiv, Python's `//`);
+    raises ZeroDivisionError on a zero divisor."""
+    if _scalars(a, b):
+        a, b = int(a), int(b)
+        if b == 0:
+            raise ZeroDivisionError
+        return a // b
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    if np.any(b == 0):
+        raise ZeroDivisionError
+    return np.floor_divide(a, b)
+
+
+def floor_mod(a, b):
+    """Integer remainder with the sign of the divisor (TIR's floormod, Python's `%`), so that
+    `a == floor_div(a, b) * b + floor_mod(a, b)`; raises ZeroDivisionError on a zero divisor."""
+    if _scalars(a, b):
+        a, b = int(a), int(b)
+        if b == 0:
+            raise ZeroDivisionError
+        return a % b
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    if np.any(b == 0):
+        raise ZeroDivisionError
+    return np.mod(a, b)
+
+
+class ShiftCountError(ArithmeticError):
+    """A shift count outside [0, the operation's C compute width): undefined in C."""
+
+
+def _shift(left: bool, width: int):
+    """`a << s` or `a >> s` at a compute width of `width` bits; the caller wraps the result.
+    Values are two's complement Python ints / int64 (unsigned ones non-negative), so Python's
+    and NumPy's `>>` is arithmetic for signed and logical for unsigned values, as C's is."""
+    def op(a, s):
+        if _scalars(a, s):
+            a, s = int(a), int(s)
+            if not 0 <= s < width:
+                raise ShiftCountError(f"shift count {s} is outside [0, {width})")
+            return a << s if left else a >> s
+        a, s = np.asarray(a, dtype=np.int64), np.asarray(s, dtype=np.int64)
+        if np.any((s < 0) | (s >= width)):
+            bad = int(np.asarray(s)[(s < 0) | (s >= width)].flat[0])
+            raise ShiftCountError(f"shift count {bad} is outside [0, {width})")
+        if left:
+            # shift in uint64 so bits leaving int64 are dropped, not an overflow
+            return (a.astype(np.uint64) << s.astype(np.uint64)).astype(np.int64)
+        return a >> s
+    return op
+
+
 def _int_pow(a, b):
     """a ** b wrapped mod 2**64; a negative exponent truncates 1 / a**-b toward zero (0 unless
     |a| == 1, and 0 for a == 0, where C's double arithmetic would overflow)."""
@@ -227,13 +289,23 @@ def _i(f):
 INT_BINARY = {
     "add": _i(lambda a, b: a + b), "sub": _i(lambda a, b: a - b), "mul": _i(lambda a, b: a * b),
     "div": c_div, "mod": c_mod, "min": _imin, "max": _imax, "pow": _int_pow,
+    "floordiv": floor_div, "floormod": floor_mod,
 }
+# The bit operations (integers only): and, or, xor on two's complement values; the shifts are
+# built per compute width by `int_operation`.
+INT_BITWISE = {"bitand": _i(lambda a, b: a & b), "bitor": _i(lambda a, b: a | b),
+               "bitxor": _i(lambda a, b: a ^ b)}
+INT_BINARY.update(INT_BITWISE)
+SHIFT_OPS = ("shl", "shr")
 
 
 def int_operation(op: str, d: DType):
     """The function (a, b) -> `a op b` on integers of dtype `d`, its result wrapped to d's C
     compute width (min and max cannot overflow); bound once by callers that evaluate often."""
-    f = INT_BINARY[op]
+    if op in SHIFT_OPS:
+        f = _shift(op == "shl", int_compute_dtype(d).bits)
+    else:
+        f = INT_BINARY[op]
     if op in ("min", "max"):
         return f
 
@@ -249,13 +321,13 @@ def int_binop(op: str, a, b, d: DType):
 
 
 def int_unary(op: str, a, d: DType):
-    """`-a` or `abs(a)` on integers of dtype `d`, wrapped like `int_binop`."""
+    """`-a`, `abs(a)` or `~a` (bitnot) on integers of dtype `d`, wrapped like `int_binop`."""
     if np.ndim(a) == 0:
         a = int(a)
-        r = -a if op == "neg" else abs(a)
+        r = -a if op == "neg" else ~a if op == "bitnot" else abs(a)
     else:
         a = np.asarray(a, dtype=np.int64)
-        r = -a if op == "neg" else np.abs(a)
+        r = -a if op == "neg" else ~a if op == "bitnot" else np.abs(a)
     return wrap_result(r, d)
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..dtypes import DType
 from ..errors import TileInternalError
-from ..ir.expr import BinOp, Cast, Const, Select, Unary, Var
+from ..ir.expr import INT_OPS, BinOp, Cast, Const, Select, Unary, Var
 
 # The one table of C spellings of tilecore dtypes; languages override the entries they spell
 # differently (CUDA's __half, Metal's bfloat) through `type_overrides`.
@@ -203,6 +203,8 @@ class CExprRenderer:
     # ------------------------------------------------------------------ expressions
     def expr(self, e) -> str:
         """C text of expression `e`, dispatched on its class name."""
+        if isinstance(e, BinOp) and e.op in INT_OPS or isinstance(e, Unary) and e.op == "bitnot":
+            return self.int_op(e)
         fn = getattr(self, f"expr_{type(e).__name__}", None)
         if fn is None:
             raise TileInternalError(f"{type(self).__name__} cannot render expression {type(e).__name__}")
@@ -330,3 +332,33 @@ class CExprRenderer:
         """`c ? a : b`: only the chosen side is evaluated, as the IR requires."""
         return f"({self.expr(e.cond)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
 
+    # ------------------------------------------------------------------ integer-only operations
+    def int_op(self, e) -> str:
+        """Floor division / remainder and the bit operations (`tilecore.semantics`) in C: floor
+        division corrects C's truncating quotient by one where the remainder is nonzero and
+        the operands' signs differ; left shifts of signed values shift the unsigned bits (a
+        negative value's shift is undefined in C, the two's complement result is not)."""
+        t = e.a.dtype
+        if isinstance(e, Unary):
+            return f"(~({self.expr(e.a)}))"
+        a, b = self.expr(e.a), self.expr(e.b)
+        signed = t.kind == "int"
+        if e.op in _C_BIT_OPS:
+            return f"(({a}) {_C_BIT_OPS[e.op]} ({b}))"
+        if e.op == "shr":
+            return f"(({a}) >> ({b}))"  # arithmetic on signed ints (gcc, clang, nvcc, Metal)
+        if e.op == "shl":
+            if not signed and t.bits >= 32:  # narrow unsigned ints compute as (signed) int
+                return f"(({a}) << ({b}))"
+            ct = self.compute_type(t)
+            return f"(({ct})((unsigned {ct.replace('signed ', '')})({a}) << ({b})))"
+        if not signed:
+            return f"(({a}) {'/' if e.op == 'floordiv' else '%'} ({b}))"
+        r = f"(({a}) % ({b}))"
+        fix = f"({r} != 0 && (({r} < 0) != (({b}) < 0)))"
+        if e.op == "floordiv":
+            return f"((({a}) / ({b})) - {fix})"
+        return f"({r} + ({fix} ? ({b}) : 0))"
+
+
+_C_BIT_OPS = {"bitand": "&", "bitor": "|", "bitxor": "^"}

@@ -229,12 +229,25 @@ class Block:
     def _binop(self, e: BinOp, mask):
         a, b = self.eval(e.a, mask), self.eval(e.b, mask)
         op, t = e.op, e.a.dtype
-        if op in ("div", "mod") and (t.is_int or t.is_bool):
+        if op in ("div", "mod", "floordiv", "floormod") and (t.is_int or t.is_bool):
             bz = np.broadcast_to(np.asarray(b) == 0, (self.T,)) & self._mask(mask)
             if bz.any():
                 raise TileRuntimeError("integer division by zero", self.loc)
             b = np.where(np.asarray(b) == 0, 1, b)  # inactive lanes may divide by zero
+        if op in S.SHIFT_OPS:
+            b = self._shift_count(b, t, mask)
         return S.binop(op, a, b, t)
+
+    def _shift_count(self, b, t, mask):
+        """Shift counts with inactive lanes' made valid; an active lane's count outside
+        [0, compute width) is a TileRuntimeError (undefined in C, see tilecore.semantics)."""
+        width = S.int_compute_dtype(t).bits
+        bad = (np.asarray(b) < 0) | (np.asarray(b) >= width)
+        active = np.broadcast_to(bad, (self.T,)) & self._mask(mask)
+        if active.any():
+            count = int(np.broadcast_to(np.asarray(b), (self.T,))[active][0])
+            raise TileRuntimeError(f"shift count {count} is outside [0, {width}) for {t}", self.loc)
+        return np.where(bad, 0, b)
 
     def _unary(self, e: Unary, mask):
         return S.unary(e.op, self.eval(e.a, mask), e.dtype)

@@ -19,12 +19,18 @@ from ..errors import TileTypeError
 ARITH_OPS = ("add", "sub", "mul", "div", "mod", "min", "max", "pow")
 CMP_OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 LOGIC_OPS = ("and", "or")
-BIN_OPS = ARITH_OPS + CMP_OPS + LOGIC_OPS
+# Integer-only operations (semantics in tilecore.semantics): floor division and remainder, and
+# the bit operations; each is spelled as its T.* function by the printer (INT_OP_FUNCS).
+INT_OPS = ("floordiv", "floormod", "shl", "shr", "bitand", "bitor", "bitxor")
+INT_OP_FUNCS = {"floordiv": "floordiv", "floormod": "floormod", "shl": "shift_left",
+                "shr": "shift_right", "bitand": "bitwise_and", "bitor": "bitwise_or",
+                "bitxor": "bitwise_xor", "bitnot": "bitwise_not"}
+BIN_OPS = ARITH_OPS + CMP_OPS + LOGIC_OPS + INT_OPS
 # Unary functions: name -> whether the argument must be a float.
 UNARY_FUNCS = {
     "neg": False, "not": False, "abs": False, "exp": True, "exp2": True, "log": True, "log2": True,
     "sqrt": True, "rsqrt": True, "tanh": True, "sigmoid": True, "erf": True, "floor": True,
-    "ceil": True, "sin": True, "cos": True, "round": True, "trunc": True,
+    "ceil": True, "sin": True, "cos": True, "round": True, "trunc": True, "bitnot": False,
 }
 OP_SYMBOLS = {
     "add": "+", "sub": "-", "mul": "*", "div": "/", "mod": "%", "lt": "<", "le": "<=", "gt": ">",
@@ -75,6 +81,39 @@ class Expr:
 
     def __neg__(self):
         return unary("neg", self)
+
+    def __and__(self, o):
+        return bitwise("bitand", self, o)
+
+    def __rand__(self, o):
+        return bitwise("bitand", o, self)
+
+    def __or__(self, o):
+        return bitwise("bitor", self, o)
+
+    def __ror__(self, o):
+        return bitwise("bitor", o, self)
+
+    def __xor__(self, o):
+        return bitwise("bitxor", self, o)
+
+    def __rxor__(self, o):
+        return bitwise("bitxor", o, self)
+
+    def __lshift__(self, o):
+        return bitwise("shl", self, o)
+
+    def __rlshift__(self, o):
+        return bitwise("shl", o, self)
+
+    def __rshift__(self, o):
+        return bitwise("shr", self, o)
+
+    def __rrshift__(self, o):
+        return bitwise("shr", o, self)
+
+    def __invert__(self):
+        return bitnot(self)
 
     def __bool__(self):
         raise TileTypeError(
@@ -235,11 +274,11 @@ def _fold(op: str, a: Scalar, b: Scalar, dtype: DType):
     """`a op b` on integer constants by `tilecore.semantics`, or None where folding would change
     what the program means: a zero divisor (a runtime error) or a result outside `dtype`'s
     range (a narrow int wraps only when stored, so its Const could not hold the value)."""
-    if op not in S.INT_BINARY or op == "pow":
+    if (op not in S.INT_BINARY and op not in S.SHIFT_OPS) or op == "pow":
         return None
     try:
         r = S.int_binop(op, a, b, dtype)
-    except ZeroDivisionError:
+    except ArithmeticError:  # a zero divisor or a shift count out of range: a runtime error
         return None
     return r if _fits(r, dtype) else None
 
@@ -264,6 +303,9 @@ def binop(op: str, a: ExprLike, b: ExprLike) -> Expr:
         a = cast(a, t)
     if b.dtype != t:
         b = cast(b, t)
+    if op in INT_OPS and not t.is_int:
+        raise TileTypeError(f"T.{INT_OP_FUNCS[op]} needs integer operands, got {t}",
+                            hint="cast the operands with T.cast(x, 'int32')")
     if isinstance(a, Const) and isinstance(b, Const) and t.is_int:
         r = _fold(op, a.value, b.value, t)
         if r is not None:
@@ -274,6 +316,38 @@ def binop(op: str, a: ExprLike, b: ExprLike) -> Expr:
             return simplified
     out = dt.bool_ if op in CMP_OPS else t
     return BinOp(op, a, b, out)
+
+
+def bitwise(op: str, a: ExprLike, b: ExprLike) -> Expr:
+    """Python's `&`, `|`, `^`, `<<`, `>>` on kernel values: the bit operation on integers, the
+    logical one on two conditions (`&` is and, `|` or, `^` not-equal); floats are a TileTypeError."""
+    ea = as_expr(a, b.dtype if isinstance(b, Expr) else None) if not isinstance(a, Expr) else a
+    eb = as_expr(b, ea.dtype) if not isinstance(b, Expr) else b
+    if ea.dtype.is_bool and eb.dtype.is_bool and op in ("bitand", "bitor", "bitxor"):
+        return binop({"bitand": "and", "bitor": "or", "bitxor": "ne"}[op], ea, eb)
+    for x in (ea, eb):
+        if not x.dtype.is_int:
+            sym = {"bitand": "&", "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>"}[op]
+            raise TileTypeError(f"`{sym}` needs integer operands (or two conditions), got {x.dtype}",
+                                hint="cast the operands with T.cast(x, 'int32')")
+    if op in ("shl", "shr") and eb.dtype != ea.dtype:
+        # a shift has the shifted value's type (C), whatever the count's: a valid count
+        # (below the compute width) is representable in any integer dtype
+        eb = cast(eb, ea.dtype)
+    return binop(op, ea, eb)
+
+
+def bitnot(a: ExprLike) -> Expr:
+    """`~a` on an integer kernel value (two's complement at its C compute width)."""
+    a = as_expr(a)
+    if not a.dtype.is_int:
+        raise TileTypeError(f"`~` needs an integer operand, got {a.dtype}",
+                            hint="for a condition, write `not c`")
+    if isinstance(a, Const):
+        r = S.int_unary("bitnot", a.value, a.dtype)
+        if _fits(r, a.dtype):
+            return Const(r, a.dtype)
+    return Unary("bitnot", a, a.dtype)
 
 
 def _simplify_identity(op: str, a: Expr, b: Expr) -> Expr | None:

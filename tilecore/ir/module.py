@@ -14,7 +14,9 @@ from .stmt import Stmt
 class PrimFunc:
     """A kernel: global tensor parameters and a body holding one `KernelLaunch`.
 
-    `dyn_vars` are the symbolic dimensions appearing in parameter shapes, bound at call time.
+    `dyn_vars` are the symbolic dimensions appearing in parameter shapes and the scalar
+    parameters (attr "scalar_params": integer Vars), bound at call time. Attr "signature" (set
+    only when there are scalar parameters) is the user's parameter order: Buffers and Vars.
     """
 
     name: str
@@ -30,7 +32,9 @@ class PrimFunc:
 
     @property
     def dyn_vars(self) -> tuple[Var, ...]:
-        seen: list[Var] = []
+        """The call-time integers: scalar parameters (attr "scalar_params", `n: T.int32` in
+        the signature), then the symbolic dimensions of the parameters' shapes."""
+        seen: list[Var] = list(self.attr("scalar_params", ()))
         for p in self.params:
             for s in p.shape:
                 if isinstance(s, Var) and all(s is not v for v in seen):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .buffer import Buffer, Region
-from .expr import OP_SYMBOLS, BinOp, Cast, Const, Expr, Load, Select, Unary, Var, const_int
+from .expr import INT_OP_FUNCS, OP_SYMBOLS, BinOp, Cast, Const, Expr, Load, Select, Unary, Var, const_int
 from .module import PrimFunc
 from .names import fresh_name
 from .stmt import (
@@ -70,6 +70,8 @@ class Printer:
         if isinstance(e, BinOp):
             if e.op in ("min", "max", "pow"):
                 return f"T.{e.op}({self.expr(e.a)}, {self.expr(e.b)})"
+            if e.op in INT_OP_FUNCS:
+                return f"T.{INT_OP_FUNCS[e.op]}({self.expr(e.a)}, {self.expr(e.b)})"
             p = _PREC[e.op]
             op = OP_SYMBOLS[e.op]
             if e.op == "div" and e.dtype.is_int:
@@ -83,6 +85,8 @@ class Printer:
             if e.op == "not":
                 s = f"not {self.expr(e.a, 3)}"
                 return f"({s})" if prec > 3 else s
+            if e.op in INT_OP_FUNCS:
+                return f"T.{INT_OP_FUNCS[e.op]}({self.expr(e.a)})"
             return f"T.{e.op}({self.expr(e.a)})"
         if isinstance(e, Cast):
             return f"T.cast({self.expr(e.value)}, T.{e.dtype.name})"
@@ -231,13 +235,19 @@ def print_func(f: PrimFunc) -> str:
     """The whole function as `@T.prim_func def name(...)` source."""
     p = Printer()
     params = []
-    for b in f.params:
+    scalars = f.attr("scalar_params", ())
+    for b in f.attr("signature") or f.params:
+        if isinstance(b, Var):  # a scalar parameter (`n: T.int32`)
+            params.append(f"{p.name(b)}: T.{b.dtype.name}")
+            continue
         shape = ", ".join(p.expr(s) for s in b.shape)
         if len(b.shape) == 1:
             shape += ","
         params.append(f"{p.name(b)}: T.Tensor(({shape}), T.{b.dtype.name})")
     header = []
     for v in f.dyn_vars:
+        if any(v is s for s in scalars):
+            continue
         header.append(f"{p.name(v)} = T.dynamic({v.name!r})")
     p.lines.extend(header)
     p.emit(0, "@T.prim_func")

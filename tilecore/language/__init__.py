@@ -18,6 +18,17 @@ from ..dtypes import (
 )
 from ..ir.expr import cast
 from .builder import builtin
+from .eager import const, empty
+from .intops import (
+    bitwise_and,
+    bitwise_not,
+    bitwise_or,
+    bitwise_xor,
+    floordiv,
+    floormod,
+    shift_left,
+    shift_right,
+)
 from .layout_ops import (
     annotate_layout,
     make_padded_layout,
@@ -100,4 +111,6 @@ __all__ = [
     "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum", "region", "round", "rsqrt", "serial",
     "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "trunc", "uint8", "uint16", "uint32",
     "unroll", "use_swizzle", "vectorized", "half", "float",
+    "const", "empty", "floordiv", "floormod", "shift_left", "shift_right", "bitwise_and",
+    "bitwise_or", "bitwise_xor", "bitwise_not",
 ]

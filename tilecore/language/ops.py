@@ -23,7 +23,7 @@ class TensorSpec:
     dtype: dt.DType
 
 
-def Tensor(shape, dtype="float32") -> TensorSpec:
+def tensor_spec(shape, dtype="float32") -> TensorSpec:
     """Annotate a kernel parameter as a global tensor of `shape` (ints or T.dynamic vars)."""
     if isinstance(shape, (int, Var)):
         shape = (shape,)
@@ -37,6 +37,27 @@ def Tensor(shape, dtype="float32") -> TensorSpec:
     return TensorSpec(shape, dt.as_dtype(dtype))
 
 
+class _TensorAnnotation:
+    """`T.Tensor`: called, `T.Tensor((M, N), dtype)`, or subscripted, TileLang's
+    `T.Tensor[(M, N), dtype]`; both give the same TensorSpec."""
+
+    __name__ = "Tensor"
+
+    def __call__(self, shape, dtype="float32") -> TensorSpec:
+        """`T.Tensor(shape, dtype)`."""
+        return tensor_spec(shape, dtype)
+
+    def __getitem__(self, key) -> TensorSpec:
+        """`T.Tensor[shape, dtype]` (or `T.Tensor[shape]` for float32)."""
+        if isinstance(key, tuple) and len(key) == 2 and not isinstance(key[1], (int, Var)):
+            return tensor_spec(key[0], key[1])
+        return tensor_spec(key)
+
+    def __repr__(self) -> str:
+        return "T.Tensor"
+
+
+Tensor = _TensorAnnotation()
 Buffer_ = Tensor
 
 

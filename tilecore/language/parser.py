@@ -26,15 +26,18 @@ from ..errors import (
     TileTypeError,
 )
 from ..ir.buffer import Buffer
-from ..ir.expr import Const, Expr, Load, Var, as_expr, binop, cast, const_int, select, unary
+from ..ir.expr import Const, Expr, Load, Var, as_expr, binop, bitwise, cast, const_int, select, unary
 from ..ir.module import PrimFunc
 from ..ir.stmt import For, IfThenElse, KernelLaunch, LetStmt, SeqStmt, Store
 from . import builder as bld
+from . import intops
 from .ops import KernelSpec, LoopSpec, TensorSpec
 from .refs import Ref, SliceItem
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Mod: "mod",
-           ast.Pow: "pow", ast.FloorDiv: "floordiv", ast.BitAnd: "bitand", ast.BitOr: "bitor"}
+           ast.Pow: "pow", ast.FloorDiv: "floordiv", ast.BitAnd: "bitand", ast.BitOr: "bitor",
+           ast.BitXor: "bitxor", ast.LShift: "shl", ast.RShift: "shr"}
+_BIT_OPS = ("bitand", "bitor", "bitxor", "shl", "shr")
 _CMPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 _PY_CMP = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
            "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
@@ -133,7 +136,7 @@ class Parser:
         fdef = self.tree.body[0]
         if not isinstance(fdef, ast.FunctionDef):
             raise TileSyntaxError("@T.prim_func must decorate a function", self.loc(fdef))
-        params = []
+        params, signature = [], []
         annotations = getattr(self.fn, "__annotations__", {})
         a = fdef.args
         if a.vararg or a.kwarg or a.kwonlyargs:
@@ -146,15 +149,23 @@ class Parser:
                     ann = eval(ann, self.globals, scope)  # noqa: S307 - the user's own annotation
                 except NameError as e:
                     raise TileNameError(f"annotation of {arg.arg!r}: {e}", self.loc(arg)) from None
+            if isinstance(ann, str):
+                ann = dt.as_dtype(ann)
+            if isinstance(ann, dt.DType):
+                signature.append(self.scalar_param(arg, ann))
+                continue
             if not isinstance(ann, TensorSpec):
                 raise TileTypeError(
-                    f"kernel parameter {arg.arg!r} is not annotated with T.Tensor(shape, dtype)",
-                    self.loc(arg), hint=f"write `{arg.arg}: T.Tensor((M, N), 'float16')`",
+                    f"kernel parameter {arg.arg!r} is annotated with {ann!r}, neither "
+                    "T.Tensor(shape, dtype) nor an integer dtype", self.loc(arg),
+                    hint=f"write `{arg.arg}: T.Tensor((M, N), 'float16')` for a tensor or "
+                    f"`{arg.arg}: T.int32` for a scalar passed as a Python int",
                 )
             buf = Buffer(arg.arg, ann.shape, ann.dtype, "global")
             self.b.names.add(arg.arg)
             self.scopes[0].vars[arg.arg] = buf
             params.append(buf)
+            signature.append(buf)
         bld.push(self.b)
         try:
             body = self.block(fdef.body, "function")
@@ -163,7 +174,22 @@ class Parser:
         if not self.kernel_seen:
             raise TileSyntaxError("the kernel body has no `with T.Kernel(...)`", self.loc(fdef),
                                   hint="wrap the body in `with T.Kernel(grid..., threads=128) as (bx, by):`")
-        return PrimFunc(fdef.name, tuple(params), body, self.loc(fdef))
+        scalars = tuple(v for v in signature if isinstance(v, Var))
+        attrs = (("scalar_params", scalars), ("signature", tuple(signature))) if scalars else ()
+        return PrimFunc(fdef.name, tuple(params), body, self.loc(fdef), attrs)
+
+    def scalar_param(self, arg, d: dt.DType) -> Var:
+        """`n: T.int32` in the signature: an integer passed by value at call time (a Var bound
+        like a symbolic dimension, so it may size the grid)."""
+        if not d.is_int:
+            raise TileTypeError(
+                f"scalar kernel parameter {arg.arg!r} has dtype {d}; scalar parameters are integers",
+                self.loc(arg), hint=f"pass a {d} value as a one-element tensor: "
+                f"`{arg.arg}: T.Tensor((1,), '{d}')`")
+        v = Var(arg.arg, d)
+        self.b.names.add(arg.arg)
+        self.scopes[0].vars[arg.arg] = v
+        return v
 
     def inline_macro(self, args, kwargs, node):
         """Parse this (macro) function's body into the caller's current block."""
@@ -524,6 +550,10 @@ class Parser:
             b = b.as_expr()
         py = lambda x: isinstance(x, (int, float, bool)) and not isinstance(x, Expr)  # noqa: E731
         if py(a) and py(b):
+            if op in _BIT_OPS and isinstance(a, int) and isinstance(b, int):
+                if isinstance(a, bool) and isinstance(b, bool) and op != "shl" and op != "shr":
+                    return {"bitand": a and b, "bitor": a or b, "bitxor": a != b}[op]
+                return intops.py_bit(op, int(a), int(b))
             if op in ("floordiv", "mod") and isinstance(a, int) and isinstance(b, int) and b:
                 # Inside kernels `//` and `%` are C-style even on Python ints, so an expression
                 # means the same whether or not its operands happen to be constants.
@@ -544,12 +574,8 @@ class Parser:
                     isinstance(eb, Expr) and eb.dtype.is_int or isinstance(eb, int)):
                 return binop("div", a, b)
             return unary("floor", binop("div", a, b))
-        if op in ("bitand", "bitor"):
-            ea = as_expr(a) if not isinstance(a, Expr) else a
-            eb = as_expr(b) if not isinstance(b, Expr) else b
-            if ea.dtype.is_bool and eb.dtype.is_bool:
-                return binop("and" if op == "bitand" else "or", ea, eb)
-            raise TileTypeError("bitwise & and | are only supported on conditions")
+        if op in _BIT_OPS:
+            return bitwise(op, a, b)
         if op == "pow":
             ea = as_expr(a)
             if not ea.dtype.is_float:
@@ -574,7 +600,7 @@ class Parser:
             return -v if not isinstance(v, Expr) else unary("neg", v)
         if isinstance(node.op, ast.Not):
             return (not v) if not isinstance(v, Expr) else unary("not", v)
-        raise TileSyntaxError("operator ~ is not supported in kernels", self.loc(node))
+        return intops.bitwise_not(v)  # ast.Invert
 
     def ev_Compare(self, node):
         left = self.ev(node.left)

@@ -172,6 +172,8 @@ def _compile_binop(e: BinOp, slots, loc):
             return run(fa(env, mask), fb(env, mask))
         except ZeroDivisionError:
             raise TileRuntimeError("integer division by zero", loc) from None
+        except S.ShiftCountError as e:  # undefined in C: the oracle reports it
+            raise TileRuntimeError(f"{e} in `{op}` on {t}", loc) from None
 
     return int_op
 
