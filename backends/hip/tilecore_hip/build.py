@@ -132,7 +132,7 @@ def resources(code: bytes) -> dict[str, int]:
     notes = _run_on(code, [_require("llvm-readelf"), "--notes"])
     out = {}
     for key, field in _NOTE_FIELDS.items():
-        m = re.search(rf"^\s*{re.escape(field)}:\s+(\d+)", notes, re.M)
+        m = re.search(rf"^[\s-]*{re.escape(field)}:\s+(\d+)", notes, re.M)
         if m:
             out[key] = int(m.group(1))
     if "vgpr" not in out:

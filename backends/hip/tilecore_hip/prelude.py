@@ -13,7 +13,7 @@ KEYWORDS = """\
 #define __global__ __attribute__((global))
 #define __device__ __attribute__((device))
 #define __shared__ __attribute__((shared))
-#define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))"""
+#define __launch_bounds__(n) __attribute__((amdgpu_flat_work_group_size(1, n)))"""
 
 # A workgroup barrier as HIP defines it: release fence, s_barrier, acquire fence (the fences
 # make LDS and global writes before the barrier visible to the workgroup after it).
