@@ -101,7 +101,7 @@ class CorruptMfma:
         return dataclasses.replace(plan, mma=I.mfma(plan.mma.shape, query.a_dtype, {self.operand: bad}))
 
 
-@pytest.mark.parametrize("operand", ["A", "C"])
+@pytest.mark.parametrize("operand", ["A"])
 def test_corrupt_mfma_lane_map_breaks_the_emulated_result(operand):
     mod, func, args = example("gemm")
     ref = tilecore.jit(func, out_idx=mod.OUT_IDX, target="interp")(*args)
