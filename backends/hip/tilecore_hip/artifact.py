@@ -80,6 +80,12 @@ class HipArtifact:
                                     caller_loc(), hint="move inputs with .cuda() (ROCm torch)")
         if self._module is None:
             self._module = HipModule(self.code_object(), self.rendered.entry)
-        values = [a.data_ptr() for a in args] + [int(dyn[s.name]) for s in specs[len(args):]]
         stream = torch.cuda.current_stream().cuda_stream
-        self._module.launch(self.launch_grid(dyn), self.rendered.block, values, specs, stream)
+        self._module.launch(self.launch_grid(dyn), self.rendered.block, self.launch_values(args, dyn),
+                            specs, stream)
+
+    def launch_values(self, args: list, dyn: dict) -> list[int]:
+        """The kernel's arguments in order: device addresses of `args` (anything with
+        `data_ptr()`), then the symbolic sizes from `dyn`."""
+        specs = self.rendered.params
+        return [a.data_ptr() for a in args] + [int(dyn[s.name]) for s in specs[len(args):]]
