@@ -114,6 +114,6 @@ def test_corrupt_mfma_lane_map_breaks_the_emulated_result(operand):
         out = kernel(*args)
     finally:
         plugins.unregister("corrupt-mfma")
-    bad = np.isnan(out.astype(np.float32)) | ~np.isclose(out.astype(np.float32), ref.astype(np.float32),
-                                                         rtol=mod.TOLERANCE["rtol"], atol=mod.TOLERANCE["atol"])
+    got, want = out.astype(np.float32), ref.astype(np.float32)
+    bad = np.isnan(got) | ~np.isclose(got, want, rtol=mod.TOLERANCE["rtol"], atol=mod.TOLERANCE["atol"])
     assert bad.any()

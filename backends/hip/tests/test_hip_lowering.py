@@ -45,7 +45,8 @@ def test_mfma_32x32x8_entries_from_the_isa_tables():
     assert m["A"].at(0, 0) == (0, 0) and m["A"].at(33, 2) == (1, 6) and m["A"].at(31, 3) == (31, 3)
     assert m["B"].at(0, 1) == (1, 0) and m["B"].at(45, 0) == (4, 13)
     # D: lane 0 holds rows 0-3, 8-11, 16-19, 24-27 of column 0; lane 32 rows 4-7, 12-15, ...
-    assert [m["C"].at(0, e)[0] for e in range(16)] == [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27]
+    rows = [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27]
+    assert [m["C"].at(0, e)[0] for e in range(16)] == rows
     assert [m["C"].at(32, e)[0] for e in range(4)] == [4, 5, 6, 7] and m["C"].at(40, 5) == (13, 8)
 
 

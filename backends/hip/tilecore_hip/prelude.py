@@ -31,7 +31,9 @@ def shuffles(wave: int) -> str:
     one-dimensional, so a lane's index is its work-item index modulo the wave size."""
     return f"""\
 __device__ static inline int tilecore_lane() {{ return (int)__builtin_amdgcn_workitem_id_x() & {wave - 1}; }}
-__device__ static inline int tilecore_bperm(int src, int v) {{ return __builtin_amdgcn_ds_bpermute(src << 2, v); }}
+__device__ static inline int tilecore_bperm(int src, int v) {{
+  return __builtin_amdgcn_ds_bpermute(src << 2, v);
+}}
 __device__ static inline int tilecore_xor_src(int mask, int width) {{
   const int self = tilecore_lane(), src = self ^ mask;
   return src >= ((self + width) & ~(width - 1)) ? self : src;
@@ -40,7 +42,9 @@ __device__ static inline int tilecore_idx_src(int lane, int width) {{
   return (tilecore_lane() & ~(width - 1)) + (lane & (width - 1));
 }}
 __device__ static inline int tilecore_shfl_src(int src, int v) {{ return tilecore_bperm(src, v); }}
-__device__ static inline unsigned tilecore_shfl_src(int src, unsigned v) {{ return (unsigned)tilecore_bperm(src, (int)v); }}
+__device__ static inline unsigned tilecore_shfl_src(int src, unsigned v) {{
+  return (unsigned)tilecore_bperm(src, (int)v);
+}}
 __device__ static inline float tilecore_shfl_src(int src, float v) {{
   return __builtin_bit_cast(float, tilecore_bperm(src, __builtin_bit_cast(int, v)));
 }}
@@ -75,7 +79,8 @@ __device__ static inline float tilecore_tanhf(float x) {
   const float ax = __builtin_fabsf(x);
   if (ax < 0.25f) {
     const float x2 = x * x;
-    return x * (1.0f + x2 * (-0.333333333f + x2 * (0.133333333f + x2 * (-0.0539682540f + x2 * 0.0218694885f))));
+    return x * (1.0f + x2 * (-0.333333333f + x2 * (0.133333333f + x2 * (-0.0539682540f
+             + x2 * 0.0218694885f))));
   }
   if (ax > 9.0f) return __builtin_copysignf(1.0f, x);
   const float t = 1.0f - 2.0f / (__builtin_expf(2.0f * ax) + 1.0f);
@@ -91,7 +96,8 @@ __device__ static inline float tilecore_erff(float x) {
   }
   if (ax >= 4.0f) return __builtin_copysignf(1.0f, x);
   const float t = 1.0f / (1.0f + 0.3275911f * ax);
-  const float p = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+  const float p = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f
+                  + t * (-1.453152027f + t * 1.061405429f))));
   return __builtin_copysignf(1.0f - p * __builtin_expf(-ax * ax), x);
 }""",
     "pow": """\

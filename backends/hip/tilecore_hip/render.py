@@ -46,8 +46,9 @@ class HipRenderer(GPURenderer):
 
     type_overrides = {"float16": "_Float16", "bfloat16": "__bf16"}
     reserved_words = frozenset(
-        "min max tilecore_a tilecore_b tilecore_c tilecore_d __syncthreads __shfl __shfl_xor tilecore_u32x2 tilecore_u32x4 tilecore_lane "
-        "tilecore_bperm tilecore_xor_src tilecore_idx_src tilecore_shfl_src tilecore_shfl "
+        "min max tilecore_a tilecore_b tilecore_c tilecore_d __syncthreads __shfl __shfl_xor "
+        "tilecore_u32x2 tilecore_u32x4 tilecore_lane tilecore_bperm tilecore_xor_src tilecore_idx_src "
+        "tilecore_shfl_src tilecore_shfl "
         "tilecore_shfl_xor tilecore_tanhf tilecore_erff tilecore_powf tilecore_ipow".split())
     max_grid_yz = 65535
     restrict_qualifier = "__restrict__ "
@@ -101,7 +102,8 @@ class HipRenderer(GPURenderer):
         t = e.a.dtype
         if e.op == "pow" and t.is_int:
             self.helpers.setdefault("ipow", P.IPOW)
-            return f"(({self.compute_type(t)})tilecore_ipow((long long)({self.expr(e.a)}), (long long)({self.expr(e.b)})))"
+            a, b = self.expr(e.a), self.expr(e.b)
+            return f"(({self.compute_type(t)})tilecore_ipow((long long)({a}), (long long)({b})))"
         return super().expr_BinOp(e)
 
     def pointer_cast(self, ctype: str, scope: str, ptr: str) -> str:
