@@ -12,6 +12,7 @@ from hip_test_util import needs_clang
 from tilecore_hip import build
 from tilecore_hip import prelude as P
 
+from tilecore import dtypes as dt
 from tilecore import semantics
 
 HOST_SHIM = "#define __device__\n"
@@ -99,3 +100,65 @@ def test_integer_pow_wraps_like_the_oracle(lib):
     pow_ = semantics.INT_BINARY["pow"]
     want = np.array([int(pow_(int(x), int(y))) % 2**64 for x, y in zip(a, b)], dtype=np.uint64).view(np.int64)
     np.testing.assert_array_equal(got, want)
+
+
+FP8_EXPORTS = """
+extern "C" void dec_{s}(const unsigned char* v, float* y, int n) {{
+  for (int i = 0; i < n; ++i) y[i] = {dec}(v[i]);
+}}
+extern "C" void enc32_{s}(const float* x, unsigned char* y, int n) {{
+  for (int i = 0; i < n; ++i) y[i] = {e32}(x[i]);
+}}
+extern "C" void enc64_{s}(const double* x, unsigned char* y, int n) {{
+  for (int i = 0; i < n; ++i) y[i] = {e64}(x[i]);
+}}
+"""
+
+
+@pytest.fixture(scope="module")
+def fp8lib(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fp8")
+    parts, exports = [HOST_SHIM], []
+    for dtype, (short, *_rest) in P.FP8.items():
+        (dec, t1), (e32, t2), (e64, t3) = (P.fp8_decoder(dtype), P.fp8_encoder(dtype, "float32"),
+                                           P.fp8_encoder(dtype, "float64"))
+        parts += [t1, t2, t3]
+        exports.append(FP8_EXPORTS.format(s=short, dec=dec, e32=e32, e64=e64))
+    src, so = d / "fp8.cpp", d / "fp8.so"
+    src.write_text("\n".join(parts + exports))
+    subprocess.run([build.tool("clang++"), "-O2", "-shared", "-fPIC", str(src), "-o", str(so)],
+                   check=True, capture_output=True)
+    return ctypes.CDLL(str(so))
+
+
+def _fp8_inputs(np_fp8, dtype):
+    """Every fp8 value, the midpoints between neighbours (ties), just above and below them,
+    values past the largest finite one, subnormals, zeros, infinities and NaN, in `dtype`."""
+    vals = np.arange(256, dtype=np.uint8).view(np_fp8).astype(np.float64)
+    fin = np.unique(vals[np.isfinite(vals)])
+    mids = (fin[1:] + fin[:-1]) / 2
+    eps = np.abs(mids) * (2.0 ** -20 if dtype == np.float32 else 2.0 ** -45)
+    big = fin.max()
+    extra = [0.0, -0.0, np.inf, -np.inf, np.nan, big * 1.03, big * 1.1, -big * 1.2, big * 4, 1e-30, -1e-30]
+    x = np.concatenate([fin, mids, mids + eps, mids - eps, extra])
+    return x.astype(dtype)
+
+
+@needs_clang
+@pytest.mark.parametrize("dtype", sorted(P.FP8))
+def test_fp8_conversions_match_the_oracle(fp8lib, dtype):
+    import ml_dtypes
+
+    np_fp8 = getattr(ml_dtypes, dtype)
+    short = P.FP8[dtype][0]
+    pats = np.arange(256, dtype=np.uint8)
+    got = _call(getattr(fp8lib, f"dec_{short}"), pats, out_dtype=np.float32)
+    np.testing.assert_array_equal(got, pats.view(np_fp8).astype(np.float32))
+    for src, fn in ((np.float32, f"enc32_{short}"), (np.float64, f"enc64_{short}")):
+        x = _fp8_inputs(np_fp8, src)
+        got = _call(getattr(fp8lib, fn), x, out_dtype=np.uint8).view(np_fp8).astype(np.float64)
+        # the oracle rounds once (float64 through round-to-odd float32; ml_dtypes alone would
+        # round twice)
+        want = np.asarray(semantics.round_to(x, getattr(dt, dtype)), dtype=np.float64)
+        np.testing.assert_array_equal(got, want, err_msg=f"{fn}")
+        assert (np.signbit(got) == np.signbit(want)).all()

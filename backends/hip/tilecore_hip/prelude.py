@@ -122,3 +122,51 @@ __device__ static inline long long tilecore_ipow(long long a, long long b) {
   while (e) { if (e & 1) r *= base; base *= base; e >>= 1; }
   return (long long)r;
 }"""
+
+
+# fp8 formats stored as `unsigned char` bit patterns: (mantissa bits, exponent bias, largest
+# finite encoding, what overflow gives). The oracle (ml_dtypes) rounds to nearest even and
+# overflows to NaN (e4m3fn, which has no infinity) or to infinity (e5m2).
+FP8 = {"float8_e4m3fn": ("e4m3", 3, 7, 0x7E, 0x7F), "float8_e5m2": ("e5m2", 2, 15, 0x7B, 0x7C)}
+
+
+def fp8_decoder(dtype: str) -> tuple[str, str]:
+    """(name, text) of the exact fp8 -> float32 conversion of `dtype`."""
+    short, m, bias, _, _ = FP8[dtype]
+    emax = (1 << (7 - m)) - 1
+    nan, inf = '__builtin_nanf("")', "__builtin_inff()"
+    special = (f"if (e == {emax} && mm == {(1 << m) - 1}) return {nan};" if short == "e4m3"
+               else f"if (e == {emax}) return mm ? {nan} : (s ? -{inf} : {inf});")
+    name = f"tilecore_{short}_to_f32"
+    return name, f"""\
+__device__ static inline float {name}(unsigned char v) {{
+  const unsigned s = (unsigned)(v & 0x80) << 24, e = (v >> {m}) & {emax}, mm = v & {(1 << m) - 1};
+  {special}
+  if (e == 0) {{ const float f = (float)mm * {2.0 ** -(bias - 1 + m)!r}f; return s ? -f : f; }}
+  return __builtin_bit_cast(float, s | ((e + {127 - bias}) << 23) | (mm << {23 - m}));
+}}"""
+
+
+def fp8_encoder(dtype: str, source: str) -> tuple[str, str]:
+    """(name, text) of the one-rounding float32 / float64 (`source`) -> fp8 conversion: round to
+    nearest even on the source's bits (subnormals by an exact power-of-two scaling and rint),
+    overflow to the format's NaN or infinity."""
+    short, m, bias, max_enc, over = FP8[dtype]
+    f64 = source == "float64"
+    ctype, utype, f = ("double", "unsigned long long", "") if f64 else ("float", "unsigned", "f")
+    fbits, fman, fbias = (64, 52, 1023) if f64 else (32, 23, 127)
+    shift = fman - m
+    name = f"tilecore_{'f64' if f64 else 'f32'}_to_{short}"
+    return name, f"""\
+__device__ static inline unsigned char {name}({ctype} x) {{
+  const {utype} u = __builtin_bit_cast({utype}, x);
+  const unsigned char s = (unsigned char)((u >> {fbits - 8}) & 0x80);
+  const {ctype} a = __builtin_fabs{f}(x);
+  if (a != a) return s | 0x7F;
+  if (a < {2.0 ** (1 - bias)!r}{f})
+    return s | (unsigned char)__builtin_rint{f}(a * {2.0 ** (bias - 1 + m)!r}{f});
+  const {utype} ua = __builtin_bit_cast({utype}, a);
+  const {utype} r = (ua + ((({utype})1 << {shift - 1}) - 1) + ((ua >> {shift}) & 1)) >> {shift};
+  const {utype} enc = r - {(fbias - bias) << m};
+  return enc > {max_enc} ? (unsigned char)(s | {over}) : (unsigned char)(s | enc);
+}}"""

@@ -44,7 +44,9 @@ _HELPER_OF = {"tanh": "tanh", "erf": "erf", "pow": "pow"}
 class HipRenderer(GPURenderer):
     """Renders a lowered module as one `extern "C" __global__` HIP kernel."""
 
-    type_overrides = {"float16": "_Float16", "bfloat16": "__bf16"}
+    # fp8 values are stored as their bit patterns and converted by the prelude's helpers
+    type_overrides = {"float16": "_Float16", "bfloat16": "__bf16", "float8_e4m3fn": "unsigned char",
+                      "float8_e5m2": "unsigned char"}
     reserved_words = frozenset(
         "min max tilecore_a tilecore_b tilecore_c tilecore_d __syncthreads __shfl __shfl_xor "
         "tilecore_u32x2 tilecore_u32x4 tilecore_lane tilecore_bperm tilecore_xor_src tilecore_idx_src "
@@ -56,12 +58,29 @@ class HipRenderer(GPURenderer):
     vector_types, vector_zeros = _VECTOR, _VECTOR_ZERO
 
     # ------------------------------------------------------------------ values and casts
-    def type_name(self, d: DType) -> str:
-        """As the base; fp8 is refused with the reason (no conversions written for it yet)."""
-        if d.name.startswith("float8"):
-            raise TileTargetError(f"the hip backend has no {d} support yet (gfx942's fp8 conversions "
-                                  "are not written)", hint="use float16 or bfloat16 on hip")
-        return super().type_name(d)
+    def to_float(self, d: DType, s: str) -> str:
+        """`_Float16` / `__bf16` convert by a cast; fp8 bit patterns through the prelude's decoder."""
+        if d.name in P.FP8:
+            return f"{self._helper(*P.fp8_decoder(d.name))}({s})"
+        return super().to_float(d, s)
+
+    def from_float(self, d: DType, s: str) -> str:
+        """Round to nearest even (casts; fp8 through the prelude's encoder, overflow as the oracle)."""
+        if d.name in P.FP8:
+            self.type_name(d)
+            return f"{self._helper(*P.fp8_encoder(d.name, 'float32'))}({s})"
+        return super().from_float(d, s)
+
+    def from_double(self, d: DType, s: str) -> str:
+        """One rounding from double (clang's conversions round once; fp8 through the encoder)."""
+        if d.name in P.FP8:
+            self.type_name(d)
+            return f"{self._helper(*P.fp8_encoder(d.name, 'float64'))}({s})"
+        return super().from_double(d, s)
+
+    def _helper(self, name: str, text: str) -> str:
+        self.helpers.setdefault(name, text)
+        return name
 
     def float_literal_special(self, value: float, d: DType) -> str:
         """inf / nan from clang builtins (no <math.h>)."""
@@ -78,7 +97,7 @@ class HipRenderer(GPURenderer):
                 raise self._no_f64(name)
             return _F64[name]
         if name in _HELPER_OF:
-            self.helpers.setdefault(name, P.MATH[_HELPER_OF[name]])
+            self._helper(name, P.MATH[_HELPER_OF[name]])
         return _F32[name]
 
     def math_bin_call(self, name: str, d: DType) -> str:
@@ -88,7 +107,7 @@ class HipRenderer(GPURenderer):
                 raise self._no_f64(name)
             return _F64_BIN[name]
         if name in _HELPER_OF:
-            self.helpers.setdefault(name, P.MATH[_HELPER_OF[name]])
+            self._helper(name, P.MATH[_HELPER_OF[name]])
         return _F32_BIN[name]
 
     @staticmethod
