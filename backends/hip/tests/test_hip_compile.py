@@ -62,3 +62,83 @@ def test_compile_error_keeps_the_source(tmp_path, monkeypatch):
     with pytest.raises(build.HipCompileError) as e:
         build.compile_hip('extern "C" __attribute__((global)) void k() { undeclared(); }', "gfx942")
     assert "undeclared" in e.value.log and open(e.value.source_path).read().startswith("extern")
+
+
+def _cast(dtype, out_dtype, n):
+    import tilecore.language as T
+
+    @T.prim_func
+    def cast(A: T.Tensor((n,), dtype), B: T.Tensor((n,), out_dtype)):
+        with T.Kernel(1, threads=128) as _:
+            for i in T.Parallel(n):
+                B[i] = T.cast(A[i], out_dtype)
+
+    return cast
+
+
+def _unary(fn, dtype, out_dtype, n):
+    import tilecore.language as T
+
+    @T.prim_func
+    def unary(A: T.Tensor((n,), dtype), B: T.Tensor((n,), out_dtype)):
+        with T.Kernel(1, threads=128) as _:
+            for i in T.Parallel(n):
+                B[i] = T.cast(fn(A[i]), out_dtype)
+
+    return unary
+
+
+def _binary(fn, dtype, out_dtype, n):
+    import tilecore.language as T
+
+    @T.prim_func
+    def binary(A: T.Tensor((n,), dtype), B: T.Tensor((n,), out_dtype)):
+        with T.Kernel(1, threads=128) as _:
+            for i in T.Parallel(n):
+                B[i] = T.cast(fn(A[i], A[i]), out_dtype)
+
+    return binary
+
+
+def _unary_program(fn, dtype="float32", out_dtype=None, n=256, arity=1):
+    """B = fn(A) (fn(A, A) for arity 2; a plain cast for fn None) element by element."""
+    out_dtype = out_dtype or dtype
+    if fn is None:
+        return _cast(dtype, out_dtype, n)
+    return (_binary if arity == 2 else _unary)(fn, dtype, out_dtype, n)
+
+
+def _math_fns():
+    import tilecore.language as T
+
+    return {"exp": T.exp, "tanh": T.tanh, "erf": T.erf, "sigmoid": T.sigmoid, "rsqrt": T.rsqrt,
+            "pow": T.pow, "sin": T.sin, "round": T.round, "log2": T.log2}
+
+
+@needs_clang
+@pytest.mark.parametrize("name", sorted(_math_fns()))
+def test_float32_math_compiles_without_device_libraries(name):
+    """Every float32 function links with -nogpulib (builtins or the prelude's helpers)."""
+    prog = _unary_program(_math_fns()[name], arity=2 if name == "pow" else 1)
+    kernel = tilecore.jit(prog, out_idx=[-1], target="hip:gfx942")
+    art = kernel.artifact
+    assert "#include" not in art.source and art.resources()["scratch"] == 0
+
+
+@needs_clang
+@pytest.mark.parametrize("src,dst", [("float8_e4m3fn", "float32"), ("float32", "float8_e5m2"),
+                                     ("float16", "bfloat16"), ("float64", "float8_e4m3fn"),
+                                     ("bfloat16", "float8_e5m2")])
+def test_narrow_float_casts_compile(src, dst):
+    kernel = tilecore.jit(_unary_program(None, src, dst), out_idx=[-1], target="hip:gfx1100")
+    art = kernel.artifact
+    art.code_object()
+    if "float8" in src + dst:
+        assert "tilecore_" in art.source and "_e" in art.source
+
+
+def test_float64_functions_needing_ocml_are_refused():
+    import tilecore.language as T
+
+    with pytest.raises(TileTargetError, match="ocml"):
+        tilecore.jit(_unary_program(T.exp, "float64"), out_idx=[-1], target="hip:gfx942")
