@@ -11,6 +11,8 @@ with the lane maps the lowering and the emulator use. LDS is one static `__share
 
 from __future__ import annotations
 
+import re
+
 from tilecore.codegen.gpu import GPURenderer
 from tilecore.codegen.spec import RenderedKernel, fast_math_requested
 from tilecore.dtypes import DType
@@ -25,20 +27,16 @@ _VECTOR_ZERO = {1: "((unsigned char)0)", 2: "((unsigned short)0)", 4: "0u", 8: "
                 16: "((tilecore_u32x4)(0u))"}
 _VECTOR_TYPEDEFS = ("typedef unsigned int tilecore_u32x2 __attribute__((ext_vector_type(2)));\n"
                     "typedef unsigned int tilecore_u32x4 __attribute__((ext_vector_type(4)));")
-# float32 functions: clang builtins LLVM lowers to AMDGPU instructions, or prelude helpers.
-_F32 = {"exp": "__builtin_expf({})", "exp2": "__builtin_exp2f({})", "log": "__builtin_logf({})",
-        "log2": "__builtin_log2f({})", "sqrt": "__builtin_sqrtf({})",
-        "rsqrt": "(1.0f / __builtin_sqrtf({}))", "tanh": "tilecore_tanhf({})", "erf": "tilecore_erff({})",
-        "sigmoid": "(1.0f / (1.0f + __builtin_expf(-({}))))", "floor": "__builtin_floorf({})",
-        "ceil": "__builtin_ceilf({})", "sin": "__builtin_sinf({})", "cos": "__builtin_cosf({})",
-        "round": "__builtin_rintf({})", "trunc": "__builtin_truncf({})", "abs": "__builtin_fabsf({})"}
-# float64 functions LLVM lowers without a device library; the others need ocml.
-_F64 = {"sqrt": "__builtin_sqrt({})", "floor": "__builtin_floor({})", "ceil": "__builtin_ceil({})",
-        "round": "__builtin_rint({})", "trunc": "__builtin_trunc({})", "abs": "__builtin_fabs({})"}
-_F32_BIN = {"min": "__builtin_fminf({}, {})", "max": "__builtin_fmaxf({}, {})",
-            "mod": "__builtin_fmodf({}, {})", "pow": "tilecore_powf({}, {})"}
-_F64_BIN = {"min": "__builtin_fmin({}, {})", "max": "__builtin_fmax({}, {})", "mod": "__builtin_fmod({}, {})"}
-_HELPER_OF = {"tanh": "tanh", "erf": "erf", "pow": "pow"}
+# The core's math tables (cexpr.FLOAT_FUNCS) spell libm; without headers or device libraries
+# each libm name becomes the clang builtin LLVM lowers to AMDGPU code, or a prelude helper, and
+# the float64 functions that need ROCm's ocml are refused. Translating the core's spelling (not
+# keeping a table of our own) keeps its semantics (rsqrt, NaN handling of min/max) in one place.
+_BUILTIN = frozenset("""expf exp2f logf log2f sqrtf floorf ceilf sinf cosf rintf truncf fabsf fminf
+fmaxf fmodf copysignf sqrt floor ceil rint trunc fabs fmin fmax fmod copysign isnan isinf isfinite
+signbit""".split())
+_HELPERS = {"tanhf": ("tilecore_tanhf", "tanh"), "erff": ("tilecore_erff", "erf"),
+            "powf": ("tilecore_powf", "pow")}
+_LIBM_CALL = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\(")
 
 
 class HipRenderer(GPURenderer):
@@ -90,29 +88,33 @@ class HipRenderer(GPURenderer):
         return f"{'-' if value < 0 else ''}__builtin_inf{f}()"
 
     def math_call(self, name: str, d: DType) -> str:
-        """float32: AMDGPU-lowered builtins or prelude helpers; float64: the functions LLVM
-        lowers itself (sqrt, floor, ...), a TileTargetError for those needing ocml."""
-        if d.name == "float64":
-            if name not in _F64:
-                raise self._no_f64(name)
-            return _F64[name]
-        if name in _HELPER_OF:
-            self._helper(name, P.MATH[_HELPER_OF[name]])
-        return _F32[name]
+        """The core's spelling with libm names as builtins or prelude helpers (`_libm`)."""
+        return self._libm(super().math_call(name, d), name)
 
     def math_bin_call(self, name: str, d: DType) -> str:
-        """fmin/fmax/fmod builtins; float32 pow through the prelude's `tilecore_powf`."""
-        if d.name == "float64":
-            if name not in _F64_BIN:
-                raise self._no_f64(name)
-            return _F64_BIN[name]
-        if name in _HELPER_OF:
-            self._helper(name, P.MATH[_HELPER_OF[name]])
-        return _F32_BIN[name]
+        """As `math_call` for binary functions (min, max, mod, pow)."""
+        return self._libm(super().math_bin_call(name, d), name)
+
+    def _libm(self, text: str, what: str) -> str:
+        """`text` with each libm call replaced: AMDGPU-lowered ones by `__builtin_<name>`,
+        tanhf/erff/powf by the prelude's helpers; the rest (float64 exp, log, sin, ...) need ocml
+        and are refused."""
+        def spell(m) -> str:
+            fn = m.group(1)
+            if fn in _BUILTIN:
+                return f"__builtin_{fn}("
+            if fn in _HELPERS:
+                helper, key = _HELPERS[fn]
+                return self._helper(helper, P.MATH[key]) + "("
+            if fn.startswith("__builtin_") or fn.startswith("tilecore_"):
+                return m.group(0)
+            raise self._needs_ocml(what, fn)
+
+        return _LIBM_CALL.sub(spell, text)
 
     @staticmethod
-    def _no_f64(name: str) -> TileTargetError:
-        return TileTargetError(f"float64 {name} on hip needs ROCm's device library (ocml), which the "
+    def _needs_ocml(name: str, fn: str) -> TileTargetError:
+        return TileTargetError(f"{name} ({fn}) on hip needs ROCm's device library (ocml), which the "
                                "offline build (-nogpulib) does not link",
                                hint="compute it in float32, or run on emu:hip:<arch>")
 
