@@ -40,6 +40,8 @@ def test_example_compiles_for_arch(name, arch):
         assert not re.search(r"v_mfma|v_wmma", dis)
     if "__syncthreads();" in src and art.rendered.block[0] > res["wavefront_size"]:
         assert "s_barrier" in dis
+    if "tilecore_shfl" in src:  # wave reductions: lane exchange through the LDS crossbar
+        assert "ds_bpermute_b32" in dis
 
 
 @pytest.mark.skipif(available()[0], reason="an AMD GPU is present")
