@@ -93,6 +93,7 @@ def test_tensorize_prefers_32x32x8_then_16x16x16():
 @pytest.mark.parametrize("query,needle", [
     (_q(64, 64, 32, 128, 64, a=dt.float32), "float16 or bfloat16"),
     (_q(64, 64, 32, 128, 64, c=dt.float16), "accumulate in float32"),
+    (_q(64, 64, 32, 128, 64, a=dt.float8_e4m3fn), "FNUZ"),
     (_q(64, 64, 12, 128, 64), "instruction tiles"),
     (_q(16, 16, 16, 256, 64), "instruction tiles"),
 ])

@@ -54,6 +54,11 @@ def tile_target_facts(target):
 
 def _check(q: GemmQuery, ws: int) -> str | None:
     """Why no matrix instruction applies to `q` whatever its shape, or None."""
+    if q.a_dtype.name.startswith("float8") or q.b_dtype.name.startswith("float8"):
+        # gfx942's fp8 MFMA reads the FNUZ encodings (bias 8 / 16, NaN 0x80); tilecore's float8
+        # dtypes are OCP's e4m3fn / e5m2, which only gfx950 multiplies natively
+        return ("gfx942's fp8 MFMA instructions use the FNUZ fp8 encodings, not the OCP "
+                "float8_e4m3fn / float8_e5m2 of this program, so fp8 gemms run as SIMT multiply-adds")
     if q.a_dtype != q.b_dtype or q.a_dtype.name not in _MMA_DTYPES:
         return (f"the MFMA/WMMA instructions tilecore uses need float16 or bfloat16 A and B of one "
                 f"dtype, got {q.a_dtype} and {q.b_dtype}")
