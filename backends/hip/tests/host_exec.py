@@ -66,7 +66,9 @@ template <typename T, typename U> static T tc_atomic_add(T* p, U v) {
 }
 #define __hip_atomic_fetch_add(p, v, order, scope) tc_atomic_add(p, v)
 static float tc_f(_Float16 x) { return (float)x; }
-static float tc_f(short x) { unsigned u = (unsigned)(unsigned short)x << 16; float f; memcpy(&f, &u, 4); return f; }
+static float tc_f(short x) {
+  unsigned u = (unsigned)(unsigned short)x << 16; float f; memcpy(&f, &u, 4); return f;
+}
 static float tc_f(float x) { return x; }
 """
 
