@@ -12,6 +12,7 @@ renderer's code, not the IR, is what runs; the lane maps are the only thing shar
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import subprocess
@@ -147,6 +148,16 @@ extern "C" void tc_run(void** args, int gx, int gy, int gz, int threads, int wav
 """
 
 
+@functools.cache
+def _runtime_builtins() -> tuple[str, ...]:
+    """compiler-rt's builtins archive: the host's bf16 conversions (__truncsfbf2) live there,
+    not in Debian's libgcc."""
+    out = subprocess.run([build.tool("clang++"), "-rtlib=compiler-rt", "-print-libgcc-file-name"],
+                         capture_output=True, text=True)
+    path = out.stdout.strip()
+    return (path,) if out.returncode == 0 and os.path.exists(path) else ()
+
+
 def host_library(rendered, cache_dir: str) -> ctypes.CDLL:
     """The rendered kernel compiled for the host with the shim and a `tc_run` driver."""
     src = rendered.source.replace(P.KEYWORDS, "")
@@ -159,7 +170,8 @@ def host_library(rendered, cache_dir: str) -> ctypes.CDLL:
         with open(cpp, "w") as f:
             f.write(text)
         subprocess.run([build.tool("clang++"), "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread",
-                        "-w", cpp, "-o", so + ".part"], check=True, capture_output=True, text=True)
+                        "-w", cpp, "-o", so + ".part", *_runtime_builtins()], check=True,
+                       capture_output=True, text=True)
         os.replace(so + ".part", so)
     return ctypes.CDLL(so)
 
