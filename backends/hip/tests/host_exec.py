@@ -14,8 +14,11 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import mmap
 import os
+import signal
 import subprocess
+import time
 
 import numpy as np
 from tilecore_hip import build
@@ -176,20 +179,53 @@ def host_library(rendered, cache_dir: str) -> ctypes.CDLL:
     return ctypes.CDLL(so)
 
 
-def run_on_host(kernel, args: list, dyn: dict, wave: int, cache_dir: str) -> None:
-    """Run `kernel` (a tilecore Kernel for a hip target) on NumPy `args` in place."""
+class HostDeadlock(AssertionError):
+    """The kernel stopped making progress: a barrier or shuffle reached by only some threads."""
+
+
+def run_on_host(kernel, args: list, dyn: dict, wave: int, cache_dir: str, timeout_s: float = 60.0) -> None:
+    """Run `kernel` (a tilecore Kernel for a hip target) on NumPy `args` in place.
+
+    The kernel runs in a forked child on shared copies of the arrays, so a deadlock (threads
+    waiting at a barrier that not all of them reach: divergent `__syncthreads` or shuffles)
+    fails the test after `timeout_s` instead of hanging it."""
     rendered = kernel.artifact.rendered
     lib = host_library(rendered, cache_dir)
-    keep = []
+    shared = {}
     ptrs = (ctypes.c_void_p * len(rendered.params))()
     for i, p in enumerate(rendered.params):
         if p.is_pointer:
             a = args[i]
-            assert a.flags.c_contiguous
-            ptrs[i] = a.ctypes.data
+            buf = mmap.mmap(-1, max(1, a.nbytes))
+            view = np.frombuffer(buf, dtype=a.dtype, count=a.size).reshape(a.shape)
+            view[...] = a
+            shared[i] = (buf, view)
+            ptrs[i] = view.ctypes.data
         else:
             v = np.array([dyn[p.name]], dtype=np.int64 if p.dtype.bits == 64 else np.int32)
-            keep.append(v)
+            shared[i] = (None, v)
             ptrs[i] = v.ctypes.data
     grid = [host_int(g, dyn) for g in rendered.grid]
-    lib.tc_run(ptrs, *[ctypes.c_int(g) for g in grid], ctypes.c_int(rendered.block[0]), ctypes.c_int(wave))
+    pid = os.fork()
+    if pid == 0:  # the child: run, then leave without unwinding the parent's state
+        try:
+            lib.tc_run(ptrs, *[ctypes.c_int(g) for g in grid], ctypes.c_int(rendered.block[0]),
+                       ctypes.c_int(wave))
+        finally:
+            os._exit(0)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise HostDeadlock(f"{rendered.entry} made no progress in {timeout_s:.0f} s: a barrier or "
+                               "shuffle reached by only some threads")
+        time.sleep(0.01)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise AssertionError(f"{rendered.entry} crashed on the host (status {status})")
+    for i, p in enumerate(rendered.params):
+        if p.is_pointer:
+            args[i][...] = shared[i][1]

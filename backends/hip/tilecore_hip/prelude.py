@@ -113,6 +113,10 @@ __device__ static inline float tilecore_powf(float x, float y) {
 }""",
 }
 
+# Integer min / max as functions, so each operand is evaluated once (see HipRenderer.expr_BinOp).
+INT_MINMAX = {op: f"template <typename T> __device__ static inline T tilecore_{op}(T a, T b) "
+                  f"{{ return a {cmp} b ? a : b; }}" for op, cmp in (("min", "<"), ("max", ">"))}
+
 # a ** b for integers as the oracle computes it: wrapped mod 2**64; a negative exponent gives
 # 1 / a**-b truncated (0 unless |a| == 1).
 IPOW = """\

@@ -48,8 +48,8 @@ class HipRenderer(GPURenderer):
     reserved_words = frozenset(
         "min max tilecore_a tilecore_b tilecore_c tilecore_d __syncthreads __shfl __shfl_xor "
         "tilecore_u32x2 tilecore_u32x4 tilecore_lane tilecore_bperm tilecore_xor_src tilecore_idx_src "
-        "tilecore_shfl_src tilecore_shfl "
-        "tilecore_shfl_xor tilecore_tanhf tilecore_erff tilecore_powf tilecore_ipow".split())
+        "tilecore_shfl_src tilecore_shfl tilecore_min tilecore_max tilecore_shfl_xor tilecore_tanhf "
+        "tilecore_erff tilecore_powf tilecore_ipow".split())
     max_grid_yz = 65535
     restrict_qualifier = "__restrict__ "
     constant_qualifier = "__device__ const"
@@ -119,8 +119,14 @@ class HipRenderer(GPURenderer):
                                hint="compute it in float32, or run on emu:hip:<arch>")
 
     def expr_BinOp(self, e) -> str:
-        """As the base, but integer pow wraps mod 2**64 as the oracle does (`tilecore_ipow`)."""
+        """As the base, but integer min/max through a function (each operand evaluated once: a
+        shuffle inside the base's `a < b ? a : b` would run again on only some lanes, a divergent
+        `ds_bpermute`), and integer pow wrapping mod 2**64 as the oracle does (`tilecore_ipow`)."""
         t = e.a.dtype
+        if e.op in ("min", "max") and t.is_int:
+            ct = self.compute_type(t)
+            fn = self._helper(f"tilecore_{e.op}", P.INT_MINMAX[e.op])
+            return f"{fn}(({ct})({self.expr(e.a)}), ({ct})({self.expr(e.b)}))"
         if e.op == "pow" and t.is_int:
             self.helpers.setdefault("ipow", P.IPOW)
             a, b = self.expr(e.a), self.expr(e.b)
