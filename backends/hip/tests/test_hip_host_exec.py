@@ -49,7 +49,7 @@ from tilecore.errors import TileTargetError  # noqa: E402
 
 
 @needs_clang
-@settings(max_examples=10, derandomize=True, deadline=None, database=None,
+@settings(max_examples=6, derandomize=True, deadline=None, database=None,
           suppress_health_check=list(HealthCheck))
 @given(cases())
 def test_generated_programs_run_on_the_host(case):
