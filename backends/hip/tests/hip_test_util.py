@@ -1,0 +1,37 @@
+"""Shared by the hip tests: the toolchain skip marker and example loading."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+from tilecore_hip import build
+
+from tilecore.example_protocol import example_files, sizes_for
+
+ARCHS = ("gfx90a", "gfx942", "gfx1100")
+EXAMPLES = [p.stem for p in example_files()]
+GEMM_EXAMPLES = ("gemm", "gemm_bias_gelu", "flash_attention")  # fp16 gemms: MFMA/WMMA expected
+
+needs_clang = pytest.mark.skipif(build.missing_toolchain() is not None,
+                                 reason=f"no offline AMDGPU toolchain: {build.missing_toolchain()}")
+
+
+def example(name: str, sizes: dict | None = None, seed: int = 1):
+    """(module, PrimFunc, input arrays) of example `name` at `sizes` (default: its first)."""
+    mod = importlib.import_module(name)
+    sizes = mod.TEST_SIZES[0] if sizes is None else sizes
+    func = mod.program(**sizes_for(mod.program, sizes))
+    args = mod.make_inputs(np.random.default_rng(seed), **sizes_for(mod.make_inputs, sizes))
+    return mod, func, args
+
+
+def assert_matches(mod, out, ref) -> None:
+    """`out` equals the oracle's `ref` within the example's tolerance (exactly when it is 0)."""
+    assert not np.isnan(np.asarray(out, dtype=np.float32)).any()
+    if mod.TOLERANCE["rtol"] == 0 and mod.TOLERANCE["atol"] == 0:
+        np.testing.assert_array_equal(out, ref)
+    else:
+        np.testing.assert_allclose(np.asarray(out, dtype=np.float32), np.asarray(ref, dtype=np.float32),
+                                   **mod.TOLERANCE)
