@@ -100,7 +100,7 @@ def test_rendered_integer_arithmetic_is_the_semantics(d):
             text = r.expr(e).replace(r.name_of(a), f"a{k}").replace(r.name_of(b), f"b{k}")
             exprs.append((r.compute_type(d), text))
             want.append(S.int_binop(op, x, y, d))
-    got = [int(v) for v in _run_c(decls, exprs)]
+    got = [int(v) for v in _run_c(decls, exprs, prelude=tuple(r.prelude()))]
     assert got == want
 
 

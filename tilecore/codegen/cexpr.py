@@ -284,8 +284,15 @@ class CExprRenderer:
             return self.from_float(t, text) if t.is_narrow_float else text
         a, b = self.expr(e.a), self.expr(e.b)
         if e.op in ("min", "max"):
-            cmp = "<" if e.op == "min" else ">"
-            return f"(({a}) {cmp} ({b}) ? ({a}) : ({b}))"
+            # a helper function, not an inline `?:`, which would evaluate an operand twice: a
+            # shuffle among them would then run a second time in only some lanes
+            ct = self.compute_type(t)
+            fn = f"tilecore_{e.op}_{''.join(ch if ch.isalnum() else '_' for ch in ct)}"
+            if fn not in self.helpers:
+                cmp = "<" if e.op == "min" else ">"
+                self.helpers[fn] = (f"{self.helper_prefix()} {ct} {fn}({ct} a, {ct} b) "
+                                    f"{{ return a {cmp} b ? a : b; }}")
+            return f"{fn}({a}, {b})"
         if e.op == "pow":
             return f"(({self.compute_type(t)})pow((double)({a}), (double)({b})))"
         return f"({a} {_C_OPS[e.op]} {b})"
