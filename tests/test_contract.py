@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
+from optional_backends import needs_interp  # noqa: E402
 
 import tilecore
 import tilecore.language as T
@@ -34,6 +35,7 @@ def test_every_hook_documents_its_parameters_return_and_firstresult():
         assert ("firstresult" in doc) == first or (not first and "collected" in doc), name
 
 
+@needs_interp
 def test_interp_artifact_satisfies_the_protocol():
     @T.prim_func
     def k(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):

@@ -3,7 +3,7 @@ shapes, one compile per binding, outputs from `return`, and the located mistakes
 
 import numpy as np
 import pytest
-import torch
+from optional_backends import needs_interp  # noqa: E402
 
 import tilecore
 import tilecore.language as T
@@ -34,7 +34,7 @@ def _scale_add(target):
     return scale_add
 
 
-@pytest.mark.parametrize("target", ["interp", "toy:w4"])
+@pytest.mark.parametrize("target", [pytest.param("interp", marks=needs_interp), "toy:w4"])
 def test_call_binds_shapes_and_caches_per_binding(target):
     f = _scale_add(target)
     rng = np.random.default_rng(0)
@@ -49,7 +49,9 @@ def test_call_binds_shapes_and_caches_per_binding(target):
     assert len(f._cache) == 2
 
 
+@needs_interp
 def test_torch_tensors_bind_and_come_back_as_torch():
+    torch = pytest.importorskip("torch")  # torch is optional for the core
     f = _scale_add("interp")
     x, y = torch.randn(20, 33), torch.randn(20, 33)
     out, neg = f(x, y)
@@ -58,6 +60,7 @@ def test_torch_tensors_bind_and_come_back_as_torch():
     torch.testing.assert_close(neg, -x, rtol=0, atol=0)
 
 
+@needs_interp
 def test_compile_prim_func_and_source():
     f = _scale_add("interp")
     k = f.compile(M=32, N=16)
@@ -73,6 +76,7 @@ def test_compile_prim_func_and_source():
     assert f.get_tir(M=8, N=8).params[0].shape == (8, 8)
 
 
+@needs_interp
 def test_factory_style_is_still_a_factory():
     @tilecore.jit(out_idx=[-1], target="interp")
     def factory(n):
@@ -93,6 +97,7 @@ def _located(exc, match):
     assert match in str(exc.value), exc.value
 
 
+@needs_interp
 def test_shape_disagreement_is_located():
     f = _scale_add("interp")
     with pytest.raises(TileCallError) as e:
@@ -100,6 +105,7 @@ def test_shape_disagreement_is_located():
     _located(e, "T.const N is 4 from X.shape[1] but 5 from Y.shape[1]")
 
 
+@needs_interp
 def test_argument_count_and_kind_are_located():
     f = _scale_add("interp")
     x = np.zeros((4, 4), np.float32)
@@ -120,6 +126,7 @@ def test_argument_count_and_kind_are_located():
     _located(e, "dtype")
 
 
+@needs_interp
 def test_unbound_constant_needs_compile_keyword():
     @tilecore.jit(target="interp")
     def fill(A):
@@ -137,6 +144,7 @@ def test_unbound_constant_needs_compile_keyword():
     assert fill.compile(n=4, m=6)(np.full(4, 7, np.float32)).tolist() == [7.0] * 6
 
 
+@needs_interp
 def test_body_mistakes_are_located():
     @tilecore.jit(target="interp")
     def unreturned(A):
@@ -175,6 +183,7 @@ def test_out_idx_on_an_eager_kernel_is_an_error():
         tilecore.jit(k, out_idx=[-1])
 
 
+@needs_interp
 def test_const_outside_an_eager_body_is_a_syntax_error():
     with pytest.raises(TileSyntaxError, match="T.const is only valid"):
         @T.prim_func
@@ -183,7 +192,7 @@ def test_const_outside_an_eager_body_is_a_syntax_error():
                 n = T.const("n")  # noqa: F841 - the mistake under test
 
 
-@pytest.mark.parametrize("target", ["interp", "toy:w4"])
+@pytest.mark.parametrize("target", [pytest.param("interp", marks=needs_interp), "toy:w4"])
 def test_integer_annotated_parameters_are_run_time_scalars(target):
     @tilecore.jit(target=target)
     def head(A, limit: T.int32, block=32):
@@ -208,6 +217,7 @@ def test_integer_annotated_parameters_are_run_time_scalars(target):
     _located(e, "a scalar")
 
 
+@needs_interp
 def test_tensor_subscript_spelling_in_a_prim_func_signature():
     @T.prim_func
     def k(A: T.Tensor[(4,), T.float16], B: T.Tensor[[4], T.float32]):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from optional_backends import needs_interp  # noqa: E402
 from test_cstyle_semantics import _run_c, needs_cc
 
 import tilecore
@@ -61,6 +62,7 @@ def test_bit_operations_are_numpys(d, data):
     np.testing.assert_array_equal(sem("shr", a64, s64), a >> s)  # arithmetic iff signed
 
 
+@needs_interp
 def test_shift_counts_outside_the_width_are_errors():
     assert S.int_binop("shl", 1, 31, dt.int32) == -(2**31)
     assert S.int_binop("shl", 1, 20, dt.int8) == 1 << 20  # int8 computes as C's int
@@ -105,7 +107,7 @@ def _bits_inputs(dtype, seed=0):
     return a, b, s
 
 
-@pytest.mark.parametrize("target", ["interp", "toy:w4"])
+@pytest.mark.parametrize("target", [pytest.param("interp", marks=needs_interp), "toy:w4"])
 @pytest.mark.parametrize("dtype", ["int32", "int8", "uint32", "int64"])
 def test_kernels_compute_the_semantics(target, dtype):
     a, b, s = _bits_inputs(dtype)
@@ -114,6 +116,7 @@ def test_kernels_compute_the_semantics(target, dtype):
         np.testing.assert_array_equal(out, _bits_reference(a, b, s))
 
 
+@needs_interp
 def test_python_ints_fold_at_the_literal_width():
     @T.prim_func
     def k(C: T.Tensor((5,), "int32")):
@@ -127,6 +130,7 @@ def test_python_ints_fold_at_the_literal_width():
     assert out.tolist() == [-4, 1, -(2**31), -4, ~5 ^ 3]
 
 
+@needs_interp
 def test_floats_floor_divide_but_take_no_bit_operations():
     @T.prim_func
     def k(A: T.Tensor((4,), "float32"), C: T.Tensor((2, 4), "float32")):
@@ -146,6 +150,7 @@ def test_floats_floor_divide_but_take_no_bit_operations():
                     A[i] = A[i] << 1
 
 
+@needs_interp
 def test_an_out_of_range_shift_count_is_a_runtime_error_on_interp():
     f = tilecore.jit(_bits_kernel("int32"), out_idx=[-1], target="interp")
     a, b, s = _bits_inputs("int32")

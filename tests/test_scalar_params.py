@@ -3,6 +3,7 @@ bound like symbolic dimensions, so they may size the grid; out_idx counts them, 
 
 import numpy as np
 import pytest
+from optional_backends import needs_interp  # noqa: E402
 
 import tilecore
 import tilecore.language as T
@@ -23,7 +24,7 @@ def _masked_scale():
     return masked
 
 
-@pytest.mark.parametrize("target", ["interp", "toy:w4"])
+@pytest.mark.parametrize("target", [pytest.param("interp", marks=needs_interp), "toy:w4"])
 def test_scalar_parameters_are_python_ints_at_call_time(target):
     kernel = tilecore.jit(_masked_scale(), out_idx=[-1], target=target)  # -1: B, after 2 scalars
     a = np.arange(256, dtype=np.int32)
@@ -34,6 +35,7 @@ def test_scalar_parameters_are_python_ints_at_call_time(target):
         np.testing.assert_array_equal(out, want)
 
 
+@needs_interp
 def test_out_idx_counts_scalars_and_cannot_name_one():
     f = _masked_scale()
     k = tilecore.jit(f, out_idx=[3], target="interp")
@@ -42,6 +44,7 @@ def test_out_idx_counts_scalars_and_cannot_name_one():
         tilecore.jit(f, out_idx=[1], target="interp")
 
 
+@needs_interp
 def test_scalar_argument_mistakes_are_located():
     kernel = tilecore.jit(_masked_scale(), out_idx=[-1], target="interp")
     a = np.ones(256, np.int32)
@@ -68,6 +71,7 @@ def test_a_float_scalar_or_a_bad_annotation_has_the_right_hint():
     assert "T.int32` for a scalar" in str(e.value)
 
 
+@needs_interp
 def test_printed_source_with_scalars_and_int_ops_reparses(tmp_path):
     """The printer spells scalar parameters and the new integer operations as valid source."""
     import importlib.util

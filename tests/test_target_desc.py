@@ -11,6 +11,7 @@ import dataclasses
 import warnings
 
 import pytest
+from optional_backends import needs_interp  # noqa: E402
 
 import tilecore
 import tilecore.language as T
@@ -204,6 +205,7 @@ def test_describe_asks_each_hook_once_per_compile():
     assert desc.lowering == desc.target == Target("toydesc", "t1")
 
 
+@needs_interp
 def test_two_backends_claiming_one_kind_is_an_error():
     with pytest.raises(TileTargetError, match="claimed by two backends"):
         plugins.register(_ToyLowering("interp", "x"), name="second-interp")
