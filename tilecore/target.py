@@ -42,6 +42,9 @@ class TargetInfo:
     archs: tuple = ()
     default_arch: object = None  # str, or a callable returning one
     available: object = None
+    # generated programs the conformance CI profile runs on this target (None: the profile's
+    # 300); a backend whose per-program build cost would break CI's time budget lowers it
+    ci_programs: int | None = None
 
     def arch(self) -> str | None:
         """The default arch; `default_arch` may be a callable so that probing a device (which can

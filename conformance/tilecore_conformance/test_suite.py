@@ -14,9 +14,17 @@ from .runner import check_case
 from .suite import check_target
 
 
-def test_generated_programs(tile_target, tile_examples):
-    """Hypothesis-generated programs agree with interp (>= 300 per target in the CI profile)."""
+def test_generated_programs(tile_target, tile_examples, request):
+    """Hypothesis-generated programs agree with interp (300 per target in the CI profile, or the
+    target's declared `TargetInfo.ci_programs`; --tile-examples overrides both)."""
     n, derandomize = tile_examples
+    if request.config.getoption("tile_examples", None) is None:
+        from tilecore import plugins
+        from tilecore.target import Target
+
+        info = plugins.target_infos().get(Target.parse(tile_target).kind)
+        if info is not None and info.ci_programs is not None:
+            n = info.ci_programs
     stats = check_target(tile_target, max_examples=n, derandomize=derandomize)
     print(stats.summary())
     if stats.ran == 0 and stats.dtype_skips:
