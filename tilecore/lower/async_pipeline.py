@@ -49,23 +49,15 @@ from ..ir.thread import (
 from ..ir.visit import rewrite, substitute, walk
 from ..target import TargetFacts
 from .indexing import free_vars, simplify
+from .prefetch import flat_stmts, written_globals
 
 STAGE_ALIGN_BYTES = 128
-
-
-def _flat(s: Stmt) -> list:
-    if isinstance(s, SeqStmt):
-        out = []
-        for x in s.stmts:
-            out.extend(_flat(x))
-        return out
-    return [s]
 
 
 def _copy_move(s: Stmt) -> VecMove | None:
     """The global->shared VecMove a top-level body statement consists of (maybe under one guard)."""
     if isinstance(s, IfThenElse) and s.else_body is None:
-        inner = _flat(s.then_body)
+        inner = flat_stmts(s.then_body)
         if len(inner) != 1:
             return None
         s = inner[0]
@@ -93,16 +85,6 @@ def _touches(node, buf: Buffer) -> tuple[bool, bool]:
     return r, w
 
 
-def _written_globals(body: Stmt) -> set:
-    out = set()
-    for n in walk(body):
-        if isinstance(n, (MemStore, Atomic)) and n.buffer.scope == "global":
-            out.add(id(n.buffer))
-        elif isinstance(n, VecMove) and n.dst.scope == "global":
-            out.add(id(n.dst))
-    return out
-
-
 class _Plan:
     """The staged buffers of one loop: old buffer -> (copy statements, new buffer, stride)."""
 
@@ -115,9 +97,9 @@ class _Plan:
 
 def _stageable(loop: For, kernel_body: Stmt, sizes: tuple) -> dict[int, list]:
     """buffer id -> positions of its copy statements in the loop body, for stageable buffers."""
-    items = _flat(loop.body)
+    items = flat_stmts(loop.body)
     inner = {id(n.var) for n in walk(loop.body) if isinstance(n, (LetStmt, For))}
-    written = _written_globals(loop.body)
+    written = written_globals(loop.body)
     positions: dict[int, list] = {}
     bufs: dict[int, Buffer] = {}
     bad: set = set()
@@ -211,7 +193,7 @@ def _pipeline_loop(loop: For, kernel: ThreadKernel, facts: TargetFacts, budget: 
     staged = _stageable(loop, kernel.body, sizes)
     if not staged:
         return None
-    items = _flat(loop.body)
+    items = flat_stmts(loop.body)
     plan = _Plan()
     for key, pos in staged.items():
         b = _copy_move(items[pos[0]]).dst

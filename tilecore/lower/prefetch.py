@@ -20,11 +20,12 @@ from ..ir.visit import rewrite, substitute, walk
 from .indexing import free_vars, simplify
 
 
-def _flat(s: Stmt) -> list:
+def flat_stmts(s: Stmt) -> list:
+    """The statements of `s` with nested sequences flattened, in order."""
     if isinstance(s, SeqStmt):
         out = []
         for x in s.stmts:
-            out.extend(_flat(x))
+            out.extend(flat_stmts(x))
         return out
     return [s]
 
@@ -34,7 +35,7 @@ def _move_of(s: Stmt, var: Var):
     that does not depend on the loop variable)."""
     guard = None
     if isinstance(s, IfThenElse) and s.else_body is None and not any(v is var for v in free_vars(s.cond)):
-        guard, inner = s.cond, _flat(s.then_body)
+        guard, inner = s.cond, flat_stmts(s.then_body)
         if len(inner) != 1:
             return None
         s = inner[0]
@@ -43,7 +44,8 @@ def _move_of(s: Stmt, var: Var):
     return None
 
 
-def _written_globals(body: Stmt) -> set:
+def written_globals(body: Stmt) -> set:
+    """ids of the global buffers `body` writes (stores, atomics, vector moves)."""
     out = set()
     for n in walk(body):
         if isinstance(n, (MemStore, Atomic)) and n.buffer.scope == "global":
@@ -54,7 +56,7 @@ def _written_globals(body: Stmt) -> set:
 
 
 def _prefetch_loop(loop: For, new_regs: list, names: set, bounds: dict) -> Stmt | None:
-    body = _flat(loop.body)
+    body = flat_stmts(loop.body)
     lead = []
     for s in body:
         m = _move_of(s, loop.var)
@@ -63,7 +65,7 @@ def _prefetch_loop(loop: For, new_regs: list, names: set, bounds: dict) -> Stmt 
         lead.append(m)
     if not lead:
         return None
-    written = _written_globals(loop.body)
+    written = written_globals(loop.body)
     inner_vars = {id(n.var) for n in walk(loop.body) if isinstance(n, (LetStmt, For))}
     for guard, mv in lead:
         if id(mv.src) in written:
