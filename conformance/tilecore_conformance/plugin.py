@@ -86,12 +86,32 @@ def pytest_collection_modifyitems(session, config, items) -> None:
     items.extend(session.genitems(module))
 
 
+# Summary lines reported by pytest-xdist workers (their RESULTS live in other processes).
+_WORKER_SUMMARIES: list[str] = []
+
+
+def pytest_sessionfinish(session) -> None:
+    """In a pytest-xdist worker, hand this process's per-target results to the controller."""
+    from .suite import RESULTS
+
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["tilecore_conformance"] = [s.summary() for s in RESULTS.values()]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """Collect a finished xdist worker's summary lines (the hook exists only under xdist)."""
+    _WORKER_SUMMARIES.extend(getattr(node, "workeroutput", {}).get("tilecore_conformance", []))
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     """Print how many programs ran per target and the longest one."""
     from .suite import RESULTS
 
-    if not RESULTS:
+    lines = [s.summary() for s in RESULTS.values()] + sorted(_WORKER_SUMMARIES)
+    if not lines:
         return
     terminalreporter.section("tilecore conformance")
-    for stats in RESULTS.values():
-        terminalreporter.write_line(stats.summary())
+    for line in lines:
+        terminalreporter.write_line(line)
