@@ -16,12 +16,14 @@ TOLERANCE = dict(rtol=1e-2, atol=1e-2)
 
 
 def program(M=1024, N=1024, K=1024, block_M=128, block_N=128, block_K=32, dtype="float16",
-            accum_dtype="float32", num_stages=3, threads=128, panel=0):
+            accum_dtype="float32", num_stages=3, threads=128, panel=0, out_dtype=None):
     """C = A @ B with a block per (block_M, block_N) output tile; `panel` > 0 runs the blocks in
-    panels of that many grid rows (T.use_swizzle), so neighbouring blocks share A and B in L2."""
+    panels of that many grid rows (T.use_swizzle), so neighbouring blocks share A and B in L2.
+    C has `out_dtype` (default: the inputs' dtype)."""
+    out_dtype = out_dtype or dtype
 
     @T.prim_func
-    def gemm(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+    def gemm(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), out_dtype)):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
             if panel:
                 T.use_swizzle(panel)

@@ -72,50 +72,17 @@ for stage in $STAGES; do
     if ! $PY -c 'import tilecore_conformance.suite' 2>/dev/null; then
       row conformance SKIP "tilecore-conformance not installed" 0; continue
     fi
-    # Workers draw different programs (derandomize off), so N programs run in parallel.
-    # The driver goes to a file: spawned workers re-import __main__, which stdin cannot give them.
-    driver=$(mktemp --suffix=.py)
-    cat >"$driver" <<'PYEOF'
-import multiprocessing as mp, os, pathlib, time
-
-N, W = int(os.environ["CONFORMANCE_EXAMPLES"]), 8
-TARGET = os.environ.get("CONFORMANCE_TARGET", "cuda")
-
-def work(i):
-    from tilecore_conformance.suite import check_target
-    try:
-        st = check_target(TARGET, max_examples=N // W, derandomize=False, shrink=False)
-        return i, st.ran, st.exact, dict(st.skipped), None
-    except BaseException as e:  # a disagreement: the report names the case file
-        from tilecore_conformance.suite import RESULTS
-        st = RESULTS.get(TARGET)
-        return i, st.ran if st else 0, st.exact if st else 0, {}, f"{type(e).__name__}: {e}"
-
-if __name__ == "__main__":
-    ran = exact = 0
-    fails = []
-    with mp.get_context("spawn").Pool(W) as pool:
-        for i, r, x, skipped, err in pool.imap_unordered(work, range(W)):
-            ran, exact = ran + r, exact + x
-            print(f"{time.strftime('%X')} worker {i}: ran {r} ({x} exact) skipped {sum(skipped.values())} "
-                  f"{skipped}", flush=True)
-            if err:
-                fails.append(err)
-                print(f"worker {i} FAILED:\n{err}", flush=True)
-                for line in err.splitlines():
-                    path = line.strip().removeprefix("case (").split("): ")[-1]
-                    if path.endswith(".py") and os.path.exists(path):
-                        print(pathlib.Path(path).read_text())
-    print(f"CONFORMANCE {TARGET}: {ran} programs passed ({exact} exact), {len(fails)} failing workers")
-    raise SystemExit(1 if fails else 0)
-PYEOF
-    CONFORMANCE_EXAMPLES=${CONFORMANCE_EXAMPLES:-600} timeout "${CONFORMANCE_TIMEOUT:-240}" $PY "$driver" \
-      >/tmp/conformance_full.log 2>&1
+    # Shards over every visible GPU, WORKERS_PER_GPU workers each; workers draw different
+    # programs (derandomize off), so N programs in all run in parallel (tilecore_conformance.shard).
+    CONFORMANCE_EXAMPLES=${CONFORMANCE_EXAMPLES:-600}
+    timeout "${CONFORMANCE_TIMEOUT:-240}" $PY -m tilecore_conformance.shard \
+      --target "${CONFORMANCE_TARGET:-cuda}" --programs "$CONFORMANCE_EXAMPLES" \
+      --workers-per-device "${WORKERS_PER_GPU:-8}" >/tmp/conformance_full.log 2>&1
     rc=$?
     # Keep what comes back small: the head (first failures) and the tail (the totals).
     { head -c 2000000 /tmp/conformance_full.log; echo "[...]"; tail -c 2000000 /tmp/conformance_full.log; } \
       >"$OUT/conformance.log"
-    row "conformance (cuda vs interp)" "$([ $rc = 0 ] && echo PASS || echo "FAIL (rc $rc)")" \
+    row "conformance (${CONFORMANCE_TARGET:-cuda} vs interp, sharded over GPUs)" "$([ $rc = 0 ] && echo PASS || echo "FAIL (rc $rc)")" \
       "$(grep '^CONFORMANCE' "$OUT/conformance.log" | tail -1)" $(($(date +%s) - t0))
     ;;
   bench)

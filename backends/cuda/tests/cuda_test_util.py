@@ -25,15 +25,19 @@ def example_modules() -> list:
     """Every example module (each exposes program, TEST_SIZES, make_inputs, OUT_IDX, TOLERANCE)."""
     if EXAMPLES not in sys.path:
         sys.path.insert(0, EXAMPLES)
-    names = sorted(f[:-3] for f in os.listdir(EXAMPLES) if f.endswith(".py") and not f.startswith("_"))
-    return [importlib.import_module(n) for n in names]
+    from pathlib import Path
+
+    from tilecore.example_protocol import example_files
+
+    # the protocol's one reader: scripts that are not kernel examples (tensor_parallel_mlp) are left out
+    return [importlib.import_module(p.stem) for p in example_files(Path(EXAMPLES))]
 
 
 def example_cases() -> list:
     """(module, sizes) for every example and each of its TEST_SIZES, as pytest params."""
     out = []
     for mod in example_modules():
-        for i, sizes in enumerate(getattr(mod, "TEST_SIZES", [{}])):
+        for i, sizes in enumerate(mod.TEST_SIZES):
             out.append(pytest.param(mod, sizes, id=f"{mod.__name__}-{i}"))
     return out
 
