@@ -56,6 +56,7 @@ from .ops import (
     copy,
     cos,
     cumsum,
+    device_assert,
     dynamic,
     erf,
     exp,
@@ -69,6 +70,7 @@ from .ops import (
     log2,
     max_value,
     min_value,
+    print_format,
     reduce_absmax,
     reduce_abssum,
     reduce_max,
@@ -90,6 +92,7 @@ from .ops import abs as abs  # noqa: A004 - T.abs mirrors TileLang
 from .ops import max as max  # noqa: A004
 from .ops import min as min  # noqa: A004
 from .ops import pow as pow  # noqa: A004
+from .ops import print as print  # noqa: A004 - T.print mirrors TileLang
 from .ops import round_ as round  # noqa: A004
 from .parser import macro, prim_func
 
@@ -112,5 +115,5 @@ __all__ = [
     "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "trunc", "uint8", "uint16", "uint32",
     "unroll", "use_swizzle", "vectorized", "half", "float",
     "const", "empty", "floordiv", "floormod", "shift_left", "shift_right", "bitwise_and",
-    "bitwise_or", "bitwise_xor", "bitwise_not",
+    "bitwise_or", "bitwise_xor", "bitwise_not", "print", "print_format", "device_assert",
 ]
