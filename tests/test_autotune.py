@@ -143,3 +143,19 @@ def test_profiler_times_and_checks():
         prof.assert_allclose(lambda a, b: a - b, rtol=0, atol=0)
     q = prof.do_bench(n_warmup=1, n_repeat=4, quantiles=[0.2, 0.8])
     assert len(q) == 2 and q[0] <= q[1]
+
+
+def test_gemm_autotune_example_on_interp():
+    import gemm
+    import gemm_autotune
+
+    tuned = gemm_autotune.tuned_gemm("interp", warmup=1, rep=2,
+                                     configs=[dict(block_M=32, block_N=32, block_K=16, num_stages=0,
+                                                   threads=128),
+                                              dict(block_M=64, block_N=32, block_K=32, num_stages=0,
+                                                   threads=128)])
+    k = tuned(M=64, N=48, K=32)
+    assert [r.error for r in tuned.last_result.results] == [None, None]
+    a, b = gemm.make_inputs(np.random.default_rng(1), M=64, N=48, K=32)
+    np.testing.assert_allclose(k(a, b).astype(np.float32), gemm.reference(a, b).astype(np.float32),
+                               **gemm.TOLERANCE)

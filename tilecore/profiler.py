@@ -138,6 +138,7 @@ def time_wall(fn, warmup: float = 25, rep: float = 100, n_warmup=None, n_repeat=
             sync()
         return (time.perf_counter() - t0) * 1e3
 
+    once()  # the first call may build lazily (numba's parallel launcher): never the estimate
     est = once()
     nw, nr = _counts(est, warmup, rep, n_warmup, n_repeat)
     for _ in range(nw - 1):
