@@ -17,8 +17,9 @@ config's outputs against `ref_prog` or, without one, against the first config th
 median on GPUs, the wall clock elsewhere) and (4) stores the result as JSON under
 `$TILECORE_CACHE_DIR/autotune/`, keyed by the factory (and its source), the values of the `key`
 parameters (Triton's meaning: a change re-tunes; default every non-tuned argument), the target,
-the device, the configs and the tilecore version. A later call or process with the same key
-reads that file and compiles the winner only (a compile-cache hit once `tilecore.cache` is in).
+the device, the configs and the tilecore version (through `tilecore.cache.Store("autotune")`
+when that module is installed). A later call or process with the same key reads the result and
+compiles the winner only (a compile-cache hit with `tilecore.cache`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,17 @@ from .profiler import Profiler, compare, time_call, to_device
 # --------------------------------------------------------------------------- the JSON store
 
 
+def _shared_store():
+    """`tilecore.cache.Store("autotune")` when the compile cache module is installed (its
+    `get_json` / `put_json`: atomic, checksummed, LRU-capped), else None (the files below)."""
+    try:
+        from . import cache
+    except ImportError:
+        return None
+    store = getattr(cache, "Store", None)
+    return store("autotune") if store is not None else None
+
+
 def cache_root() -> Path:
     """`$TILECORE_CACHE_DIR/autotune`, else `~/.cache/tilecore/autotune`."""
     root = os.environ.get("TILECORE_CACHE_DIR")
@@ -52,23 +64,32 @@ def cache_root() -> Path:
 
 def store_get(key: str) -> dict | None:
     """The record stored under `key`, or None (also for an unreadable or foreign file)."""
-    try:
-        with open(cache_root() / f"{key}.json", encoding="utf-8") as f:
-            rec = json.load(f)
-    except (OSError, ValueError):
-        return None
+    shared = _shared_store()
+    if shared is not None:
+        rec = shared.get_json(key)
+    else:
+        try:
+            with open(cache_root() / f"{key}.json", encoding="utf-8") as f:
+                rec = json.load(f)
+        except (OSError, ValueError):
+            return None
     return rec if isinstance(rec, dict) and rec.get("key") == key else None
 
 
 def store_put(key: str, record: dict) -> None:
     """Write `record` under `key` atomically: a temporary file in the same folder, then
     `os.replace`, so a concurrent reader sees the old file or the new one, never a part."""
+    record = json.loads(json.dumps(dict(record, key=key), default=repr))  # JSON values only
+    shared = _shared_store()
+    if shared is not None:
+        shared.put_json(key, record)
+        return
     d = cache_root()
     d.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{key}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(dict(record, key=key), f, indent=1, sort_keys=True, default=repr)
+            json.dump(record, f, indent=1, sort_keys=True)
         os.replace(tmp, d / f"{key}.json")
     except BaseException:
         if os.path.exists(tmp):
