@@ -302,13 +302,16 @@ class AutoTuner:
         return w if w >= 2 or self.workers else 0
 
     def _precompile(self, problem: dict, configs: list[dict]) -> dict[int, tuple]:
-        """Compile every config in worker processes; {index: (seconds, error)}."""
+        """Compile every config in worker processes, filling the backends' disk caches;
+        {index: (seconds, error)} (errors are informational: the main process rebuilds)."""
         n = self._n_workers(len(configs))
         where = _importable(self.factory.fn)
         if n <= 0 or where is None or len(configs) < 2:
             return {}
+        # the target resolved here: a worker sees no GPU, so `cuda` alone would take a default arch
+        target = str(plugins.resolve(self.factory.target))
         jobs = [(i, where[0], where[1], dict(problem, **c), self.factory.out_idx,
-                 self.factory.target, self.factory.pass_configs) for i, c in enumerate(configs)]
+                 target, self.factory.pass_configs) for i, c in enumerate(configs)]
         old = os.environ.get("CUDA_VISIBLE_DEVICES")
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # workers only compile: no device contexts
         try:
@@ -335,9 +338,8 @@ class AutoTuner:
         errors: list = [None] * len(configs)
         build_s = [0.0] * len(configs)
         for i, c in enumerate(configs):
-            if i in pre and pre[i][1] is not None:
-                errors[i], build_s[i] = pre[i][1], pre[i][0]
-                continue
+            # every config is built here too (from the disk caches the workers filled): a
+            # worker's failure may be its environment (no device), so it decides nothing
             t0 = time.perf_counter()
             try:
                 kernels[i] = self._compile(dict(problem, **c))
