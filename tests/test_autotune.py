@@ -166,3 +166,28 @@ def test_gemm_autotune_example_on_interp():
     a, b = gemm.make_inputs(np.random.default_rng(1), M=64, N=48, K=32)
     np.testing.assert_allclose(k(a, b).astype(np.float32), gemm.reference(a, b).astype(np.float32),
                                **gemm.TOLERANCE)
+
+
+def test_progress_bar_through_tqdm(monkeypatch):
+    import sys
+    import types
+
+    updates = []
+
+    class FakeBar:
+        def __init__(self, total, desc, unit):
+            updates.append(("start", total, desc))
+
+        def update(self, n):
+            updates.append(("update", n))
+
+        def close(self):
+            updates.append(("close",))
+
+    monkeypatch.setitem(sys.modules, "tqdm", types.ModuleType("tqdm"))
+    monkeypatch.setitem(sys.modules, "tqdm.auto", types.SimpleNamespace(tqdm=FakeBar))
+    _tuner(configs=CONFIGS[:2], progress=True)(64)
+    assert updates == [("start", 2, "autotune scaled_add"), ("update", 1), ("update", 1), ("close",)]
+    updates.clear()
+    _tuner(configs=CONFIGS[:2])(32)  # two configs: too short a search for a bar
+    assert updates == []

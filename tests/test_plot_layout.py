@@ -76,3 +76,13 @@ def test_png_round_trip_and_errors(tmp_path):
     pytest.importorskip("tilecore_interp")
     with pytest.raises(TileError, match="does not lower to threads"):
         visual.layout_picture(_kernel("interp"), "C_local")
+
+
+def test_ir_html_diffs_every_stage(tmp_path):
+    k = _kernel()
+    page = visual.ir_html(k, tmp_path / "ir.html")
+    assert (tmp_path / "ir.html").read_text() == page
+    for name in k.stage_names[1:]:
+        assert f"<h2>{name}</h2>" in page
+    assert "kernel&nbsp;grid(" in page  # the thread IR of the lowering stages (diff-escaped)
+    assert page.count("<table") >= 2  # lower-threads changed the program, and so did others

@@ -184,6 +184,35 @@ def _draw_matplotlib(pic: LayoutPicture, out: Path) -> None:
     plt.close(fig)
 
 
+# --------------------------------------------------------------------------- the IR, pass by pass
+
+
+def ir_html(kernel, path=None) -> str:
+    """An HTML page of `kernel`'s IR after every pipeline stage, each stage shown as a side by
+    side diff against the one before (difflib); written to `path` when given, returned."""
+    import difflib
+    import html
+
+    from .passes.pipeline import render as render_ir
+
+    texts = [(name, render_ir(mod)) for name, mod in kernel.stages]
+    diff = difflib.HtmlDiff(wrapcolumn=100)
+    parts = [f"<!doctype html><meta charset='utf-8'><title>{html.escape(kernel.func.name)} IR</title>",
+             f"<h1>{html.escape(kernel.func.name)} on {html.escape(str(kernel.target))}</h1>",
+             "<h2>input</h2><pre>" + html.escape(texts[0][1]) + "</pre>"]
+    for (prev, a), (name, b) in zip(texts, texts[1:]):
+        parts.append(f"<h2>{html.escape(name)}</h2>")
+        if a == b:
+            parts.append("<p>(unchanged)</p>")
+        else:
+            parts.append(diff.make_table(a.splitlines(), b.splitlines(), prev, name, context=True,
+                                         numlines=3))
+    page = "\n".join(parts) + "\n"
+    if path is not None:
+        Path(path).write_text(page, encoding="utf-8")
+    return page
+
+
 # --------------------------------------------------------------------------- the built-in PNG
 
 # 3x5 glyphs, one string of 15 bits (row-major) per character
