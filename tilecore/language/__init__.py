@@ -18,6 +18,8 @@ from ..dtypes import (
 )
 from ..ir.expr import cast
 from .builder import builtin
+from .debug_ops import device_assert, print_format
+from .debug_ops import print as print  # noqa: A004 - T.print mirrors TileLang
 from .eager import const, empty
 from .intops import (
     bitwise_and,
@@ -56,7 +58,6 @@ from .ops import (
     copy,
     cos,
     cumsum,
-    device_assert,
     dynamic,
     erf,
     exp,
@@ -70,7 +71,6 @@ from .ops import (
     log2,
     max_value,
     min_value,
-    print_format,
     reduce_absmax,
     reduce_abssum,
     reduce_max,
@@ -92,7 +92,6 @@ from .ops import abs as abs  # noqa: A004 - T.abs mirrors TileLang
 from .ops import max as max  # noqa: A004
 from .ops import min as min  # noqa: A004
 from .ops import pow as pow  # noqa: A004
-from .ops import print as print  # noqa: A004 - T.print mirrors TileLang
 from .ops import round_ as round  # noqa: A004
 from .parser import macro, prim_func
 
