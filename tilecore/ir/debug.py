@@ -148,8 +148,11 @@ class DeviceAssert(Stmt):
             raise TypeError("DeviceAssert needs a bool condition")
 
     def print_lines(self, printer):
-        """Tile source for the printer (the block indices come back from the launch)."""
-        return [f"T.device_assert({printer.expr(self.cond)}, {self.msg!r})"]
+        """Tile source for the printer (the block indices come back from the launch). The
+        line is printed as a comment: GPU code embeds it in the failure message, so printed IR
+        (and a compile-cache key made from it) must differ when only the line does."""
+        where = f"  # {self.loc.file}:{self.loc.line}" if self.loc is not None else ""
+        return [f"T.device_assert({printer.expr(self.cond)}, {self.msg!r}){where}"]
 
 
 DEBUG_STMTS = (Print, DeviceAssert)
