@@ -121,13 +121,16 @@ def test_user_mistakes_are_tile_errors():
         _tuner(key=["Q"])
 
 
-def test_workers_compile_in_spawned_processes():
-    pre = tuned_add._precompile(dict(N=32), CONFIGS[:2])  # {config index: (seconds, error)}
-    assert sorted(pre) == [0, 1] and all(err is None for _, err in pre.values())
+def test_workers_compile_in_spawned_processes(monkeypatch):
+    seen = []
+    orig = at.AutoTuner._precompile
+    monkeypatch.setattr(at.AutoTuner, "_precompile",
+                        lambda self, p, c: seen.append(orig(self, p, c)) or seen[-1])
     k = tuned_add(32)
+    (pre,) = seen  # {config index: (seconds, error)} from the worker processes
+    assert sorted(pre) == [0, 1] and all(err is None for _, err in pre.values())
     res = tuned_add.last_result
     assert [r.error for r in res.results] == [None, None]
-    assert all(r.compile_s > 0 for r in res.results)
     assert k.config in CONFIGS[:2]
 
 
