@@ -155,3 +155,23 @@ def test_cuda_spelling_compiles(tmp_path):
 def test_hip_refuses_print_but_traps_on_assert():
     with pytest.raises(TileTargetError, match="ROCm device libraries"):
         tilecore.compile(program(), out_idx=[-1], target="hip:gfx942")
+
+
+def test_printed_ir_reparses_and_prints_the_same(tmp_path, capsys):
+    import importlib.util
+
+    src = "import tilecore.language as T\n\n" + program().script()
+    path = tmp_path / "reprinted_show.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location("reprinted_show", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    again = mod.show
+    def debug_lines(f):  # the re-parsed assertion's line comment names the new file
+        return [line.split("  #")[0] for line in f.script().splitlines()
+                if "print_format" in line or "device_assert" in line]
+
+    # (constants may reprint as T.cast(3.0, T.float16): the printer's spelling, not a change)
+    assert debug_lines(again)[:4] == debug_lines(program())[:4] and len(debug_lines(again)) == 6
+    tilecore.jit(again, out_idx=[-1], target="toy:w4")(A)
+    assert capsys.readouterr().out.splitlines()[:len(BLOCK0)] == BLOCK0
