@@ -102,6 +102,17 @@ def test_key_parameters_decide_when_to_search_again(cache_dir):
     assert other.last_result.from_cache
 
 
+def test_a_non_key_argument_shares_the_result_but_builds_its_own_kernel():
+    cfgs = [dict(block=8), dict(block=16)]
+    tuner = _tuner(configs=cfgs, key=["N"])
+    k1 = tuner(64, scale=1.0)
+    k2 = tuner(64, scale=2.0)  # not a key: no new search, but a kernel for scale=2
+    assert k2 is not k1 and k2.config == k1.config
+    a, b = np.ones(64, np.float32), np.ones(64, np.float32)
+    np.testing.assert_array_equal(k1(a, b), 2 * a)
+    np.testing.assert_array_equal(k2(a, b), 4 * a)
+
+
 def test_all_tuned_values_given_skips_the_search():
     tuner = _tuner()
     k = tuner(64, block=8, scale=1.0)

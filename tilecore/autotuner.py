@@ -131,7 +131,8 @@ class AutoTuner:
         self.cache_input_tensors = cache_input_tensors
         self.workers, self.cache_results, self.progress = workers, cache_results, progress
         self.devices = list(devices) if devices else None
-        self._memo: dict = {}
+        self._memo: dict = {}  # (store key, arguments) -> Kernel
+        self._results: dict = {}  # store key -> AutotuneResult (this process)
         self.last_result: AutotuneResult | None = None
         functools.update_wrapper(self, factory.fn)
 
@@ -155,13 +156,18 @@ class AutoTuner:
         bound.apply_defaults()
         problem = {k: v for k, v in bound.arguments.items() if k not in tuned}
         skey = self.store_key(problem, configs)
-        hit = self._memo.get(skey)
+        # the search result is shared by calls agreeing on the key parameters; the Kernel is
+        # built for all of this call's arguments (a non-key argument still shapes the program)
+        mkey = (skey, repr(sorted(problem.items())))
+        hit = self._memo.get(mkey)
         if hit is not None:
             return hit
-        rec = store_get(skey) if self.cache_results else None
+        result = self._results.get(skey)
+        rec = store_get(skey) if result is None and self.cache_results else None
         if rec is not None:
             result = AutotuneResult(rec["best"], rec["latency"], [ConfigResult(**r) for r in rec["results"]],
                                     rec.get("ref_latency"), from_cache=True)
+        if result is not None:
             kernel = self._compile(dict(problem, **result.config))
         else:
             result, kernel = self._search(problem, configs)
@@ -169,10 +175,11 @@ class AutoTuner:
                 store_put(skey, dict(best=result.config, latency=result.latency,
                                      ref_latency=result.ref_latency, facts=self._facts(problem),
                                      results=[r.__dict__ for r in result.results]))
+        self._results[skey] = result
         kernel.config, kernel.latency = dict(result.config), result.latency
-        result.kernel = kernel
-        self.last_result = result
-        self._memo[skey] = kernel
+        self.last_result = AutotuneResult(result.config, result.latency, result.results,
+                                          result.ref_latency, result.from_cache, kernel)
+        self._memo[mkey] = kernel
         return kernel
 
     def get_best_config(self, *args, **kwargs) -> dict:
