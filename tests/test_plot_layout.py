@@ -86,3 +86,9 @@ def test_ir_html_diffs_every_stage(tmp_path):
         assert f"<h2>{name}</h2>" in page
     assert "kernel&nbsp;grid(" in page  # the thread IR of the lowering stages (diff-escaped)
     assert page.count("<table") >= 2  # lower-threads changed the program, and so did others
+
+
+def test_matplotlib_draws_when_installed(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tilecore.plot_layout(_kernel(), "C_local", tmp_path / "m.png", use_matplotlib=True)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
