@@ -106,6 +106,12 @@ class Kernel:
         also printed at the top of `get_ir()`."""
         return self.stages[-1][1].attrs.diagnostics
 
+    def get_profiler(self, tensor_supply_type: str = "auto"):
+        """A `tilecore.profiler.Profiler` for this kernel: do_bench, assert_allclose."""
+        from .profiler import get_profiler
+
+        return get_profiler(self, tensor_supply_type)
+
     # --------------------------------------------------------------------- calling
     def _check(self, args) -> dict:
         params = self.func.params

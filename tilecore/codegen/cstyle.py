@@ -27,13 +27,14 @@ from ..ir.expr import Cast, Const
 from ..ir.stmt import SeqStmt
 from ..ir.thread import ThreadKernel, find_kernel
 from .cexpr import C_RESERVED, C_TYPES, FLOAT_BIN_FUNCS, FLOAT_FUNCS, CExprRenderer
+from .debug import DebugRenderMixin  # T.print / T.device_assert
 from .spec import KernelParam, RenderedKernel
 
 # The dtype and math tables live in cexpr.py; they are re-exported here, their historical home.
 __all__ = ["C_RESERVED", "C_TYPES", "FLOAT_BIN_FUNCS", "FLOAT_FUNCS", "CStyleRenderer"]
 
 
-class CStyleRenderer(CExprRenderer):
+class CStyleRenderer(DebugRenderMixin, CExprRenderer):
     """Renders a lowered module (one ThreadKernel) as C-like source; see the module docstring.
 
     Statement hooks a language must supply: `barrier_text`, `vector_types` / `vector_zeros`,

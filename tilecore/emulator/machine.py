@@ -17,6 +17,7 @@ import numpy as np
 from .. import semantics as S
 from ..errors import SourceLoc, TileRuntimeError
 from ..ir.buffer import Buffer
+from ..ir.debug import DeviceAssert, Print
 from ..ir.expr import BinOp, Cast, Const, Expr, Select, Unary, Var
 from ..ir.module import Module
 from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
@@ -36,6 +37,7 @@ from ..ir.thread import (
     find_kernel,
 )
 from ..ir.thread_printer import print_thread_func
+from . import debug
 from .asyncops import AsyncState
 from .intrinsics import run_intrinsic
 from .race import SharedTracker, SyncClock
@@ -315,6 +317,10 @@ class Block:
         elif isinstance(s, IntrinsicCall):
             m = self._whole_warps(mask, s.intrinsic.name)
             run_intrinsic(self, s, m)
+        elif isinstance(s, Print):
+            debug.run_print(self, s, mask)
+        elif isinstance(s, DeviceAssert):
+            debug.run_assert(self, s, mask)
         elif isinstance(s, ThreadKernel):
             raise TileRuntimeError("nested ThreadKernel", self.loc)
         else:

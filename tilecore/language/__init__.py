@@ -18,6 +18,8 @@ from ..dtypes import (
 )
 from ..ir.expr import cast
 from .builder import builtin
+from .debug_ops import device_assert, print_format
+from .debug_ops import print as print  # noqa: A004 - T.print mirrors TileLang
 from .eager import const, empty
 from .intops import (
     bitwise_and,
@@ -112,5 +114,5 @@ __all__ = [
     "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "trunc", "uint8", "uint16", "uint32",
     "unroll", "use_swizzle", "vectorized", "half", "float",
     "const", "empty", "floordiv", "floormod", "shift_left", "shift_right", "bitwise_and",
-    "bitwise_or", "bitwise_xor", "bitwise_not",
+    "bitwise_or", "bitwise_xor", "bitwise_not", "print", "print_format", "device_assert",
 ]

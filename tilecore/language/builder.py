@@ -17,6 +17,7 @@ class KernelFrame:
     allocs: list = field(default_factory=list)
     threads: tuple = (128,)
     annotations: list = field(default_factory=list)  # (key, value) pairs for the KernelLaunch
+    block_vars: tuple = ()  # the launch's block indices (T.print / T.device_assert name them)
 
 
 @dataclass

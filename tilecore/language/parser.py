@@ -448,7 +448,7 @@ class Parser:
             )
         default = ["bx", "by", "bz"]
         block_vars = tuple(Var(names[i].id if names else default[i], dt.int32) for i in range(ndim))
-        frame = bld.KernelFrame(threads=spec.threads)
+        frame = bld.KernelFrame(threads=spec.threads, block_vars=block_vars)
         self.b.kernel = frame
         self.b.blocks.append([])
         self.scopes.append(_Scope("kernel"))

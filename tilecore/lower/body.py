@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import TileError, TileShapeError
 from ..ir.buffer import Buffer
+from ..ir.debug import DEBUG_STMTS
 from ..ir.expr import Const, Expr, Load, Var, binop, cast, const
 from ..ir.stmt import AtomicAdd, For, IfThenElse, LetStmt, SeqStmt, Stmt, Store
 from ..ir.thread import Atomic, LaneTable, MemLoad, MemStore
@@ -159,6 +160,10 @@ class BodyLowerer:
             return self.store(s.buffer, s.indices, s.value, s.loc)
         if isinstance(s, AtomicAdd):
             return self.atomic(s)
+        if isinstance(s, DEBUG_STMTS):  # T.device_assert inside T.Parallel (tilecore.lower.debug)
+            from .debug import lower_debug
+
+            return lower_debug(self, s)
         if isinstance(s, IfThenElse):
             cond = self.expr(s.cond)
             if isinstance(cond, Const):  # decided by the thread's coordinates

@@ -27,6 +27,7 @@ from ..ir.stmt import (
 from ..ir.thread import ThreadKernel
 from .body import BodyLowerer
 from .context import LowerCtx
+from .debug import is_debug_block, lower_debug_block
 from .gemm import lower_gemm
 from .parallel import lower_atomic_region, lower_copy, lower_fill, lower_parallel
 from .raster import rasterize
@@ -41,6 +42,8 @@ def lower_block(ctx: LowerCtx, s: Stmt) -> Stmt:
     """One block-level statement of the kernel body, lowered."""
     if isinstance(s, SeqStmt):
         return SeqStmt(tuple(lower_block(ctx, x) for x in s.stmts), s.loc)
+    if is_debug_block(s):  # T.print / T.device_assert
+        return lower_debug_block(ctx, s)
     if isinstance(s, For):
         if s.kind == "parallel":
             return lower_parallel(ctx, s)

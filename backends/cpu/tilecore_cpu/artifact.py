@@ -11,6 +11,7 @@ import numpy as np
 
 from tilecore.errors import TileRuntimeError
 
+from . import debug
 from .blas import single_threaded
 from .cache import load, runtime_tag
 from .codegen import Codegen
@@ -58,12 +59,13 @@ class LaunchChooser:
         self.cost[mode] = c if old is None else 0.5 * old + 0.5 * c
 
 
-def _numba_signature(func):
+def _numba_signature(func, prints: bool = False):
     import numba
     from numba import types
 
     arrays = [types.Array(numba.from_dtype(storage_np(p.dtype)), len(p.shape), "C") for p in func.params]
-    return tuple(arrays) + (types.Array(types.int64, 1, "C"),)
+    log = (types.Array(types.int64, 2, "C"), types.Array(types.float64, 2, "C")) if prints else ()
+    return tuple(arrays) + (types.Array(types.int64, 1, "C"),) + log
 
 
 class CpuArtifact:
@@ -77,6 +79,7 @@ class CpuArtifact:
         self.source = gen.source
         self.faults = gen.faults
         self.parallel = gen.parallel
+        self.prints = gen.prints  # T.print sites (tilecore_cpu.debug)
         self.module, self.path = load(self.source)
         self.launch_serial = self.module.launch_serial
         # the parallel launcher compiles on first use: small calls never need it
@@ -89,7 +92,7 @@ class CpuArtifact:
         with warnings.catch_warnings():
             # np.dot on transposed (Fortran-order) tiles is fine: BLAS takes them as they are
             warnings.simplefilter("ignore", category=_perf_warning())
-            dispatcher.compile(_numba_signature(self.func))
+            dispatcher.compile(_numba_signature(self.func, bool(self.prints)))
 
     def run(self, args, dyn) -> None:
         """Execute on arrays in parameter order (outputs included, written in place)."""
@@ -105,12 +108,15 @@ class CpuArtifact:
         compiled_now = mode and not self.launch.signatures
         if compiled_now:
             self._compile(self.launch)  # compiled on first use: small calls never need it
+        log = debug.new_log(self.prints) if self.prints else ()
         t = time.perf_counter()
         if self.uses_blas:
             with single_threaded():
-                fn(*views, err)
+                fn(*views, err, *log)
         else:
-            fn(*views, err)
+            fn(*views, err, *log)
+        if self.prints:
+            debug.flush(self.prints, log, err)
         if nbytes >= PARALLEL_BYTES and not compiled_now:
             self.chooser.record(mode, nbytes, time.perf_counter() - t)
         if err[0]:
@@ -118,6 +124,8 @@ class CpuArtifact:
 
     def _fault(self, code: int, idx: list[int]) -> TileRuntimeError:
         f: Fault = self.faults.sites[code - 1]
+        if f.kind == "assert":
+            return debug.fault_error(f, idx)
         if f.kind == "divzero":
             return TileRuntimeError("integer division by zero", f.loc)
         b = f.buffer

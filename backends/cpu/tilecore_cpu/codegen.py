@@ -14,6 +14,7 @@ import numpy as np
 
 from tilecore import dtypes as dt
 from tilecore.errors import TileTargetError
+from tilecore.ir.debug import DEBUG_STMTS
 from tilecore.ir.module import PrimFunc
 from tilecore.ir.stmt import (
     AtomicAdd,
@@ -27,7 +28,7 @@ from tilecore.ir.stmt import (
 )
 from tilecore.ir.visit import walk
 
-from . import tileops
+from . import debug, tileops
 from .emit import Faults, Lines, Names
 from .exprs import ExprGen, convert, round_to, storage_np, to_compute, to_storage, unsigned
 from .ranges import interval, loop_range, observed, split_guard, upper_facts
@@ -56,6 +57,7 @@ class Generated:
     source: str
     faults: Faults
     parallel: bool
+    prints: tuple = ()  # T.print sites: (format, argument dtypes) (tilecore_cpu.debug)
 
 
 def _poison(d) -> str:
@@ -81,6 +83,8 @@ class Codegen:
         self.helpers: list[str] = []  # extra njit functions (reductions, scans)
         self.scratch: list[str] = []  # per-block scratch allocations
         self.lines = Lines()
+        self.print_sites: list = []  # T.print formats (tilecore_cpu.debug)
+        self.log_args: list[str] = []
 
     # ------------------------------------------------------------------ module
     def generate(self) -> Generated:
@@ -98,6 +102,8 @@ class Codegen:
                 if r is not None:
                     self.x.env[id(s.var)] = r
         bvars = [self.names.of(v) for v in launch.block_vars]
+        self.log_args = debug.log_args(launch.body)
+        self.names.used.update(self.log_args)
         for v, g in zip(launch.block_vars, launch.grid):
             # a grid size known only at run time: block indices are below its (wrapped) range
             n = observed(interval(g, self.x.env), g.dtype)[1] if g.dtype.is_int else 1 << 40
@@ -117,14 +123,14 @@ class Codegen:
         self.stmt(launch.body)
         body = self.lines.text()
         outer = [n for _, n in dyn] + [n for _, n in lets]
-        parallel = not any(
+        parallel = not self.log_args and not any(  # printing kernels run blocks in order
             isinstance(s, (AtomicAdd, AtomicAddRegion))
             and (s.buffer if isinstance(s, AtomicAdd) else s.dst.buffer).scope == "global"
             for s in walk(launch.body)
         )
         out = [HEADER.format(name=func.name, runtime=self.runtime_tag)]
         out.extend(self.helpers)
-        bargs = ", ".join(bvars + params + outer + ["err"])
+        bargs = ", ".join(bvars + params + outer + ["err"] + self.log_args)
         out.append(f"\n@{JIT.format(extra='')}\ndef block({bargs}):\n")
         for line in allocs + self.scratch:
             out.append(f"    {line}\n")
@@ -132,14 +138,14 @@ class Codegen:
         out.append(self._launch("launch_serial", launch, params, dyn, lets, outer, False))
         if parallel:
             out.append(self._launch("launch", launch, params, dyn, lets, outer, True))
-        return Generated("".join(out), self.faults, parallel)
+        return Generated("".join(out), self.faults, parallel, tuple(self.print_sites))
 
     def _launch(self, fname, launch, params, dyn, lets, outer, parallel) -> str:
         """A launcher running every block: `prange` over blocks when `parallel`."""
         lines = Lines()
         lines.add("")
         lines.add(f"@{JIT.format(extra=', parallel=True' if parallel else '')}")
-        lines.add(f"def {fname}({', '.join(params + ['err'])}):")
+        lines.add(f"def {fname}({', '.join(params + ['err'] + self.log_args)}):")
         with lines.indent():
             for v, name in dyn:
                 p, d = _dim_of(self.func, v)
@@ -162,7 +168,7 @@ class Codegen:
                     else:
                         idx.append(f"({rest}) % {g}")
                         rest = f"({rest}) // {g}"
-                lines.add(f"block({', '.join(idx + params + outer + ['err'])})")
+                lines.add(f"block({', '.join(idx + params + outer + ['err'] + self.log_args)})")
         return lines.text()
 
     # ------------------------------------------------------------------ statements
@@ -197,6 +203,8 @@ class Codegen:
                 self.lines.body(lambda: self.stmt(s.else_body))
         elif isinstance(s, tileops.TILE_OPS):
             tileops.emit(self, s)
+        elif isinstance(s, DEBUG_STMTS):
+            debug.emit_debug(self, s)
         else:
             raise TileTargetError(f"the cpu backend cannot compile {type(s).__name__} statements", loc)
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from pathlib import Path
 
 import pytest
-from tilecore_conformance.corpus import sizes_for
+from tilecore_conformance.corpus import example_files, sizes_for
 from tilecore_cuda.build import nvcc_path
 
 EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples"))
@@ -25,12 +26,9 @@ def example_modules() -> list:
     """Every example module (each exposes program, TEST_SIZES, make_inputs, OUT_IDX, TOLERANCE)."""
     if EXAMPLES not in sys.path:
         sys.path.insert(0, EXAMPLES)
-    from pathlib import Path
-
-    from tilecore.example_protocol import example_files
-
-    # the protocol's one reader: scripts that are not kernel examples (tensor_parallel_mlp) are left out
-    return [importlib.import_module(p.stem) for p in example_files(Path(EXAMPLES))]
+    # the protocol's one reader: scripts without it (gemm_autotune, tensor_parallel_mlp) are not cases
+    names = [p.stem for p in example_files(Path(EXAMPLES))]
+    return [importlib.import_module(n) for n in names]
 
 
 def example_cases() -> list:

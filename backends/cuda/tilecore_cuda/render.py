@@ -110,6 +110,13 @@ class CudaRenderer(MathRenderMixin, AsyncRenderMixin, GPURenderer):
     def helper_prefix(self) -> str:
         return "__device__ __forceinline__"
 
+    def printf_decl(self) -> str:
+        """T.print's printf: nvcc declares it only with <cstdio>, NVRTC always; this agrees with both."""
+        return 'extern "C" __host__ __device__ int printf(const char*, ...);'
+
+    def trap_text(self) -> str:
+        return "__trap();"  # a failed T.device_assert aborts the kernel
+
     def shared_storage(self, nbytes: int) -> list[str]:
         """One dynamic allocation (its size is given at launch)."""
         return [f"extern __shared__ {self.align_prefix(self.shared_align)}unsigned char {self.smem_name}[];"]

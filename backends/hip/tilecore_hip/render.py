@@ -174,6 +174,11 @@ class HipRenderer(GPURenderer):
     def align_prefix(self, nbytes: int) -> str:
         return f"__attribute__((aligned({nbytes}))) "
 
+    def printf_unsupported(self) -> str:
+        """T.print: HIP's device printf needs the ROCm device libraries (ockl's hostcalls),
+        which builds without ROCm (`-nogpulib`) cannot link; T.device_assert still traps."""
+        return "HIP device printf needs the ROCm device libraries, which this build does not link"
+
     def helper_prefix(self) -> str:
         return "__device__ static inline"
 

@@ -37,6 +37,7 @@ from tilecore.semantics import (
     wrap_int,
 )
 
+from . import debug
 from .exprs import Slots, check_bounds, compile_expr
 
 _OPTIONS = {"seed": None, "poison": "nan"}
@@ -237,6 +238,12 @@ class Program:
 
     def s_Store(self, s: Store, vec):
         return self._elementwise(s, accumulate=False)
+
+    def s_Print(self, s, vec):  # T.print (tilecore_interp.debug)
+        return debug.compile_print(s, self.slots)
+
+    def s_DeviceAssert(self, s, vec):  # T.device_assert
+        return debug.compile_assert(s, self.slots)
 
     def s_AtomicAdd(self, s: AtomicAdd, vec):
         return self._elementwise(s, accumulate=True)

@@ -168,6 +168,13 @@ class MetalRenderer(GPURenderer):
     def kernel_qualifiers(self, kernel) -> str:
         return "kernel void"
 
+    def printf_unsupported(self) -> str:
+        """T.print / T.device_assert: MSL has no printf and no way to abort a kernel."""
+        return "Metal Shading Language has no printf"
+
+    def trap_text(self) -> None:
+        return None
+
     def barrier_text(self) -> str:
         return "threadgroup_barrier(mem_flags::mem_threadgroup);"
 
