@@ -23,21 +23,28 @@ from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
 from ..ir.thread import (
     AsyncCommit,
     AsyncCopy,
+    AsyncFence,
     AsyncWait,
     Atomic,
     Barrier,
     IntrinsicCall,
     LaneTable,
+    MbarrierArrive,
+    MbarrierInit,
+    MbarrierWait,
     MemLoad,
     MemStore,
     Shuffle,
     ThreadKernel,
+    TmaLoad,
+    TmaStore,
     VecMove,
     find_kernel,
 )
 from ..ir.thread_printer import print_thread_func
 from .asyncops import AsyncState
 from .intrinsics import run_intrinsic
+from .mbarrier import MbarrierState
 from .race import SharedTracker, SyncClock
 
 
@@ -105,6 +112,7 @@ class Block:
             self.trackers = {}
             self.clock = SyncClock(self.T)
             self.asyncs = AsyncState(self.T)
+            self.mbarriers = MbarrierState()
             for b in k.shared:
                 self.shared[id(b)] = np.full(b.shape[0], S.poison_value(b.dtype), dtype=b.dtype.np)
                 self.trackers[id(b)] = SharedTracker(b.name, b.shape[0], self.clock)
@@ -310,6 +318,8 @@ class Block:
             self.asyncs.commit(s.queue, mask)
         elif isinstance(s, AsyncWait):
             self.asyncs.wait(self, s.queue, s.pending, mask)
+        elif isinstance(s, (MbarrierInit, MbarrierArrive, MbarrierWait, TmaLoad, TmaStore, AsyncFence)):
+            self._hopper(s, mask)
         elif isinstance(s, Atomic):
             self._atomic(s, mask)
         elif isinstance(s, IntrinsicCall):
@@ -319,6 +329,20 @@ class Block:
             raise TileRuntimeError("nested ThreadKernel", self.loc)
         else:
             raise TileRuntimeError(f"emu cannot execute {type(s).__name__}", self.loc)
+
+    def _hopper(self, s: Stmt, mask: np.ndarray) -> None:
+        """mbarrier and TMA statements (`mbarrier.py`); fences order nothing in one proxy."""
+        mb = self.mbarriers
+        if isinstance(s, MbarrierInit):
+            mb.init(self, s, mask)
+        elif isinstance(s, MbarrierArrive):
+            mb.arrive(self, s, mask)
+        elif isinstance(s, MbarrierWait):
+            mb.wait(self, s, mask)
+        elif isinstance(s, TmaLoad):
+            mb.tma_load(self, s, mask)
+        elif isinstance(s, TmaStore):
+            mb.tma_store(self, s, mask)
 
     def _barrier(self, s: Barrier, mask: np.ndarray) -> None:
         """A barrier of its scope: the threads taking part must all arrive, then are ordered."""

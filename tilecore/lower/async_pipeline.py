@@ -50,6 +50,7 @@ from ..ir.visit import rewrite, substitute, walk
 from ..target import TargetFacts
 from .indexing import free_vars, simplify
 from .prefetch import flat_stmts, written_globals
+from .tma_pipeline import TILE_COPIES, TmaRing, tma_buffers
 
 STAGE_ALIGN_BYTES = 128
 
@@ -185,7 +186,7 @@ def _issue(stmt: Stmt, plan: _Plan, var: Var, tile: Expr, stage: Expr, more: Exp
 
 
 def _pipeline_loop(loop: For, kernel: ThreadKernel, facts: TargetFacts, budget: list, names: set,
-                   bounds: dict, replaced: dict) -> Stmt | None:
+                   bounds: dict, replaced: dict, added: list) -> Stmt | None:
     sizes = tuple(facts.get("async_copy_sizes", ()) or ())
     want = int(loop.annotation("num_stages", 0) or 0)
     if not sizes or want < 2 or loop.step != 1 or loop.annotation("async_stages"):
@@ -215,32 +216,58 @@ def _pipeline_loop(loop: For, kernel: ThreadKernel, facts: TargetFacts, budget: 
         plan.new[key] = Buffer(b.name, (stages * plan.stride[key],), b.dtype, "shared", layout=b.layout)
     d = stages - 1
     k, start, stop = loop.var, loop.start, loop.stop
-    copy_pos = sorted(p for pos in plan.copies.values() for p in pos)
-    copies = [items[p] for p in copy_pos]
-    rest = [s for i, s in enumerate(items) if i not in set(copy_pos)]
     loc = loop.loc
+    simp = lambda e: simplify(e, bounds)  # noqa: E731
+    # TMA fills the buffers whose tile copy qualifies (tilecore.lower.tma_pipeline); the others
+    # stay cp.async. TMA stages are only correct when the loop runs once per block (its phase
+    # count starts at the loop's start), so a loop nested in another loop keeps cp.async.
+    tma = tma_buffers(loop, staged, plan.old) if facts.get("tma") and not _nested(loop, kernel.body) else {}
+    ring = TmaRing(_fresh("tma_full", names), stages, kernel.thread_var, tma, plan.new, plan.stride, loc) \
+        if tma else None
+    all_pos = {p for pos in plan.copies.values() for p in pos}
+    copy_pos = sorted(p for key, pos in plan.copies.items() if key not in tma for p in pos)
+    copies = [items[p] for p in copy_pos]
+    rest = [s for i, s in enumerate(items) if i not in all_pos]
     prologue: list[Stmt] = []
     for j in range(d):
         tile = start + j
         more = simplify(binop("lt", tile, stop), bounds)
-        prologue.extend(_issue(c, plan, k, tile, const(j), more, bounds) for c in copies)
-        prologue.append(AsyncCommit("cp.async", loc))
+        if ring is not None:
+            prologue.append(ring.issue(k, tile, const(j), more, simp))
+        if copies:
+            prologue.extend(_issue(c, plan, k, tile, const(j), more, bounds) for c in copies)
+            prologue.append(AsyncCommit("cp.async", loc))
     read_stage = Var(_fresh("stage", names))
     write_stage = Var(_fresh("stage_next", names))
     head: list[Stmt] = [
         LetStmt(read_stage, simplify(binop("mod", k - start, const(stages)), bounds), loc),
         LetStmt(write_stage, simplify(binop("mod", k - start + d, const(stages)), bounds), loc),
-        AsyncWait("cp.async", d - 1, loc),
     ]
+    if copies:
+        head.append(AsyncWait("cp.async", d - 1, loc))
+    if ring is not None:
+        head.append(ring.wait(k - start, read_stage, simp))
+        head.append(ring.issue(k, k + d, write_stage, binop("lt", k + d, stop), simp))
     # the issue reads tile k + d, so its predicate is written in terms of the substituted var
-    head.extend(_issue(c, plan, k, k + d, write_stage, binop("lt", k + d, stop), bounds) for c in copies)
-    head.append(AsyncCommit("cp.async", loc))
+    if copies:
+        head.extend(_issue(c, plan, k, k + d, write_stage, binop("lt", k + d, stop), bounds) for c in copies)
+        head.append(AsyncCommit("cp.async", loc))
     body = [_retarget(s, plan, read_stage) for s in rest]
-    new_loop = For(k, start, stop, loop.step, loop.kind, SeqStmt(tuple(head + body), loc),
-                   loop.annotations + (("async_stages", stages),), loc)
-    out = prologue + [new_loop, AsyncWait("cp.async", 0, loc)]
+    annotations = tuple(a for a in loop.annotations if a[0] != TILE_COPIES) + (("async_stages", stages),)
+    if ring is not None:
+        annotations += (("tma_stages", tuple(plan.old[key].name for key in tma)),)
+    new_loop = For(k, start, stop, loop.step, loop.kind, SeqStmt(tuple(head + body), loc), annotations, loc)
+    out = prologue + [new_loop] + ([AsyncWait("cp.async", 0, loc)] if copies else [])
     replaced.update({id(b): plan.new[key] for key, b in plan.old.items()})
+    if ring is not None:
+        added.append((ring.bar, ring.init()))
     return SeqStmt(tuple(out), loc)
+
+
+def _nested(loop: For, body: Stmt) -> bool:
+    """Whether `loop` sits inside another loop of `body` (it may then run more than once)."""
+    return any(isinstance(n, For) and n is not loop and any(m is loop for m in walk(n.body))
+               for n in walk(body))
 
 
 def _fresh(base: str, names: set) -> str:
@@ -261,15 +288,18 @@ def async_pipeline(kernel: ThreadKernel, facts: TargetFacts) -> ThreadKernel:
     bounds[id(kernel.thread_var)] = (0, kernel.num_threads - 1)
     budget = [sum(b.shape[0] * b.dtype.itemsize for b in kernel.shared)]
     replaced: dict = {}
+    added: list = []  # (mbarrier buffer, its initialization) per TMA ring
 
     def fn(n):
         if isinstance(n, For) and (n.annotation("num_stages", 0) or 0) >= 2:
-            return _pipeline_loop(n, kernel, facts, budget, names, bounds, replaced)
+            return _pipeline_loop(n, kernel, facts, budget, names, bounds, replaced, added)
         return None
 
     body = rewrite(kernel.body, fn)
     if not replaced:
         return kernel
-    shared = tuple(replaced.get(id(b), b) for b in kernel.shared)
+    if added:  # mbarriers are initialized once, at the kernel's start
+        body = SeqStmt(tuple(init for _, init in added) + (body,), kernel.loc)
+    shared = tuple(replaced.get(id(b), b) for b in kernel.shared) + tuple(bar for bar, _ in added)
     return ThreadKernel(kernel.grid, kernel.block_vars, kernel.thread_var, kernel.num_threads,
                         kernel.warp_size, shared, kernel.registers, body, kernel.loc)

@@ -15,6 +15,15 @@ as ordinary writes of the issuing threads (so a barrier follows before other thr
 An access that provably touches in-flight data gets an `AsyncWait(pending=0)` first; in-flight
 footprints that cannot be tabulated are trusted to the waits the pipeline pass placed (the
 emulator checks them). Named and warpgroup barriers are taken to order nothing here.
+
+mbarriers and TMA (docs/architecture.md, "Hopper: TMA, mbarrier, warp specialization"): an
+`MbarrierInit` is a write of its mbarrier element (so a barrier follows before other threads
+arrive or wait), arrivals and waits are reads (they never conflict with each other). A `TmaLoad`
+reads its mbarrier and is checked at its issue as a write of its whole box by every thread (a
+barrier goes before it when anybody read or wrote that memory since the last barrier: the stage
+is being refilled), but it is not recorded as a write: it lands at the `MbarrierWait` that
+observes its phase, visible to every waiting thread, so no barrier is needed after it. A
+`TmaStore` reads its box at its issue.
 """
 
 from __future__ import annotations
@@ -31,10 +40,15 @@ from ..ir.thread import (
     Atomic,
     Barrier,
     IntrinsicCall,
+    MbarrierArrive,
+    MbarrierInit,
+    MbarrierWait,
     MemLoad,
     MemStore,
     Shuffle,
     ThreadKernel,
+    TmaLoad,
+    TmaStore,
     VecMove,
 )
 from ..ir.visit import walk
@@ -112,6 +126,15 @@ def _accesses(node, tx: Var, threads: int, want: str) -> list:
                         out.append((ref.buffer, _tab(ref.offset, width, tx, threads, ref.buffer)))
             elif isinstance(n, Atomic) and n.buffer.scope == "shared":
                 out.append((n.buffer, None))
+            elif isinstance(n, (MbarrierArrive, MbarrierWait)):
+                out.append((n.bar, _tab(n.offset, 1, tx, threads, n.bar)))
+            elif isinstance(n, TmaLoad):
+                out.append((n.bar, _tab(n.bar_offset, 1, tx, threads, n.bar)))
+            elif isinstance(n, TmaStore):
+                out.append((n.src, _tab(n.src_offset, n.layout.size, tx, threads, n.src)))
+        elif want == "t":
+            if isinstance(n, TmaLoad):
+                out.append((n.dst, _tab(n.dst_offset, n.layout.size, tx, threads, n.dst)))
         elif want == "a":
             if isinstance(n, AsyncCopy):
                 out.append((n.dst, _tab(n.dst_offset, n.lanes, tx, threads, n.dst)))
@@ -120,6 +143,8 @@ def _accesses(node, tx: Var, threads: int, want: str) -> list:
                 out.append((n.buffer, _tab(n.offset, 1, tx, threads, n.buffer)))
             elif isinstance(n, VecMove) and n.dst.scope == "shared":
                 out.append((n.dst, _tab(n.dst_offset, n.lanes, tx, threads, n.dst)))
+            elif isinstance(n, MbarrierInit):
+                out.append((n.bar, _tab(n.offset, 1, tx, threads, n.bar)))
             elif isinstance(n, IntrinsicCall):
                 for spec, ref in zip(n.intrinsic.operands, n.operands):
                     if ref.buffer.scope == "shared" and spec.role == "out":
@@ -157,12 +182,13 @@ class _Inserter:
                 return True
         return False
 
-    def leaf(self, s: Stmt, st, reads=None, writes=None, asyncs=None):
+    def leaf(self, s: Stmt, st, reads=None, writes=None, asyncs=None, tmas=None):
         """(statements, state) for a statement taken as a whole: a wait first when it touches
         in-flight data, a barrier first on a hazard."""
         reads = _accesses(s, self.tx, self.threads, "r") if reads is None else reads
         writes = _accesses(s, self.tx, self.threads, "w") if writes is None else writes
         asyncs = _accesses(s, self.tx, self.threads, "a") if asyncs is None else asyncs
+        tmas = _accesses(s, self.tx, self.threads, "t") if tmas is None else tmas
         out: list[Stmt] = []
         w, r, fl = st
         for q, (groups, open_) in fl.items():
@@ -181,7 +207,7 @@ class _Inserter:
                 hazard = f"{b.name} written at {loc_str(f.loc)} is read at {loc_str(s.loc)}"
                 break
         if hazard is None:
-            for b, acc in writes + asyncs:
+            for b, acc in writes + asyncs + tmas:
                 f = r.get(id(b))
                 if f is not None and f.conflicts(acc):
                     hazard = f"{b.name} read at {loc_str(f.loc)} is overwritten at {loc_str(s.loc)}"
@@ -236,7 +262,7 @@ class _Inserter:
                 self._mark_lets(s.body)
                 return self.leaf(s, st)
             head, st = self.leaf(s, st, _accesses(s.start, self.tx, self.threads, "r") +
-                                 _accesses(s.stop, self.tx, self.threads, "r"), [], [])
+                                 _accesses(s.stop, self.tx, self.threads, "r"), [], [], [])
             _, end = self.visit(s.body, st)
             body, end = self.visit(s.body, _union(st, end))
             loop = For(s.var, s.start, s.stop, s.step, s.kind, _seq(body, s), s.annotations, s.loc)
@@ -245,7 +271,7 @@ class _Inserter:
             if self.is_varying(s.cond):
                 self._mark_lets(s)
                 return self.leaf(s, st)
-            head, st = self.leaf(s, st, _accesses(s.cond, self.tx, self.threads, "r"), [], [])
+            head, st = self.leaf(s, st, _accesses(s.cond, self.tx, self.threads, "r"), [], [], [])
             then, st1 = self.visit(s.then_body, st)
             if s.else_body is None:
                 els, st2 = None, st
@@ -258,7 +284,7 @@ class _Inserter:
 
     def _mark_lets(self, s: Stmt) -> None:
         for n in walk(s):
-            if isinstance(n, (AsyncCommit, AsyncWait)):
+            if isinstance(n, (AsyncCommit, AsyncWait)) and n.queue == "cp.async":
                 raise TileInternalError(f"{type(n).__name__} inside per-thread control flow at "
                                         f"{loc_str(n.loc)}: group counts must stay uniform")
             if isinstance(n, LetStmt):
