@@ -1,0 +1,228 @@
+"""TMA and mbarriers in the emulator and the `async-pipeline` pass (docs/architecture.md,
+"Hopper: TMA, mbarrier, warp specialization").
+
+Hand-built programs check the semantics: a TMA box lands (zero-filled outside the tensor, in
+the shared layout) at the wait that observes its phase; a read before that wait is a race; a
+phase that can never complete (wrong byte count, missing expect-tx or arrive, wrong parity)
+is reported as a deadlock, not an endless loop. Then the lowering: examples/gemm.py on
+`emu:sm_90` uses TMA stages, matches NumPy on ragged shapes, and deleting its mbarrier wait,
+its refill barrier or changing its byte count is reported with the user's line.
+"""
+
+import dataclasses
+import importlib
+
+import numpy as np
+import pytest
+
+import tilecore
+from tilecore import dtypes as dt
+from tilecore.emulator.machine import Block, EmuArtifact
+from tilecore.errors import TileRuntimeError
+from tilecore.ir.buffer import Buffer
+from tilecore.ir.expr import Var, binop, const
+from tilecore.ir.smem_layout import RowMajor, Swizzled
+from tilecore.ir.stmt import IfThenElse, SeqStmt
+from tilecore.ir.thread import (
+    MBARRIER_DTYPE,
+    AsyncCommit,
+    AsyncWait,
+    Barrier,
+    MbarrierArrive,
+    MbarrierInit,
+    MbarrierWait,
+    MemLoad,
+    MemStore,
+    ThreadKernel,
+    TmaLoad,
+    TmaStore,
+)
+from tilecore.ir.thread_printer import print_thread_node
+from tilecore.ir.visit import rewrite
+
+pytest.importorskip("tilecore_cuda")
+gemm = importlib.import_module("gemm")
+
+T = 64
+tx = Var("tx")
+ROWS, COLS = 10, 16
+G = Buffer("G", (ROWS, COLS), dt.float32, "global")
+OUT = Buffer("Out", (8 * COLS,), dt.float32, "global")
+S = Buffer("S", (8 * COLS,), dt.float32, "shared", layout=RowMajor(8, COLS))
+BAR = Buffer("bar", (2,), MBARRIER_DTYPE, "shared")
+first = binop("eq", tx, 0)
+
+
+def _load(row0=4, bar_offset=0):
+    return TmaLoad(S, const(0), G, (const(row0), const(0)), (8, COLS), S.layout, BAR, const(bar_offset))
+
+
+def _init(count=1):
+    return IfThenElse(first, MbarrierInit(BAR, const(0), count), None)
+
+
+def _arm(nbytes=8 * COLS * 4, *loads):
+    return IfThenElse(first, SeqStmt((MbarrierArrive(BAR, const(0), nbytes),) + (loads or (_load(),))), None)
+
+
+def _read_all():
+    """Every thread copies its two elements of the 8x16 shared tile to Out."""
+    return SeqStmt(tuple(MemStore(OUT, tx + T * r, MemLoad(S, tx + T * r)) for r in range(2)))
+
+
+def _run(*stmts, g=None) -> np.ndarray:
+    g = np.arange(ROWS * COLS, dtype=np.float32) + 1 if g is None else g
+    out = np.full(8 * COLS, -1, dtype=np.float32)
+    k = ThreadKernel((const(1),), (Var("bx"),), tx, T, 32, (S, BAR), (), SeqStmt(tuple(stmts)))
+    Block(k, {id(G): g, id(OUT): out}, {}, [G, OUT]).run_grid()
+    return out
+
+
+def test_box_lands_at_the_wait_with_zero_fill():
+    out = _run(_init(), Barrier(), _arm(), MbarrierWait(BAR, const(0), const(0)), _read_all())
+    g = (np.arange(ROWS * COLS, dtype=np.float32) + 1).reshape(ROWS, COLS)
+    want = np.zeros((8, COLS), dtype=np.float32)
+    want[:ROWS - 4] = g[4:]  # rows 10.. lie outside the tensor: zeros
+    np.testing.assert_array_equal(out.reshape(8, COLS), want)
+
+
+def test_read_before_the_wait_is_a_race():
+    with pytest.raises(TileRuntimeError, match="has landed") as err:
+        _run(_init(), Barrier(), _arm(), _read_all(), MbarrierWait(BAR, const(0), const(0)))
+    assert "MbarrierWait" in err.value.hint
+
+
+@pytest.mark.parametrize("case", ["bytes", "parity", "arrivals"])
+def test_a_phase_that_cannot_complete_is_a_deadlock(case):
+    arm = {"bytes": _arm(8 * COLS * 4 + 16), "parity": _arm(), "arrivals": _arm()}[case]
+    parity = const(1) if case == "parity" else const(0)
+    init = _init(2 if case == "arrivals" else 1)
+    with pytest.raises(TileRuntimeError, match="deadlock") as err:
+        _run(init, Barrier(), arm, MbarrierWait(BAR, const(0), parity))
+    assert "transaction bytes" in str(err.value)
+
+
+def test_a_missing_expect_tx_completes_the_phase_early():
+    # a plain arrive completes phase 0 before the copy counts its bytes: the wait returns and
+    # the tile has not landed (the copy completes on phase 1, which nobody waits for)
+    with pytest.raises(TileRuntimeError, match="has landed"):
+        _run(_init(), Barrier(), _arm(0), MbarrierWait(BAR, const(0), const(0)), _read_all())
+
+
+def test_mbarrier_needs_init_and_a_barrier_after_it():
+    with pytest.raises(TileRuntimeError, match="before MbarrierInit"):
+        _run(_arm(), MbarrierWait(BAR, const(0), const(0)))
+    with pytest.raises(TileRuntimeError, match="data race on shared buffer bar"):
+        _run(_init(), _arm(), MbarrierWait(BAR, const(0), const(0)))
+
+
+def test_phases_alternate_and_refill_needs_the_readers_ordered():
+    # two tiles through one stage: tile 0 (rows 0..7) at parity 0, tile 1 (rows 2..9) at parity 1
+    wait0, wait1 = MbarrierWait(BAR, const(0), const(0)), MbarrierWait(BAR, const(0), const(1))
+    out = _run(_init(), Barrier(), _arm(), wait0, _read_all(), Barrier(),
+               _arm(8 * COLS * 4, _load(2)), wait1, _read_all())
+    g = (np.arange(ROWS * COLS, dtype=np.float32) + 1).reshape(ROWS, COLS)
+    np.testing.assert_array_equal(out.reshape(8, COLS), g[2:])
+    with pytest.raises(TileRuntimeError, match="issues an asynchronous copy into"):
+        _run(_init(), Barrier(), _arm(), wait0, _read_all(), _arm(8 * COLS * 4, _load(2)), wait1)
+
+
+def test_swizzled_box_placement_and_clipped_store():
+    h = Buffer("H", (20, 64), dt.float16, "global")
+    lay = Swizzled(8, 64, bits=3, base=3, shift=3)  # TMA's 128-byte swizzle
+    sh = Buffer("Sh", (8 * 64,), dt.float16, "shared", layout=lay)
+    out = Buffer("O", (20, 64), dt.float16, "global")
+    load = TmaLoad(sh, const(0), h, (const(16), const(0)), (8, 64), lay, BAR, const(0))
+    store = TmaStore(sh, const(0), out, (const(16), const(0)), (8, 64), lay)
+    assert load.swizzle == 128 and load.nbytes == 1024 and store.swizzle == 128
+    arm = IfThenElse(first, SeqStmt((MbarrierArrive(BAR, const(0), 1024), load)), None)
+    issue = IfThenElse(first, SeqStmt((store, AsyncCommit("bulk"), AsyncWait("bulk", 0))), None)
+    body = (_init(), Barrier(), arm, MbarrierWait(BAR, const(0), const(0)), Barrier(), issue)
+    k = ThreadKernel((const(1),), (Var("bx"),), tx, T, 32, (sh, BAR), (), SeqStmt(body))
+    src = np.random.default_rng(0).standard_normal((20, 64)).astype(np.float16)
+    dst = np.zeros((20, 64), dtype=np.float16)
+    Block(k, {id(h): src.reshape(-1), id(out): dst.reshape(-1)}, {}, [h, out]).run_grid()
+    np.testing.assert_array_equal(dst[16:], src[16:])  # rows 16..19 stored, 20..23 clipped
+    assert not dst[:16].any()
+    assert "tma_load Sh[0] swizzled 8x64 Swizzle<3,3,3> <- H[16 : +8, 0 : +64] else zero" in \
+        print_thread_node(load)
+
+
+def test_layouts_tma_cannot_write_are_rejected():
+    with pytest.raises(TypeError, match="no TMA swizzle mode"):
+        lay = Swizzled(8, 128, bits=3, base=3, shift=4)
+        TmaLoad(Buffer("X", (1024,), dt.float16, "shared", layout=lay), const(0),
+                Buffer("Y", (8, 128), dt.float16, "global"), (const(0), const(0)), (8, 128), lay, BAR,
+                const(0))
+
+
+# ----------------------------------------------------------------------------- the pipeline
+
+
+def _gemm(M, N, K, **kw):
+    return tilecore.jit(gemm.program(M=M, N=N, K=K, **kw), out_idx=gemm.OUT_IDX, target="emu:sm_90")
+
+
+@pytest.mark.parametrize("M, N, K, kw", [
+    (200, 136, 104, dict(block_N=64)),  # ragged M, N and a K tail; A and B by TMA
+    (64, 72, 48, dict(block_M=64, block_N=64, num_stages=4)),  # fewer tiles than stages - 1
+    (128, 136, 72, dict()),  # B's 256-byte rows: A by TMA, B by cp.async
+])
+def test_gemm_with_tma_stages_matches_numpy(M, N, K, kw):
+    kernel = _gemm(M, N, K, **kw)
+    ir = kernel.get_ir("final")
+    assert "tma_load A_shared" in ir and "mbarrier_wait" in ir
+    assert ("tma_load B_shared" in ir) == (kw.get("block_N") == 64)
+    a, b = gemm.make_inputs(np.random.default_rng(1), M=M, N=N, K=K)
+    np.testing.assert_allclose(kernel(a, b).astype(np.float32), gemm.reference(a, b).astype(np.float32),
+                               **gemm.TOLERANCE)
+
+
+def test_unaligned_rows_and_older_archs_keep_cp_async():
+    ir = _gemm(64, 64, 100, block_N=64).get_ir("final")
+    assert "tma_load A_shared" not in ir and "tma_load B_shared" in ir  # A's rows: 200 bytes
+    k = tilecore.jit(gemm.program(M=64, N=64, K=64, block_N=64), out_idx=[-1], target="emu:sm_80")
+    assert "tma_load" not in k.get_ir("final") and "async " in k.get_ir("final")
+
+
+def _mutate(module, fn):
+    return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
+
+
+def _drop(kind, why=""):
+    """A rewrite removing the `kind` statements (barriers: those whose reason has `why`)."""
+    def gone(s):
+        return isinstance(s, kind) and why in getattr(s, "reason", "")
+
+    def fn(n):
+        if isinstance(n, SeqStmt) and any(gone(s) for s in n.stmts):
+            return SeqStmt(tuple(s for s in n.stmts if not gone(s)), n.loc)
+        return None
+
+    return fn
+
+
+def test_gemm_mutations_are_reported_with_the_users_line():
+    M = N = 64
+    K = 128
+    kernel = _gemm(M, N, K, block_M=64, block_N=64)
+    final = kernel.stages[-1][1]
+    a, b = gemm.make_inputs(np.random.default_rng(0), M=M, N=N, K=K)
+
+    def run(module):
+        EmuArtifact(module).run([a, b, np.zeros((M, N), dtype=np.float16)], {})
+
+    run(final)  # the unmodified program runs clean
+    with pytest.raises(TileRuntimeError, match="has landed") as err:
+        run(_mutate(final, _drop(MbarrierWait)))  # the deleted wait: a read before the copy lands
+    assert "gemm.py:" in str(err.value) and ("A_shared" in str(err.value) or "B_shared" in str(err.value))
+    with pytest.raises(TileRuntimeError, match="issues an asynchronous copy into") as err:
+        run(_mutate(final, _drop(Barrier, "overwritten")))  # the barrier before the refill
+    assert "gemm.py:" in str(err.value)
+
+    def short(n):
+        return dataclasses.replace(n, expect_tx=n.expect_tx - 2) if isinstance(n, MbarrierArrive) else None
+
+    with pytest.raises(TileRuntimeError, match="deadlock") as err:
+        run(_mutate(final, short))
+    assert "gemm.py:" in str(err.value)
