@@ -53,6 +53,7 @@ def tile_build(target, module):
         return None
     from .artifact import CudaArtifact
     from .render import render_cuda
+    from .tensormap import module_tensor_maps
 
     rendered = render_cuda(module, target)
-    return CudaArtifact(rendered, target.arch, eager=_available()[0])
+    return CudaArtifact(rendered, target.arch, eager=_available()[0], tensor_maps=module_tensor_maps(module))

@@ -116,7 +116,7 @@ class CudaRenderer(MathRenderMixin, AsyncRenderMixin, GPURenderer):
 
     def kernel_qualifiers(self, kernel) -> str:
         """`extern "C" __global__` with `__launch_bounds__(threads)`."""
-        return f'extern "C" __global__ void __launch_bounds__({kernel.num_threads})'
+        return f'extern "C" __global__ void __launch_bounds__({kernel.num_threads}{self.min_blocks_bound()})'
 
     def prelude(self) -> list[str]:
         """The fp16/bf16/fp8 headers the kernel uses, then helper functions."""
