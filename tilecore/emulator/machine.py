@@ -39,6 +39,7 @@ from ..ir.thread import (
     TmaLoad,
     TmaStore,
     VecMove,
+    WarpSpecialized,
     find_kernel,
 )
 from ..ir.thread_printer import print_thread_func
@@ -46,6 +47,7 @@ from .asyncops import AsyncState
 from .intrinsics import run_intrinsic
 from .mbarrier import MbarrierState
 from .race import SharedTracker, SyncClock
+from .tasks import TaskGroup
 
 
 class EmuArtifact:
@@ -113,6 +115,7 @@ class Block:
             self.clock = SyncClock(self.T)
             self.asyncs = AsyncState(self.T)
             self.mbarriers = MbarrierState()
+            self.tasks: TaskGroup | None = None
             for b in k.shared:
                 self.shared[id(b)] = np.full(b.shape[0], S.poison_value(b.dtype), dtype=b.dtype.np)
                 self.trackers[id(b)] = SharedTracker(b.name, b.shape[0], self.clock)
@@ -318,6 +321,8 @@ class Block:
             self.asyncs.commit(s.queue, mask)
         elif isinstance(s, AsyncWait):
             self.asyncs.wait(self, s.queue, s.pending, mask)
+        elif isinstance(s, WarpSpecialized):
+            self._warp_specialized(s, mask)
         elif isinstance(s, (MbarrierInit, MbarrierArrive, MbarrierWait, TmaLoad, TmaStore, AsyncFence)):
             self._hopper(s, mask)
         elif isinstance(s, Atomic):
@@ -343,6 +348,20 @@ class Block:
             mb.tma_load(self, s, mask)
         elif isinstance(s, TmaStore):
             mb.tma_store(self, s, mask)
+
+    def _warp_specialized(self, s: WarpSpecialized, mask: np.ndarray) -> None:
+        """Producer and consumer threads run concurrently (`tasks.py`): each side blocks at an
+        mbarrier wait until the other completes the phase."""
+        if self.tasks is not None:
+            raise TileRuntimeError("nested warp specialization", self.loc)
+        cons, prod = mask & (self.tid < s.split), mask & (self.tid >= s.split)
+        self.tasks = TaskGroup()
+        try:
+            # the producer first, until it blocks: its copies are then in flight while the
+            # consumers run, so a consumer read that skips its wait is caught as a race
+            self.tasks.run([lambda: self.exec(s.producer, prod), lambda: self.exec(s.consumer, cons)])
+        finally:
+            self.tasks = None
 
     def _barrier(self, s: Barrier, mask: np.ndarray) -> None:
         """A barrier of its scope: the threads taking part must all arrive, then are ordered."""

@@ -114,16 +114,27 @@ class MbarrierState:
         keys = {(int(off[t]), int(par[t]) & 1) for t in np.nonzero(mask)[0]}
         for o, p in sorted(keys):
             m = self._get(blk, s.bar, o)
+            if m.phase % 2 == p and blk.tasks is not None:  # another thread group may complete it
+                loc_id = blk.loc_id
+                blk.tasks.block(lambda m=m, p=p: m.phase % 2 != p,
+                                lambda m=m, o=o, p=p: self._deadlock_error(blk, s, m, o, p))
+                blk.loc_id = loc_id
             if m.phase % 2 == p:  # the phase of that parity is the one in progress
-                raise TileRuntimeError(
-                    f"deadlock: every thread waits on mbarrier {s.bar.name}[{o}] phase {m.phase} "
-                    f"(parity {p}), which can never complete: {m.pending} of {m.count} arrivals are missing "
-                    f"and {m.tx} transaction bytes are outstanding", blk.loc,
-                    hint="a GPU would hang here: an arrive or expect-tx is missing, its byte count differs "
-                         "from what the TMA copies complete, or the wait's phase parity is wrong")
+                raise self._deadlock_error(blk, s, m, o, p)
             waiters = blk.tid[mask & (off == o) & ((par & 1) == p)]
             for n in sorted(k for k in m.done if k % 2 == p and k <= m.phase - 1):
                 self._observe(blk, m.done[n], waiters)
+
+    @staticmethod
+    def _deadlock_error(blk, s, m, o: int, p: int) -> TileRuntimeError:
+        """The report of a wait on mbarrier `o` (state `m`) for parity `p` that never returns."""
+        who = "every thread" if blk.tasks is None else "every thread group"
+        return TileRuntimeError(
+            f"deadlock: {who} waits, this one on mbarrier {s.bar.name}[{o}] phase {m.phase} (parity {p}), "
+            f"which can never complete: {m.pending} of {m.count} arrivals are missing and {m.tx} "
+            "transaction bytes are outstanding", blk.loc,
+            hint="a GPU would hang here: an arrive or expect-tx is missing, its byte count differs from "
+                 "what the TMA copies complete, or the wait's phase parity is wrong")
 
     def _observe(self, blk, ph: _Phase, waiters: np.ndarray) -> None:
         """`waiters` observe completed phase `ph`: its copies land (the first time), and every

@@ -541,7 +541,33 @@ class AsyncFence(Stmt):
             raise TypeError(f"unknown fence {self.kind!r}")
 
 
-HOPPER_STMTS = (MbarrierInit, MbarrierArrive, MbarrierWait, TmaLoad, TmaStore, AsyncFence)
+@dataclass(frozen=True)
+class WarpSpecialized(Stmt):
+    """Warp specialization: threads `split` and up (whole warpgroups) run `producer`, the
+    others run `consumer`, concurrently; the two talk only through mbarriers. `consumer` may
+    use named barrier 1 over its `split` threads (never block barriers: the producer threads
+    do not take part). With `producer_regs` / `consumer_regs` > 0 each side first sets its
+    per-thread register budget (`setmaxnreg.dec` / `.inc`, sm_90a)."""
+
+    split: int
+    producer: Stmt
+    consumer: Stmt
+    producer_regs: int = 0
+    consumer_regs: int = 0
+    loc: SourceLoc | None = None
+
+    def __post_init__(self):
+        if self.split < 1 or self.split % 128:
+            raise TypeError("WarpSpecialized.split must be a positive multiple of a warpgroup (128)")
+        for r in (self.producer_regs, self.consumer_regs):
+            if r and (not 24 <= r <= 256 or r % 8):
+                raise TypeError("setmaxnreg counts are multiples of 8 in 24..256")
+
+
+CONSUMER_BARRIER_ID = 1  # the named barrier of a WarpSpecialized consumer
+
+
+HOPPER_STMTS = (MbarrierInit, MbarrierArrive, MbarrierWait, TmaLoad, TmaStore, AsyncFence, WarpSpecialized)
 
 THREAD_STMTS = (ThreadKernel, MemStore, VecMove, Barrier, AsyncCopy, AsyncCommit, AsyncWait, Atomic,
                 IntrinsicCall) + HOPPER_STMTS

@@ -24,6 +24,7 @@ from .thread import (
     TmaLoad,
     TmaStore,
     VecMove,
+    WarpSpecialized,
 )
 
 
@@ -104,6 +105,13 @@ class ThreadPrinter(Printer):
             self.emit(depth, f"async_commit({s.queue})")
         elif isinstance(s, AsyncWait):
             self.emit(depth, f"async_wait({s.queue}, pending={s.pending})")
+        elif isinstance(s, WarpSpecialized):
+            regs = f", setmaxnreg {s.producer_regs}" if s.producer_regs else ""
+            self.emit(depth, f"producer (threads >= {s.split}{regs}):")
+            self.stmt(s.producer, depth + 1)
+            regs = f", setmaxnreg {s.consumer_regs}" if s.consumer_regs else ""
+            self.emit(depth, f"consumer (threads < {s.split}{regs}):")
+            self.stmt(s.consumer, depth + 1)
         elif isinstance(s, (MbarrierInit, MbarrierArrive, MbarrierWait, TmaLoad, TmaStore, AsyncFence)):
             self.emit(depth, self._hopper(s))
         elif isinstance(s, Atomic):

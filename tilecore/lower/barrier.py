@@ -34,6 +34,7 @@ from ..errors import TileInternalError
 from ..ir.expr import Expr, Var
 from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
 from ..ir.thread import (
+    CONSUMER_BARRIER_ID,
     AsyncCommit,
     AsyncCopy,
     AsyncWait,
@@ -50,6 +51,7 @@ from ..ir.thread import (
     TmaLoad,
     TmaStore,
     VecMove,
+    WarpSpecialized,
 )
 from ..ir.visit import walk
 from .context import loc_str
@@ -166,10 +168,23 @@ def _tab(offset, width: int, tx: Var, threads: int, buf):
 
 
 class _Inserter:
-    def __init__(self, tx: Var, threads: int):
+    def __init__(self, tx: Var, threads: int, named: bool = False):
         self.tx = tx
         self.threads = threads
         self.varying: set[int] = {id(tx)}
+        # inside a WarpSpecialized consumer: barriers are named barrier 1 over its threads
+        self.named = named
+
+    def barrier(self, reason: str, loc) -> Barrier:
+        """The barrier this inserter places: the block's, or the consumers' named one."""
+        if self.named:
+            return Barrier(reason, loc, "named", CONSUMER_BARRIER_ID, self.threads)
+        return Barrier(reason, loc)
+
+    def _own(self, s: Barrier) -> bool:
+        """Whether `s` orders every thread this inserter tracks."""
+        mine = s.scope == "named" and s.barrier_id == CONSUMER_BARRIER_ID and s.count == self.threads
+        return s.scope == "block" or (self.named and mine)
 
     def is_varying(self, e: Expr) -> bool:
         """True when `e` may differ between the threads of the block."""
@@ -217,7 +232,7 @@ class _Inserter:
                     hazard = f"{b.name} written at {loc_str(f.loc)} is rewritten at {loc_str(s.loc)}"
                     break
         if hazard is not None:
-            out.append(Barrier(hazard, s.loc))
+            out.append(self.barrier(hazard, s.loc))
             w, r = {}, {}
         w, r = dict(w), dict(r)
         for table, accs in ((r, reads), (w, writes)):
@@ -241,7 +256,7 @@ class _Inserter:
                 out.extend(xs)
             return [SeqStmt(tuple(out), s.loc)], st
         if isinstance(s, Barrier):
-            if s.scope != "block":  # orders only some threads: keep every footprint
+            if not self._own(s):  # orders only some threads: keep every footprint
                 return [s], st
             return [s], ({}, {}, st[2])
         if isinstance(s, AsyncCommit):
@@ -252,6 +267,17 @@ class _Inserter:
             return [s], (w, r, fl)
         if isinstance(s, AsyncWait):
             return [s], _land(st, s.queue, s.pending)
+        if isinstance(s, WarpSpecialized):
+            # a barrier first where the node's accesses need one (the mbarrier inits), then the
+            # consumer on its own with named barriers; the producer (one elected thread issuing
+            # TMA and waiting on mbarriers) needs none
+            head, after = self.leaf(s, st)
+            entry = st if len(head) == 1 else ({}, {}, st[2])
+            cons = _Inserter(self.tx, s.split, named=True)
+            body, _ = cons.visit(s.consumer, entry)
+            node = WarpSpecialized(s.split, s.producer, _seq(body, s.consumer), s.producer_regs,
+                                   s.consumer_regs, s.loc)
+            return head[:-1] + [node], after
         if isinstance(s, LetStmt):
             if self.is_varying(s.value):
                 self.varying.add(id(s.var))

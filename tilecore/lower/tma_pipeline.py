@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from ..ir.buffer import Buffer
 from ..ir.expr import Expr, Load, Var, binop, const
-from ..ir.stmt import Copy, For, IfThenElse, SeqStmt, Stmt
+from ..ir.stmt import Copy, For, IfThenElse, LetStmt, SeqStmt, Stmt
 from ..ir.thread import (
     MBARRIER_DTYPE,
     TMA_BOX_MAX,
@@ -116,6 +116,8 @@ class TmaRing:
 
     def __init__(self, name: str, stages: int, tx: Var, copies: dict, new: dict, stride: dict, loc):
         self.bar = Buffer(name, (stages,), MBARRIER_DTYPE, "shared")
+        self.empty: Buffer | None = None  # the "empty" ring of a warp-specialized loop
+        self.consumers = 0  # its arrivals per phase: every consumer thread
         self.stages = stages
         self.tx = tx
         self.copies = copies  # buffer id -> TileCopy
@@ -134,27 +136,66 @@ class TmaRing:
             total += n
         return total
 
+    @property
+    def buffers(self) -> tuple:
+        """The ring's mbarrier buffers (to declare as shared memory)."""
+        return (self.bar,) if self.empty is None else (self.bar, self.empty)
+
+    def with_empty(self, name: str, consumers: int) -> None:
+        """Add the "empty" ring: consumers release a stage by all arriving on its mbarrier."""
+        self.empty = Buffer(name, (self.stages,), MBARRIER_DTYPE, "shared")
+        self.consumers = consumers
+
     def init(self) -> Stmt:
-        """Thread 0 initializes every stage's mbarrier for one arrival (its own expect-tx)."""
+        """Thread 0 initializes every stage's mbarrier for one arrival (its own expect-tx), and
+        each "empty" one for every consumer's arrival."""
         body: list[Stmt] = [MbarrierInit(self.bar, const(j), 1, self.loc) for j in range(self.stages)]
+        if self.empty is not None:
+            body += [MbarrierInit(self.empty, const(j), self.consumers, self.loc) for j in range(self.stages)]
         body.append(AsyncFence("mbarrier_init", self.loc))
         return IfThenElse(binop("eq", self.tx, 0), SeqStmt(tuple(body), self.loc), None, self.loc)
 
-    def issue(self, var: Var, tile: Expr, stage: Expr, more: Expr | None, simp) -> Stmt:
-        """Thread 0 arms stage `stage` and issues tile `tile` (substituted for `var`) into it;
-        nothing when `more` is false (a tile past the end)."""
+    def arm(self, var: Var, tile: Expr, stage: Expr, simp) -> list:
+        """Arm stage `stage` with its bytes and issue tile `tile` (substituted for `var`) into it."""
         body: list[Stmt] = [MbarrierArrive(self.bar, stage, self.nbytes, self.loc)]
         for key, tc in self.copies.items():
             coords = tuple(simp(substitute(c, {var: tile})) for c in tc.coords)
             body.append(TmaLoad(self.new[key], simp(stage * self.stride[key]), tc.tensor, coords, tc.box,
                                 tc.shared.layout, self.bar, stage, tc.loc))
+        return body
+
+    def issue(self, var: Var, tile: Expr, stage: Expr, more: Expr | None, simp) -> Stmt:
+        """Thread 0 arms stage `stage` and issues tile `tile` into it (`arm`); nothing when
+        `more` is false (a tile past the end)."""
         cond = binop("eq", self.tx, 0)
         if more is not None:
             cond = binop("and", cond, more)
-        return IfThenElse(simp(cond), SeqStmt(tuple(body), self.loc), None, self.loc)
+        body = SeqStmt(tuple(self.arm(var, tile, stage, simp)), self.loc)
+        return IfThenElse(simp(cond), body, None, self.loc)
 
     def wait(self, index: Expr, stage: Expr, simp) -> Stmt:
         """Every thread waits until tile `index` (counted from the loop's start) has landed."""
         parity = simp(binop("mod", binop("div", index, const(self.stages)), const(2)))
         return MbarrierWait(self.bar, stage, parity, self.loc)
 
+
+    def release(self, stage: Expr) -> Stmt:
+        """Every consumer thread is done reading stage `stage` (warp-specialized loops)."""
+        return MbarrierArrive(self.empty, stage, 0, self.loc)
+
+    def producer(self, loop: For, names_fresh, simp, thread: int) -> Stmt:
+        """The producer side of `loop`: thread `thread` waits until the consumers released
+        stage `i % stages` (parity `(i // stages + 1) % 2`, which a fresh mbarrier passes at
+        once), then arms it and issues tile i. Its own loop variable, so the emulator's two
+        thread groups never share one."""
+        kp = Var(names_fresh(f"{loop.var.name}_produce"), loop.var.dtype)
+        stage = Var(names_fresh("stage_fill"))
+        i = kp - loop.start
+        free = simp(binop("mod", binop("add", binop("div", i, const(self.stages)), const(1)), const(2)))
+        body = SeqStmt((
+            LetStmt(stage, simp(binop("mod", i, const(self.stages))), self.loc),
+            MbarrierWait(self.empty, stage, free, self.loc),
+            *self.arm(loop.var, kp, stage, simp),
+        ), self.loc)
+        produce = For(kp, loop.start, loop.stop, 1, "serial", body, (), self.loc)
+        return IfThenElse(binop("eq", self.tx, thread), produce, None, self.loc)

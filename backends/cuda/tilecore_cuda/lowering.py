@@ -40,7 +40,8 @@ def tile_target_facts(target):
         extra=(("sm", _sm(target)), ("tensor_core", "mma.sync.m16n8k16"),
                ("shared_bank_bytes", 4), ("shared_banks", 32), ("global_sector_bytes", 32),
                ("async_copy_sizes", (4, 8, 16) if _sm(target) >= 80 else ()),  # cp.async
-               ("tma", _sm(target) >= 90)),  # cp.async.bulk.tensor + mbarrier (sm_90, sm_90a)
+               ("tma", _sm(target) >= 90), ("warp_specialize", _sm(target) >= 90),  # TMA + mbarrier
+               ("setmaxnreg", (target.arch or "") == "sm_90a")),
     )
 
 

@@ -130,6 +130,24 @@ class AsyncRenderMixin:
         self.emit(f'    :: "l"(reinterpret_cast<unsigned long long>(&tilecore_tmap{i})), '
                   f'"r"({self._smem(s.src, s.src_offset)}), {args} : "memory");')
 
+    def stmt_WarpSpecialized(self, s) -> None:
+        """`if (tx >= split) { producer } else { consumer }`, each side first setting its register
+        budget with `setmaxnreg` when the node asks (one branch per role, as ptxas requires)."""
+        tx = self.name_of(self.kernel.thread_var)
+        self.emit(f"if ({tx} >= {s.split}) {{  // producer warpgroup")
+        self.depth += 1
+        if s.producer_regs:
+            self.emit(f'asm volatile("setmaxnreg.dec.sync.aligned.u32 {s.producer_regs};");')
+        self.stmt(s.producer)
+        self.depth -= 1
+        self.emit("} else {  // consumers")
+        self.depth += 1
+        if s.consumer_regs:
+            self.emit(f'asm volatile("setmaxnreg.inc.sync.aligned.u32 {s.consumer_regs};");')
+        self.stmt(s.consumer)
+        self.depth -= 1
+        self.emit("}")
+
     def stmt_AsyncFence(self, s) -> None:
         """`fence.proxy.async.shared::cta` / `fence.mbarrier_init.release.cluster`."""
         self.emit(f'asm volatile("{_FENCES[s.kind]}" ::: "memory");')

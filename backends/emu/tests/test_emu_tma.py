@@ -159,20 +159,29 @@ def test_layouts_tma_cannot_write_are_rejected():
 # ----------------------------------------------------------------------------- the pipeline
 
 
-def _gemm(M, N, K, **kw):
-    return tilecore.jit(gemm.program(M=M, N=N, K=K, **kw), out_idx=gemm.OUT_IDX, target="emu:sm_90")
+def _gemm(M, N, K, ws=True, **kw):
+    configs = None if ws else {"tl.disable_warp_specialized": True}
+    return tilecore.jit(gemm.program(M=M, N=N, K=K, **kw), out_idx=gemm.OUT_IDX, target="emu:sm_90a",
+                        pass_configs=configs)
 
 
-@pytest.mark.parametrize("M, N, K, kw", [
-    (200, 136, 104, dict(block_N=64)),  # ragged M, N and a K tail; A and B by TMA
-    (64, 72, 48, dict(block_M=64, block_N=64, num_stages=4)),  # fewer tiles than stages - 1
-    (128, 136, 72, dict()),  # B's 256-byte rows: A by TMA, B by cp.async
+@pytest.mark.parametrize("M, N, K, kw, ws", [
+    (130, 72, 104, dict(block_N=64), True),  # ragged M, N and a K tail; A and B by TMA
+    (130, 72, 104, dict(block_N=64), False),  # the same without warp specialization
+    (64, 72, 48, dict(block_M=64, block_N=64, num_stages=4), True),  # fewer tiles than stages - 1
+    (128, 136, 72, dict(), True),  # B's 256-byte rows: A by TMA, B by cp.async, no producer
 ])
-def test_gemm_with_tma_stages_matches_numpy(M, N, K, kw):
-    kernel = _gemm(M, N, K, **kw)
+def test_gemm_with_tma_stages_matches_numpy(M, N, K, kw, ws):
+    kernel = _gemm(M, N, K, ws, **kw)
     ir = kernel.get_ir("final")
     assert "tma_load A_shared" in ir and "mbarrier_wait" in ir
-    assert ("tma_load B_shared" in ir) == (kw.get("block_N") == 64)
+    all_tma = kw.get("block_N") == 64
+    assert ("tma_load B_shared" in ir) == all_tma
+    # a producer warpgroup when every stage is TMA's; the consumers sync on named barrier 1
+    assert ("producer (threads >= 128, setmaxnreg 40)" in ir) == (ws and all_tma)
+    if ws and all_tma:
+        assert "barrier(id=1, threads=128)" in ir and "barrier()  #" in ir.split("producer (")[0]
+        assert "barrier()" not in ir.split("producer (")[1]
     a, b = gemm.make_inputs(np.random.default_rng(1), M=M, N=N, K=K)
     np.testing.assert_allclose(kernel(a, b).astype(np.float32), gemm.reference(a, b).astype(np.float32),
                                **gemm.TOLERANCE)
@@ -202,10 +211,38 @@ def _drop(kind, why=""):
     return fn
 
 
-def test_gemm_mutations_are_reported_with_the_users_line():
+def _waits_on(prefix):
+    def fn(n):
+        if isinstance(n, SeqStmt):
+            keep = tuple(s for s in n.stmts
+                         if not (isinstance(s, MbarrierWait) and s.bar.name.startswith(prefix)))
+            return SeqStmt(keep, n.loc) if len(keep) != len(n.stmts) else None
+        return None
+
+    return fn
+
+
+def _no_release(n):
+    """Drop the consumers' arrivals on the empty ring."""
+    if isinstance(n, SeqStmt):
+        keep = tuple(s for s in n.stmts
+                     if not (isinstance(s, MbarrierArrive) and s.bar.name.startswith("tma_empty")))
+        return SeqStmt(keep, n.loc) if len(keep) != len(n.stmts) else None
+    return None
+
+
+def _short(n):
+    """Two bytes fewer expected than the stage's copies complete."""
+    if isinstance(n, MbarrierArrive) and n.expect_tx:
+        return dataclasses.replace(n, expect_tx=n.expect_tx - 2)
+    return None
+
+
+@pytest.mark.parametrize("ws", [True, False])
+def test_gemm_mutations_are_reported_with_the_users_line(ws):
     M = N = 64
     K = 128
-    kernel = _gemm(M, N, K, block_M=64, block_N=64)
+    kernel = _gemm(M, N, K, ws, block_M=64, block_N=64)
     final = kernel.stages[-1][1]
     a, b = gemm.make_inputs(np.random.default_rng(0), M=M, N=N, K=K)
 
@@ -213,16 +250,49 @@ def test_gemm_mutations_are_reported_with_the_users_line():
         EmuArtifact(module).run([a, b, np.zeros((M, N), dtype=np.float16)], {})
 
     run(final)  # the unmodified program runs clean
-    with pytest.raises(TileRuntimeError, match="has landed") as err:
-        run(_mutate(final, _drop(MbarrierWait)))  # the deleted wait: a read before the copy lands
-    assert "gemm.py:" in str(err.value) and ("A_shared" in str(err.value) or "B_shared" in str(err.value))
-    with pytest.raises(TileRuntimeError, match="issues an asynchronous copy into") as err:
-        run(_mutate(final, _drop(Barrier, "overwritten")))  # the barrier before the refill
-    assert "gemm.py:" in str(err.value)
+    reused = [(_waits_on("tma_empty"), "issues an asynchronous copy into"),  # producer refills early
+              (_no_release, "deadlock")] if ws else \
+        [(_drop(Barrier, "overwritten"), "issues an asynchronous copy into")]  # the barrier before the refill
+    for mutation, message in [(_waits_on("tma_full"), "has landed"), (_short, "deadlock")] + reused:
+        with pytest.raises(TileRuntimeError, match=message) as err:
+            run(_mutate(final, mutation))
+        assert "gemm.py:" in str(err.value)
 
-    def short(n):
-        return dataclasses.replace(n, expect_tx=n.expect_tx - 2) if isinstance(n, MbarrierArrive) else None
 
-    with pytest.raises(TileRuntimeError, match="deadlock") as err:
-        run(_mutate(final, short))
-    assert "gemm.py:" in str(err.value)
+def two_loops(M, N, K, K2, dtype="float16"):
+    """C = A @ B + D @ E with two pipelined loops in one block (2 and 3 stages)."""
+    import tilecore.language as T
+
+    @T.prim_func
+    def two(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), D: T.Tensor((M, K2), dtype),
+            E: T.Tensor((K2, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, 64), T.ceildiv(M, 64), threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 32), dtype)
+            B_s = T.alloc_shared((32, 64), dtype)
+            D_s = T.alloc_shared((64, 32), dtype)
+            E_s = T.alloc_shared((32, 64), dtype)
+            C_local = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, 32), num_stages=2):
+                T.copy(A[by * 64, k * 32], A_s)
+                T.copy(B[k * 32, bx * 64], B_s)
+                T.gemm(A_s, B_s, C_local)
+            for k in T.Pipelined(T.ceildiv(K2, 32), num_stages=3):
+                T.copy(D[by * 64, k * 32], D_s)
+                T.copy(E[k * 32, bx * 64], E_s)
+                T.gemm(D_s, E_s, C_local)
+            T.copy(C_local, C[by * 64, bx * 64])
+
+    return two
+
+
+def test_two_pipelined_loops_share_one_producer():
+    M, N, K, K2 = 72, 64, 40, 104
+    kernel = tilecore.jit(two_loops(M, N, K, K2), out_idx=[-1], target="emu:sm_90a")
+    ir = kernel.get_ir("final")
+    producer = ir.split("producer (")[1].split("consumer (")[0]
+    assert producer.count("for k_produce") == 2 and producer.count("tma_load") == 4
+    rng = np.random.default_rng(0)
+    a, b, d, e = (rng.standard_normal(s).astype(np.float16) for s in ((M, K), (K, N), (M, K2), (K2, N)))
+    ref = a.astype(np.float32) @ b.astype(np.float32) + d.astype(np.float32) @ e.astype(np.float32)
+    np.testing.assert_allclose(kernel(a, b, d, e).astype(np.float32), ref, rtol=1e-2, atol=1e-2)
