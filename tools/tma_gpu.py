@@ -19,6 +19,8 @@ from gpu import bench  # noqa: E402
 
 import tilecore  # noqa: E402
 
+NO_WS = {"tl.disable_warp_specialized": True}
+
 
 def check(M, N, K, arch, **kw) -> str:
     """Max relative error of one GEMM against torch (fp32 reference)."""
@@ -29,8 +31,8 @@ def check(M, N, K, arch, **kw) -> str:
     k(a, b, c)
     ref = a.float() @ b.float()
     err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
-    tma = "cp.async.bulk.tensor" in k.get_kernel_source()
-    return f"{err:.1e} tma={tma}"
+    src = k.get_kernel_source()
+    return f"{err:.1e} tma={'cp.async.bulk.tensor' in src} ws={'producer warpgroup' in src}"
 
 
 def main(argv) -> int:
@@ -42,8 +44,9 @@ def main(argv) -> int:
             print(f"check {M}x{N}x{K} {kw}: sm_90a {check(M, N, K, 'sm_90a', **kw)}", flush=True)
         except Exception:
             traceback.print_exc()
-    configs = [dict(), dict(block_N=64), dict(block_K=64, threads=256), dict(block_K=64),
-               dict(block_N=64, num_stages=4), dict(block_K=64, threads=256, num_stages=4)]
+    configs = [dict(), dict(block_N=64), dict(block_N=64, block_K=64), dict(block_N=64, num_stages=4),
+               dict(block_N=64, block_K=64, threads=256), dict(block_M=256 // 2, block_N=64, block_K=64,
+                                                               num_stages=4)]
     for n in sizes:
         a = torch.randn(n, n, device="cuda", dtype=torch.float16)
         b = torch.randn(n, n, device="cuda", dtype=torch.float16)
@@ -53,14 +56,16 @@ def main(argv) -> int:
         flops = 2.0 * n ** 3
         print(f"torch.matmul {n}^3: {t_torch:.3f} ms {flops / t_torch / 1e9:.0f} TFLOP/s", flush=True)
         for cfg in configs:
-            for arch in ("sm_80", "sm_90a"):
+            for arch, pc in (("sm_80", None), ("sm_90a", None), ("sm_90a", NO_WS)):
                 try:
                     t0 = time.perf_counter()
-                    k = tilecore.compile(gemm.program(M=n, N=n, K=n, **cfg), target=f"cuda:{arch}")
+                    prog = gemm.program(M=n, N=n, K=n, **cfg)
+                    k = tilecore.compile(prog, target=f"cuda:{arch}", pass_configs=pc)
+                    ws = "producer warpgroup" in k.get_kernel_source()
                     k(a, b, c)
                     err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
                     ms = bench(lambda k=k, a=a, b=b, c=c: k(a, b, c))
-                    print(f"{arch} {cfg}: {ms:.3f} ms {flops / ms / 1e9:.0f} TFLOP/s "
+                    print(f"{arch} ws={ws} {cfg}: {ms:.3f} ms {flops / ms / 1e9:.0f} TFLOP/s "
                           f"({t_torch / ms:.2f}x torch) err {err:.1e} build {time.perf_counter() - t0:.1f}s",
                           flush=True)
                 except Exception as e:
