@@ -17,8 +17,10 @@ import pytest
 
 import tilecore
 from tilecore import dtypes as dt
+from tilecore import plugins
 from tilecore.emulator.machine import Block, EmuArtifact
 from tilecore.errors import TileRuntimeError
+from tilecore.hookspec import hookimpl
 from tilecore.ir.buffer import Buffer
 from tilecore.ir.expr import Var, binop, const
 from tilecore.ir.smem_layout import RowMajor, Swizzled
@@ -41,7 +43,29 @@ from tilecore.ir.thread_printer import print_thread_node
 from tilecore.ir.visit import rewrite
 
 pytest.importorskip("tilecore_cuda")
+from tilecore_cuda.lowering import tile_target_facts as cuda_facts  # noqa: E402
+
 gemm = importlib.import_module("gemm")
+
+
+class AlwaysSpecialize:
+    """The CUDA facts with `warp_specialize` "always": small test kernels get a producer
+    warpgroup although two blocks of them would fit on a multiprocessor."""
+
+    @hookimpl(tryfirst=True)
+    def tile_target_facts(self, target):
+        facts = cuda_facts(target=target)
+        if facts is None:
+            return None
+        extra = tuple((k, "always" if k == "warp_specialize" and v else v) for k, v in facts.extra)
+        return dataclasses.replace(facts, extra=extra)
+
+
+@pytest.fixture
+def always_ws():
+    plugins.register(AlwaysSpecialize(), name="always-ws")
+    yield
+    plugins.unregister("always-ws")
 
 T = 64
 tx = Var("tx")
@@ -171,7 +195,7 @@ def _gemm(M, N, K, ws=True, **kw):
     (64, 72, 48, dict(block_M=64, block_N=64, num_stages=4), True),  # fewer tiles than stages - 1
     (128, 136, 72, dict(), True),  # B's 256-byte rows: A by TMA, B by cp.async, no producer
 ])
-def test_gemm_with_tma_stages_matches_numpy(M, N, K, kw, ws):
+def test_gemm_with_tma_stages_matches_numpy(M, N, K, kw, ws, always_ws):
     kernel = _gemm(M, N, K, ws, **kw)
     ir = kernel.get_ir("final")
     assert "tma_load A_shared" in ir and "mbarrier_wait" in ir
@@ -188,9 +212,9 @@ def test_gemm_with_tma_stages_matches_numpy(M, N, K, kw, ws):
 
 
 def test_unaligned_rows_and_older_archs_keep_cp_async():
-    ir = _gemm(64, 64, 100, block_N=64).get_ir("final")
+    ir = _gemm(64, 64, 100, block_M=64, block_N=64).get_ir("final")
     assert "tma_load A_shared" not in ir and "tma_load B_shared" in ir  # A's rows: 200 bytes
-    k = tilecore.jit(gemm.program(M=64, N=64, K=64, block_N=64), out_idx=[-1], target="emu:sm_80")
+    k = tilecore.jit(gemm.program(M=64, N=64, K=64, block_M=64, block_N=64), out_idx=[-1], target="emu:sm_80")
     assert "tma_load" not in k.get_ir("final") and "async " in k.get_ir("final")
 
 
@@ -239,7 +263,7 @@ def _short(n):
 
 
 @pytest.mark.parametrize("ws", [True, False])
-def test_gemm_mutations_are_reported_with_the_users_line(ws):
+def test_gemm_mutations_are_reported_with_the_users_line(ws, always_ws):
     M = N = 64
     K = 128
     kernel = _gemm(M, N, K, ws, block_M=64, block_N=64)
@@ -286,7 +310,15 @@ def two_loops(M, N, K, K2, dtype="float16"):
     return two
 
 
-def test_two_pipelined_loops_share_one_producer():
+def test_warp_specialization_only_where_one_block_fits_anyway():
+    tile = dict(block_M=64, block_N=64, block_K=64)
+    small = _gemm(64, 64, 448, **tile).get_ir("final")  # 3 stages of 16 KB: several blocks per SM
+    assert "tma_load" in small and "producer (" not in small
+    big = _gemm(64, 64, 448, num_stages=7, **tile).get_ir("final")  # 120 KB
+    assert "producer (threads >= 128, setmaxnreg 40)" in big
+
+
+def test_two_pipelined_loops_share_one_producer(always_ws):
     M, N, K, K2 = 72, 64, 40, 104
     kernel = tilecore.jit(two_loops(M, N, K, K2), out_idx=[-1], target="emu:sm_90a")
     ir = kernel.get_ir("final")
