@@ -47,9 +47,15 @@ def test_sm90a_gemm_source_uses_tma_and_mbarriers():
 
 @needs_nvcc
 @pytest.mark.skipif(not os.path.isfile(CUOBJDUMP), reason="cuobjdump is not installed")
-@pytest.mark.parametrize("kw", [dict(block_N=64), dict(block_K=64, threads=256)])
+@pytest.mark.parametrize("kw", [dict(block_N=64), dict(block_K=64, threads=256),
+                                dict(block_N=64, block_K=64, num_stages=5)])  # 128 KB: warp-specialized
 def test_sm90a_gemm_sass_has_utmaldg_and_syncs(kw, tmp_path):
     src = _compile("sm_90a", M=4096, N=4096, K=4096, **kw).get_kernel_source()
+    ws = "producer warpgroup" in src
+    assert ws == (kw.get("num_stages") == 5)
+    if ws:  # one branch per role, each setting its registers; consumers sync on named barrier 1
+        assert "setmaxnreg.dec.sync.aligned.u32 40;" in src and "setmaxnreg.inc.sync.aligned.u32 240;" in src
+        assert 'bar.sync 1, 128;' in src and "__launch_bounds__(256, 1)" in src
     cu, cubin = tmp_path / "k.cu", tmp_path / "k.cubin"
     cu.write_text(src)
     res = subprocess.run([nvcc_path(), "-cubin", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v",
@@ -58,12 +64,14 @@ def test_sm90a_gemm_sass_has_utmaldg_and_syncs(kw, tmp_path):
     sass = subprocess.run([CUOBJDUMP, "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
     assert "UTMALDG.2D" in sass and "SYNCS.ARRIVE.TRANS64" in sass and "SYNCS.PHASECHK" in sass
     assert "HMMA" in sass and "LDSM" in sass
+    assert ("USETMAXREG" in sass) == ws and "C7508" not in res.stderr  # setmaxnreg honoured
 
 
 @needs_gpu
 @pytest.mark.parametrize("M, N, K, kw", [
     (200, 136, 104, dict(block_N=64)), (64, 64, 32, dict(block_N=64)), (1000, 520, 304, {}),
-    (130, 72, 200, dict(block_N=64, num_stages=2))])
+    (130, 72, 200, dict(block_N=64, num_stages=2)),
+    (300, 136, 448, dict(block_N=64, block_K=64, num_stages=5))])  # warp-specialized
 def test_tma_gemm_on_gpu(M, N, K, kw):
     gemm = _gemm()
     kernel = tilecore.jit(gemm.program(M=M, N=N, K=K, **kw), out_idx=[-1], target="cuda:sm_90a")
