@@ -34,7 +34,8 @@ def example(name: str):
 def test_launch_bounds_is_the_thread_count(mod, sizes):
     kernel, module = lowered(mod, sizes)
     r = render_cuda(module)
-    assert f"__launch_bounds__({r.block[0]})" in r.source
+    # TMA kernels (sm_90) add a minimum of one resident block (render_async.min_blocks_bound)
+    assert f"__launch_bounds__({r.block[0]})" in r.source or f"__launch_bounds__({r.block[0]}, 1)" in r.source
 
 
 @needs_nvcc

@@ -12,12 +12,13 @@ are aligned to 1024 bytes, since the hardware swizzles on absolute shared addres
 from __future__ import annotations
 
 from tilecore.errors import TileInternalError
-from tilecore.ir.thread import OperandRef, TmaLoad, TmaStore
+from tilecore.ir.thread import MbarrierArrive, MbarrierInit, MbarrierWait, OperandRef, TmaLoad, TmaStore
 from tilecore.ir.visit import walk
 
 from .tensormap import TMAP_DECL, TMAP_TYPE, spec_of, tensor_map_specs
 
 TMA_SMEM_ALIGN = 1024
+_SHARED_ADDRESSED = (MbarrierInit, MbarrierArrive, MbarrierWait, TmaLoad, TmaStore)
 _FENCES = {"proxy.async": "fence.proxy.async.shared::cta;",
            "mbarrier_init": "fence.mbarrier_init.release.cluster;"}
 
@@ -41,7 +42,13 @@ class AsyncRenderMixin:
             self.reserve(*(f"tilecore_tmap{i}" for i in range(len(self.tmaps))))
             self.extra_params += [f"const __grid_constant__ {TMAP_TYPE} tilecore_tmap{i}"
                                   for i in range(len(self.tmaps))]
-        return super().shared_decls(kernel)
+        lines, total = super().shared_decls(kernel)
+        base = f"const unsigned {self.smem_name}_u32 ="
+        needs = any(isinstance(n, _SHARED_ADDRESSED) for n in walk(kernel.body))
+        if needs and not any(base in x for x in lines):
+            # the 32-bit base mbarrier and TMA operands are offsets from (shared_operand_address)
+            lines.append(f"{base} {self.shared_window_address(self.smem_name)};")
+        return lines, total
 
     def render(self, module):
         """Remember the function's parameters (tensor maps index them), then render."""
@@ -73,8 +80,9 @@ class AsyncRenderMixin:
         return ", 1" if self.tmaps else ""
 
     def _smem(self, buf, offset) -> str:
-        """The 32-bit shared-window address of `buf[offset]` (issued by one thread: no base)."""
-        return self.shared_window_address(f"&{self.ref(buf, offset)}")
+        """The 32-bit shared-window address of `buf[offset]`: the kernel's one converted base
+        plus a byte offset, as for every shared operand (`shared_operand_address`)."""
+        return self.shared_operand_address(OperandRef(buf, offset))
 
     # ------------------------------------------------------------------ mbarriers and TMA
     def stmt_MbarrierInit(self, s) -> None:
