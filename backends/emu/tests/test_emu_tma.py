@@ -216,6 +216,10 @@ def test_unaligned_rows_and_older_archs_keep_cp_async():
     assert "tma_load A_shared" not in ir and "tma_load B_shared" in ir  # A's rows: 200 bytes
     k = tilecore.jit(gemm.program(M=64, N=64, K=64, block_M=64, block_N=64), out_idx=[-1], target="emu:sm_80")
     assert "tma_load" not in k.get_ir("final") and "async " in k.get_ir("final")
+    prog = gemm.program(M=64, N=64, K=64, block_M=64, block_N=64)
+    off = tilecore.jit(prog, out_idx=[-1], target="emu:sm_90a", pass_configs={"tl.disable_tma_lower": True})
+    off = off.get_ir("final")
+    assert "tma_load" not in off and "async " in off
 
 
 def _mutate(module, fn):
