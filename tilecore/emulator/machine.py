@@ -22,6 +22,7 @@ from ..ir.module import Module
 from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
 from ..ir.thread import (
     AsyncCommit,
+    AsyncFence,
     AsyncCopy,
     AsyncWait,
     Atomic,
@@ -36,9 +37,11 @@ from ..ir.thread import (
     find_kernel,
 )
 from ..ir.thread_printer import print_thread_func
+from ..ir.visit import walk
 from .asyncops import AsyncState
 from .intrinsics import run_intrinsic
 from .race import SharedTracker, SyncClock
+from .wgmma import WgmmaState
 
 
 class EmuArtifact:
@@ -77,6 +80,10 @@ class Block:
         self.locs: list[SourceLoc | None] = []
         self._loc_ids: dict = {}
         self.loc_id = self._locid(k.loc)
+        # register buffers asynchronous tensor-core ops read (fence tracking); see wgmma.py
+        self.wgmma_regs = {id(r.buffer) for n in walk(k.body) if isinstance(n, IntrinsicCall)
+                           and n.intrinsic.kind == "wgmma" for r in n.operands if r.buffer.scope == "local"}
+        self.wg: WgmmaState | None = None
 
     def _locid(self, loc) -> int:
         key = id(loc)
@@ -105,6 +112,7 @@ class Block:
             self.trackers = {}
             self.clock = SyncClock(self.T)
             self.asyncs = AsyncState(self.T)
+            self.wg = WgmmaState(self.T, self.wgmma_regs) if self.wgmma_regs else None
             for b in k.shared:
                 self.shared[id(b)] = np.full(b.shape[0], S.poison_value(b.dtype), dtype=b.dtype.np)
                 self.trackers[id(b)] = SharedTracker(b.name, b.shape[0], self.clock)
@@ -151,6 +159,8 @@ class Block:
         idx = np.where(lanes, off, 0)[:, None] + np.arange(width)
         idx = np.where(lanes[:, None], idx, 0)
         if buf.scope == "local":
+            if self.wg is not None:
+                self.wg.reg_access(self, buf, self.tid[lanes], idx[lanes], write=False)
             vals = store[self.tid[:, None], idx]
         else:
             vals = store[idx]
@@ -170,6 +180,8 @@ class Block:
         idx = off[lanes][:, None] + np.arange(width)
         v = vals[lanes]
         if buf.scope == "local":
+            if self.wg is not None:
+                self.wg.reg_access(self, buf, t, idx, write=True)
             store[t[:, None], idx] = v
         else:
             if buf.scope == "shared":
@@ -306,12 +318,22 @@ class Block:
             self._barrier(s, mask)
         elif isinstance(s, AsyncCopy):
             self.asyncs.issue(self, s, mask)
+        elif isinstance(s, AsyncCommit) and s.queue == "wgmma":
+            self._wgmma_state().commit(mask)
+        elif isinstance(s, AsyncWait) and s.queue == "wgmma":
+            self._wgmma_state().wait(self, s.pending, mask)
+        elif isinstance(s, AsyncFence):
+            if s.kind == "wgmma":
+                self._wgmma_state().fence(mask)
+            # proxy_async: the emulator has one proxy; ordinary barriers already order the data
         elif isinstance(s, AsyncCommit):
             self.asyncs.commit(s.queue, mask)
         elif isinstance(s, AsyncWait):
             self.asyncs.wait(self, s.queue, s.pending, mask)
         elif isinstance(s, Atomic):
             self._atomic(s, mask)
+        elif isinstance(s, IntrinsicCall) and s.intrinsic.kind == "wgmma":
+            self._wgmma_state().issue(self, s, mask)
         elif isinstance(s, IntrinsicCall):
             m = self._whole_warps(mask, s.intrinsic.name)
             run_intrinsic(self, s, m)
@@ -319,6 +341,12 @@ class Block:
             raise TileRuntimeError("nested ThreadKernel", self.loc)
         else:
             raise TileRuntimeError(f"emu cannot execute {type(s).__name__}", self.loc)
+
+    def _wgmma_state(self) -> WgmmaState:
+        """The block's wgmma queue state (made on first use by a kernel without wgmma calls)."""
+        if self.wg is None:
+            self.wg = WgmmaState(self.T, self.wgmma_regs)
+        return self.wg
 
     def _barrier(self, s: Barrier, mask: np.ndarray) -> None:
         """A barrier of its scope: the threads taking part must all arrive, then are ordered."""

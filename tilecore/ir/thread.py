@@ -37,7 +37,7 @@ BARRIER_SCOPES = ("block", "named", "warpgroup")
 # The asynchronous memory model (docs/architecture.md): completion mechanisms and per-thread
 # queues built so far; "mbarrier" (TMA) and the "wgmma" queue come with the Hopper path.
 ASYNC_COMPLETIONS = ("group",)
-ASYNC_QUEUES = ("cp.async",)
+ASYNC_QUEUES = ("cp.async", "wgmma")
 ASYNC_COPY_BYTES = (4, 8, 16)
 
 
@@ -290,6 +290,30 @@ class AsyncWait(Stmt):
             raise TypeError("AsyncWait.pending must be >= 0")
 
 
+# --- wgmma (Hopper asynchronous tensor cores): fences of the wgmma queue --------------------
+FENCE_KINDS = ("wgmma", "proxy_async")
+
+
+@dataclass(frozen=True)
+class AsyncFence(Stmt):
+    """A fence of the asynchronous memory model, executed by every thread of a warpgroup.
+
+    `kind` "wgmma" (`wgmma.fence`): the thread's earlier accesses to registers an asynchronous
+    tensor-core op reads (its accumulator, an A fragment) are ordered before the wgmma ops
+    issued after it; required before the first wgmma of a group whose registers were written
+    by ordinary instructions. "proxy_async" (`fence.proxy.async.shared::cta`): the thread's
+    earlier ordinary shared-memory writes become visible to the asynchronous proxy (the
+    tensor cores' descriptor reads, TMA) after the next barrier."""
+
+    kind: str = "wgmma"
+    loc: SourceLoc | None = None
+
+    def __post_init__(self):
+        if self.kind not in FENCE_KINDS:
+            raise TypeError(f"unknown asynchronous fence {self.kind!r}")
+# --- end wgmma -----------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class Atomic(Stmt):
     """Atomic read-modify-write `buffer[offset] op= value`; skipped when `pred` is false."""
@@ -339,7 +363,7 @@ class IntrinsicCall(Stmt):
         for spec, ref in zip(ops, self.operands):
             if not isinstance(ref, OperandRef):
                 raise TypeError("IntrinsicCall operands must be OperandRefs")
-            want = "local" if spec.space == "reg" else spec.space
+            want = {"reg": "local", "desc": "shared"}.get(spec.space, spec.space)
             if ref.buffer.scope != want:
                 raise TypeError(f"operand {spec.name} of {self.intrinsic.name} must be in {want} memory, "
                                 f"got {ref.buffer.name} ({ref.buffer.scope})")
@@ -349,7 +373,7 @@ class IntrinsicCall(Stmt):
 
 
 THREAD_STMTS = (ThreadKernel, MemStore, VecMove, Barrier, AsyncCopy, AsyncCommit, AsyncWait, Atomic,
-                IntrinsicCall)
+                IntrinsicCall, AsyncFence)
 THREAD_EXPRS = (MemLoad, Shuffle, LaneTable)
 
 

@@ -7,6 +7,7 @@ from .printer import Printer, print_node
 from .stmt import For, IfThenElse, LetStmt, SeqStmt
 from .thread import (
     AsyncCommit,
+    AsyncFence,
     AsyncCopy,
     AsyncWait,
     Atomic,
@@ -75,6 +76,8 @@ class ThreadPrinter(Printer):
             self.emit(depth, f"async_commit({s.queue})")
         elif isinstance(s, AsyncWait):
             self.emit(depth, f"async_wait({s.queue}, pending={s.pending})")
+        elif isinstance(s, AsyncFence):
+            self.emit(depth, f"async_fence({s.kind})")
         elif isinstance(s, Atomic):
             ref = f"{self.name(s.buffer)}[{self.expr(s.offset)}]"
             self.emit(depth, f"{self._pred(s.pred)}atomic_{s.op}({ref}, {self.expr(s.value)})")

@@ -1,0 +1,153 @@
+"""gemm on asynchronous warpgroup tensor cores (an MmaPlan whose intrinsic has kind "wgmma").
+
+The block's warpgroups (intrinsic.lanes threads each) form the plan's (wm, wn) grid; each owns
+an (M / wm) x (N / wn) accumulator tile, issued as (m tiles) x (n tiles) instructions per k
+step. B, and A unless it is a fragment, are read by the tensor cores straight from shared
+memory through matrix descriptors: the descriptor fields come from the operand buffer's
+canonical layout (`tilecore.ir.smem_layout.Panelled`, chosen by the smem planner for wgmma
+operands) and the start address of each instruction's sub-matrix is that layout's offset of
+its first element. Every descriptor is checked here, entry by entry, against the layout's own
+offsets of the logical elements, so a layout the descriptor cannot express is an internal
+error at compile time rather than wrong numbers.
+
+The asynchronous memory model (docs/architecture.md) fixes the statement order of one gemm:
+
+    fence.proxy.async   shared memory written by ordinary stores and cp.async is read next by
+                        the tensor cores (the asynchronous proxy)
+    wgmma.fence         the accumulator (and A fragment) registers were written by ordinary
+                        instructions (T.clear, an epilogue, the previous gemm's wait)
+    wgmma ...           every k step, m tile, n tile: issued into the thread's "wgmma" queue
+    commit_group        one group per gemm
+    wait_group 0        the accumulator is complete before anything reads it, and the
+                        operand stages are no longer read when the pipeline refills them
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import TileInternalError, TileShapeError
+from ..ir.buffer import Buffer
+from ..ir.expr import Expr, cast, const
+from ..ir.intrinsic import Intrinsic, MatrixDesc, desc_from_layout
+from ..ir.stmt import Gemm, SeqStmt, Stmt
+from ..ir.thread import AsyncCommit, AsyncFence, AsyncWait, IntrinsicCall, MemStore, OperandRef
+from .context import LowerCtx
+from .indexing import try_evaluate
+from .layout import MmaLayout
+from .tensorize import MmaPlan
+
+
+def lower_wgmma(ctx: LowerCtx, g: Gemm, plan: MmaPlan, clay: MmaLayout) -> Stmt:
+    """T.gemm(A, B, C) as wgmma instructions (module docstring)."""
+    from .gemm import _load_operand, _Operand, operand_index  # gemm.py dispatches here
+
+    intr: Intrinsic = plan.mma
+    im, in_, ik = intr.shape
+    M, N, K = g.mnk
+    wm, wn = plan.warps
+    WM, WN = M // wm, N // wn
+    mt, nt = WM // im, WN // in_
+    G = intr.lanes
+    if ctx.threads % G:
+        raise TileInternalError(f"{intr.name} needs whole groups of {G} threads", g.loc)
+    cregs = ctx.regs(g.c.buffer)
+    lane = ctx.simp(ctx.tx % G)
+    wg_m = ctx.simp(ctx.tx // (G * wn)) if wm > 1 else const(0)
+    wg_n = ctx.simp((ctx.tx // G) % wn) if wn > 1 else const(0)
+    out: list[Stmt] = []
+    if g.clear_accum:
+        out.extend(MemStore(cregs, const(r), cast(0, cregs.dtype), None, g.loc) for r in range(clay.nregs))
+    a_spec = intr.operand("A")
+    descs: dict[str, MatrixDesc] = {}
+    mem: dict[str, Buffer] = {}
+    for name, region, trans, k_major in (("A", g.a, g.transpose_a, not g.transpose_a),
+                                         ("B", g.b, g.transpose_b, g.transpose_b)):
+        if name == "A" and a_spec.space == "reg":
+            continue
+        buf = region.buffer
+        if buf.scope != "shared":
+            raise TileShapeError(f"wgmma reads operand {name} ({buf.name}) from shared memory", g.loc,
+                                 hint="T.copy it into a T.alloc_shared buffer first")
+        mem[name] = ctx.shared(buf)
+        try:
+            descs[name] = desc_from_layout(mem[name].layout, buf.dtype.itemsize, "K" if k_major else "MN")
+        except TypeError as e:
+            raise TileInternalError(f"wgmma operand {buf.name}: {e}", g.loc) from None
+    final = intr.with_descs(**descs)
+    pre: list[Stmt] = []
+    aop = _Operand(ctx, g, "A", plan, pre) if a_spec.space == "reg" else None
+    aregs = ctx.new_regs("A_frag", mt * a_spec.elems, a_spec.dtype) if aop is not None else None
+
+    def start(name: str, mn0: Expr, k0: Expr) -> OperandRef:
+        """The descriptor operand of the sub-matrix whose first element is (mn0, k0) in (mn, k)."""
+        region = g.a if name == "A" else g.b
+        trans = g.transpose_a if name == "A" else g.transpose_b
+        row, col = (mn0, k0) if name == "A" else (k0, mn0)
+        idx = operand_index(region, trans, row, col)
+        ref = OperandRef(mem[name], ctx.offset(region.buffer, idx))
+        _check_desc(ctx, g, name, final.operand(name), ref, region, trans)
+        return ref
+
+    calls: list[Stmt] = []
+    for kk in range(K // ik):
+        k0 = const(kk * ik)
+        if aop is not None:
+            for mi in range(mt):
+                calls.extend(_load_operand(ctx, aop, aregs, mi * a_spec.elems, lane,
+                                           wg_m * WM + mi * im, k0))
+        for mi in range(mt):
+            m0 = ctx.simp(wg_m * WM + mi * im)
+            a_ref = (OperandRef(aregs, const(mi * a_spec.elems)) if aop is not None
+                     else start("A", m0, k0))
+            for ni in range(nt):
+                n0 = ctx.simp(wg_n * WN + ni * in_)
+                base = const(clay.reg(mi, ni, 0))
+                calls.append(IntrinsicCall(final, (OperandRef(cregs, base), a_ref, start("B", n0, k0),
+                                                   OperandRef(cregs, base)), g.loc))
+    fences: list[Stmt] = [AsyncFence("proxy_async", g.loc)] if mem else []
+    fences.append(AsyncFence("wgmma", g.loc))
+    tail = [AsyncCommit("wgmma", g.loc), AsyncWait("wgmma", 0, g.loc)]
+    return SeqStmt(tuple(out + pre + fences + calls + tail), g.loc)
+
+
+def _check_desc(ctx: LowerCtx, g: Gemm, name: str, spec, ref: OperandRef, region, trans: bool) -> None:
+    """The elements the descriptor reads (for every thread) are exactly the layout's offsets of
+    the logical sub-matrix; checked whenever the start is a number at compile time."""
+    env = {id(ctx.tx): np.arange(ctx.threads, dtype=np.int64)}
+    st = try_evaluate(ref.offset, env)
+    if st is None:
+        return  # depends on a loop counter or block index: the emulator checks it
+    st = np.broadcast_to(np.asarray(st, dtype=np.int64), (ctx.threads,))
+    rows, cols = spec.dims
+    mn, k = (rows, cols) if name == "A" else (cols, rows)
+    got = spec.desc.elements(st, mn, k)  # (threads, mn, k)
+    lay = ref.buffer.layout
+    # the logical elements: start of the sub-matrix found back from the start offset
+    first = _first_element(lay, st)
+    if first is None:
+        raise TileInternalError(f"wgmma {name} start offset is not an element of its layout", g.loc)
+    r0, c0 = first
+    dr, dc = np.meshgrid(np.arange(mn), np.arange(k), indexing="ij")
+    if name == "A":
+        i, j = (dc, dr) if trans else (dr, dc)
+    else:
+        i, j = (dr, dc) if trans else (dc, dr)
+    want = lay.offset_np(r0[:, None, None] + i, c0[:, None, None] + j)
+    if not np.array_equal(got, want):
+        bad = np.argwhere(got != want)[0]
+        raise TileInternalError(
+            f"the wgmma descriptor of {region.buffer.name} ({spec.desc}) does not reproduce its shared "
+            f"layout {lay.describe()}: thread {bad[0]} element {tuple(bad[1:])}", g.loc)
+
+
+def _first_element(lay, st: np.ndarray):
+    """(row, col) arrays of the tile elements whose layout offsets are `st`, or None."""
+    r, c = np.meshgrid(np.arange(lay.rows), np.arange(lay.cols), indexing="ij")
+    off = lay.offset_np(r, c).ravel()
+    inv = np.full(lay.size, -1, dtype=np.int64)
+    inv[off] = np.arange(off.size)
+    if np.any((st < 0) | (st >= lay.size)) or np.any(inv[st] < 0):
+        return None
+    flat = inv[st]
+    return flat // lay.cols, flat % lay.cols
