@@ -22,8 +22,8 @@ from ..ir.module import Module
 from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
 from ..ir.thread import (
     AsyncCommit,
-    AsyncFence,
     AsyncCopy,
+    AsyncFence,
     AsyncWait,
     Atomic,
     Barrier,

@@ -224,7 +224,7 @@ class Panelled(SharedLayout):
         super().__post_init__()
         if self.panel < 1 or self.cols % self.panel:
             raise ValueError(f"{self.cols} columns are not a whole number of {self.panel}-column panels")
-        self.inner  # validates the swizzle of one panel
+        _ = self.inner  # building one panel's layout validates the swizzle
 
     @property
     def inner(self) -> Swizzled:

@@ -7,8 +7,8 @@ from .printer import Printer, print_node
 from .stmt import For, IfThenElse, LetStmt, SeqStmt
 from .thread import (
     AsyncCommit,
-    AsyncFence,
     AsyncCopy,
+    AsyncFence,
     AsyncWait,
     Atomic,
     Barrier,

@@ -32,9 +32,9 @@ from ..ir.smem_layout import (
     LayoutRequest,
     Padded,
     RowMajor,
-    canonical_layout,
     SharedLayout,
     Swizzled,
+    canonical_layout,
     tile_view,
 )
 from ..ir.stmt import Copy, Gemm

@@ -61,8 +61,7 @@ def lower_wgmma(ctx: LowerCtx, g: Gemm, plan: MmaPlan, clay: MmaLayout) -> Stmt:
     a_spec = intr.operand("A")
     descs: dict[str, MatrixDesc] = {}
     mem: dict[str, Buffer] = {}
-    for name, region, trans, k_major in (("A", g.a, g.transpose_a, not g.transpose_a),
-                                         ("B", g.b, g.transpose_b, g.transpose_b)):
+    for name, region, k_major in (("A", g.a, not g.transpose_a), ("B", g.b, g.transpose_b)):
         if name == "A" and a_spec.space == "reg":
             continue
         buf = region.buffer
