@@ -15,7 +15,8 @@ The asynchronous memory model (docs/architecture.md) fixes the statement order o
     fence.proxy.async   shared memory written by ordinary stores and cp.async is read next by
                         the tensor cores (the asynchronous proxy)
     wgmma.fence         the accumulator (and A fragment) registers were written by ordinary
-                        instructions (T.clear, an epilogue, the previous gemm's wait)
+                        instructions (T.clear, an epilogue, the previous gemm's wait); with A
+                        in registers, each k step's A moves come first and a fence follows
     wgmma ...           every k step, m tile, n tile: issued into the thread's "wgmma" queue
     commit_group        one group per gemm
     wait_group 0        the accumulator is complete before anything reads it, and the
@@ -91,10 +92,12 @@ def lower_wgmma(ctx: LowerCtx, g: Gemm, plan: MmaPlan, clay: MmaLayout) -> Stmt:
     calls: list[Stmt] = []
     for kk in range(K // ik):
         k0 = const(kk * ik)
-        if aop is not None:
+        if aop is not None:  # A fragment registers are written before this step's fence
             for mi in range(mt):
                 calls.extend(_load_operand(ctx, aop, aregs, mi * a_spec.elems, lane,
                                            wg_m * WM + mi * im, k0))
+            if kk:
+                calls.append(AsyncFence("wgmma", g.loc))
         for mi in range(mt):
             m0 = ctx.simp(wg_m * WM + mi * im)
             a_ref = (OperandRef(aregs, const(mi * a_spec.elems)) if aop is not None
@@ -105,9 +108,14 @@ def lower_wgmma(ctx: LowerCtx, g: Gemm, plan: MmaPlan, clay: MmaLayout) -> Stmt:
                 calls.append(IntrinsicCall(final, (OperandRef(cregs, base), a_ref, start("B", n0, k0),
                                                    OperandRef(cregs, base)), g.loc))
     fences: list[Stmt] = [AsyncFence("proxy_async", g.loc)] if mem else []
-    fences.append(AsyncFence("wgmma", g.loc))
     tail = [AsyncCommit("wgmma", g.loc), AsyncWait("wgmma", 0, g.loc)]
-    return SeqStmt(tuple(out + pre + fences + calls + tail), g.loc)
+    if aop is None:
+        return SeqStmt(tuple(out + pre + fences + [AsyncFence("wgmma", g.loc)] + calls + tail), g.loc)
+    # the first k step's A loads come first, then the fence (later steps carry their own)
+    first = next(i for i, c in enumerate(calls) if isinstance(c, IntrinsicCall)
+                 and c.intrinsic.kind == "wgmma")
+    body = calls[:first] + [AsyncFence("wgmma", g.loc)] + calls[first:]
+    return SeqStmt(tuple(out + pre + fences + body + tail), g.loc)
 
 
 def _check_desc(ctx: LowerCtx, g: Gemm, name: str, spec, ref: OperandRef, region, trans: bool) -> None:

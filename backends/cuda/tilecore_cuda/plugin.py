@@ -55,4 +55,7 @@ def tile_build(target, module):
     from .render import render_cuda
 
     rendered = render_cuda(module, target)
-    return CudaArtifact(rendered, target.arch, eager=_available()[0])
+    arch = target.arch
+    if arch == "sm_90" and "wgmma." in rendered.source:
+        arch = "sm_90a"  # wgmma is in the arch-specific feature set (lowering.has_wgmma)
+    return CudaArtifact(rendered, arch, eager=_available()[0])
