@@ -181,7 +181,7 @@ class GPURenderer(CStyleRenderer):
         lines = self.shared_storage(total)
         base = self.shared_window_address(self.smem_name)
         if base is not None and any(isinstance(n, AsyncCopy) or isinstance(n, IntrinsicCall) and any(
-                o.space == "shared" for o in n.intrinsic.operands) for n in walk(kernel.body)):
+                o.space in ("shared", "desc") for o in n.intrinsic.operands) for n in walk(kernel.body)):
             lines.append(f"const unsigned {self.smem_name}_u32 = {base};  // see shared_operand_address")
         space = self.address_space("shared")
         for b in kernel.shared:

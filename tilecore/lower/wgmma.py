@@ -77,7 +77,10 @@ def lower_wgmma(ctx: LowerCtx, g: Gemm, plan: MmaPlan, clay: MmaLayout) -> Stmt:
     final = intr.with_descs(**descs)
     pre: list[Stmt] = []
     aop = _Operand(ctx, g, "A", plan, pre) if a_spec.space == "reg" else None
-    aregs = ctx.new_regs("A_frag", mt * a_spec.elems, a_spec.dtype) if aop is not None else None
+    # one register slice per k step: a wgmma reads its A registers until the wait, so a later
+    # step must not overwrite them (the emulator reports that as a register race)
+    steps = K // ik
+    aregs = ctx.new_regs("A_frag", steps * mt * a_spec.elems, a_spec.dtype) if aop is not None else None
 
     def start(name: str, mn0: Expr, k0: Expr) -> OperandRef:
         """The descriptor operand of the sub-matrix whose first element is (mn0, k0) in (mn, k)."""
@@ -90,17 +93,17 @@ def lower_wgmma(ctx: LowerCtx, g: Gemm, plan: MmaPlan, clay: MmaLayout) -> Stmt:
         return ref
 
     calls: list[Stmt] = []
-    for kk in range(K // ik):
+    for kk in range(steps):
         k0 = const(kk * ik)
         if aop is not None:  # A fragment registers are written before this step's fence
             for mi in range(mt):
-                calls.extend(_load_operand(ctx, aop, aregs, mi * a_spec.elems, lane,
+                calls.extend(_load_operand(ctx, aop, aregs, (kk * mt + mi) * a_spec.elems, lane,
                                            wg_m * WM + mi * im, k0))
             if kk:
                 calls.append(AsyncFence("wgmma", g.loc))
         for mi in range(mt):
             m0 = ctx.simp(wg_m * WM + mi * im)
-            a_ref = (OperandRef(aregs, const(mi * a_spec.elems)) if aop is not None
+            a_ref = (OperandRef(aregs, const((kk * mt + mi) * a_spec.elems)) if aop is not None
                      else start("A", m0, k0))
             for ni in range(nt):
                 n0 = ctx.simp(wg_n * WN + ni * in_)

@@ -1,0 +1,200 @@
+"""wgmma on emu:sm_90 (the CUDA backend's Hopper lowering, executed from the intrinsic table).
+
+- the example GEMM in fp16 / bf16 (ragged M, N, K and K tails) and an fp8 e4m3 / e5m2 GEMM
+  (B given as (N, K)) against NumPy; FlashAttention's P @ V takes A from registers;
+- the asynchronous model: deleting the wgmma wait, weakening it, or deleting the wgmma fence is
+  reported by the emulator (a register race, a refilled stage still being read, a missing
+  fence); a corrupted accumulator lane map breaks the result.
+"""
+
+import dataclasses
+import importlib
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tilecore
+import tilecore.language as T
+from tilecore import plugins
+from tilecore.emulator.machine import EmuArtifact
+from tilecore.errors import TileRuntimeError
+from tilecore.hookspec import hookimpl
+from tilecore.ir.stmt import SeqStmt
+from tilecore.ir.thread import AsyncFence, AsyncWait
+from tilecore.ir.visit import rewrite
+
+tilecore_cuda = pytest.importorskip("tilecore_cuda")
+from tilecore_cuda import intrinsics as cuda_intrinsics  # noqa: E402
+from tilecore_cuda.lowering import tile_gemm_tensorize as cuda_tensorize  # noqa: E402
+
+gemm = importlib.import_module("gemm")
+EMU = "emu:sm_90"
+
+
+def _check_gemm(sizes, cfg, dtype):
+    kernel = tilecore.compile(gemm.program(**sizes, **cfg, dtype=dtype), out_idx=[-1], target=EMU)
+    assert "wgmma.mma_async" in kernel.get_kernel_source()
+    a, b = gemm.make_inputs(np.random.default_rng(1), **sizes, dtype=dtype)
+    c = kernel(a, b)
+    np.testing.assert_allclose(c.astype(np.float32), gemm.reference(a, b).astype(np.float32),
+                               **gemm.TOLERANCE)
+    return kernel
+
+
+@pytest.mark.parametrize("dtype, sizes, cfg", [
+    ("float16", dict(M=128, N=128, K=64), dict(block_M=128, block_N=128, block_K=32, num_stages=2)),
+    # ragged M and N, K = 100: a K tail inside the last 32-wide tile (zero-filled by cp.async)
+    ("float16", dict(M=200, N=136, K=100), dict(block_M=128, block_N=128, block_K=32, num_stages=3)),
+    # two warpgroups splitting M, 64-byte swizzled A rows, bf16
+    ("bfloat16", dict(M=130, N=72, K=40), dict(block_M=128, block_N=64, block_K=32, num_stages=2,
+                                              threads=256)),
+])
+def test_example_gemm_on_emu_sm_90(dtype, sizes, cfg):
+    _check_gemm(sizes, cfg, dtype)
+
+
+def fp8_program(M, N, K, dtype, block_M=64, block_N=64, block_K=64, num_stages=2):
+    """C (fp32) = A (M, K) @ B (N, K)^T in fp8: both operands K-major, as fp8 wgmma reads them."""
+
+    @T.prim_func
+    def fp8_gemm(A: T.Tensor((M, K), dtype), B: T.Tensor((N, K), dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), dtype)
+            B_s = T.alloc_shared((block_N, block_K), dtype)
+            C_l = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, C_l, transpose_B=True)
+            T.copy(C_l, C[by * block_M, bx * block_N])
+
+    return fp8_gemm
+
+
+@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e5m2"])
+def test_fp8_gemm_on_emu_sm_90(dtype):
+    M, N, K = 80, 72, 160  # ragged in every dimension, K tail of 32
+    kernel = tilecore.compile(fp8_program(M, N, K, dtype), out_idx=[-1], target=EMU)
+    src = kernel.get_kernel_source()
+    assert "wgmma.mma_async.sync.aligned.m64n64k32.f32" in src
+    rng = np.random.default_rng(2)
+    npd = getattr(ml_dtypes, dtype)
+    a = rng.standard_normal((M, K)).astype(npd)
+    b = rng.standard_normal((N, K)).astype(npd)
+    c = kernel(a, b)
+    # fp8 products are exact in float32; only the summation order differs
+    np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32).T, rtol=1e-5, atol=1e-4)
+
+
+def test_flash_attention_takes_a_from_registers():
+    fa = importlib.import_module("flash_attention")
+    sizes = fa.TEST_SIZES[1]
+    kernel = tilecore.compile(fa.program(**sizes), out_idx=fa.OUT_IDX, target=EMU)
+    ir = kernel.get_kernel_source()
+    assert "A=A_frag" in ir  # P @ V: P is a fragment, used from registers
+    q, k, v = fa.make_inputs(np.random.default_rng(0), **sizes)
+    np.testing.assert_allclose(kernel(q, k, v).astype(np.float32),
+                               fa.reference(q, k, v, is_causal=sizes["is_causal"]).astype(np.float32),
+                               **fa.TOLERANCE)
+
+
+# ----------------------------------------------------------------------------- mutations
+
+
+def _lowered(num_stages=2, K=96):
+    func = gemm.program(M=128, N=64, K=K, block_M=64, block_N=64, block_K=32, num_stages=num_stages)
+    kernel = tilecore.jit(func, out_idx=[-1], target=EMU)
+    a, b = gemm.make_inputs(np.random.default_rng(0), M=128, N=64, K=K)
+    return kernel.stages[-1][1], a, b
+
+
+def _mutate(module, match, replace_with):
+    """The module with every statement `match(s)` accepts replaced by `replace_with(s)` (a
+    statement, or None to delete it); the number replaced."""
+    count = [0]
+
+    def fn(n):
+        if isinstance(n, SeqStmt) and any(match(s) for s in n.stmts):
+            keep = []
+            for s in n.stmts:
+                if match(s):
+                    count[0] += 1
+                    s = replace_with(s)
+                if s is not None:
+                    keep.append(s)
+            return SeqStmt(tuple(keep), n.loc)
+        return None
+
+    return module.with_func(module.func.with_body(rewrite(module.func.body, fn))), count[0]
+
+
+def _run(module, a, b):
+    EmuArtifact(module).run([a, b, np.zeros((128, 64), dtype=np.float16)], {})
+
+
+def _is_wgmma_wait(s):
+    return isinstance(s, AsyncWait) and s.queue == "wgmma"
+
+
+def test_unmodified_kernel_runs_clean():
+    final, a, b = _lowered()
+    _run(final, a, b)
+
+
+@pytest.mark.parametrize("K, expect", [
+    (32, "register race: .* of a wgmma in flight"),  # one k tile: the epilogue reads the accumulator
+    (96, "data race on shared buffer [AB]_shared: .* still reads it"),  # the next refill of the stage
+])
+def test_deleted_wgmma_wait_is_a_race(K, expect):
+    final, a, b = _lowered(K=K)
+    mutated, n = _mutate(final, _is_wgmma_wait, lambda s: None)
+    assert n == 1
+    with pytest.raises(TileRuntimeError, match=expect) as err:
+        _run(mutated, a, b)
+    assert "gemm.py:" in str(err.value)
+
+
+def test_weakened_wgmma_wait_lets_the_pipeline_refill_a_stage_being_read():
+    # wait(1) leaves this iteration's wgmma in flight, and the pipeline refills the stage the
+    # previous iteration read in the very next iteration (it issues s - 1 tiles ahead)
+    final, a, b = _lowered(num_stages=3)
+    mutated, _ = _mutate(final, _is_wgmma_wait, lambda s: dataclasses.replace(s, pending=1))
+    with pytest.raises(TileRuntimeError, match="still reads it"):
+        _run(mutated, a, b)
+
+
+def test_deleted_wgmma_fence_is_reported():
+    final, a, b = _lowered()
+    mutated, n = _mutate(final, lambda s: isinstance(s, AsyncFence) and s.kind == "wgmma", lambda s: None)
+    assert n == 1
+    with pytest.raises(TileRuntimeError, match="wgmma fence"):
+        _run(mutated, a, b)
+
+
+class CorruptWgmma:
+    """Answers like the CUDA backend, with one entry of the wgmma accumulator lane map wrong."""
+
+    @hookimpl(tryfirst=True)
+    def tile_gemm_tensorize(self, target, query):
+        plan = cuda_tensorize(target=target, query=query)
+        if plan is None or plan.mma.kind != "wgmma":
+            return plan
+        good = plan.mma.operand("D").map
+        bad = good.with_entry(5, 1, good.at(5, 0))
+        n = plan.mma.shape[1]
+        return dataclasses.replace(plan, mma=cuda_intrinsics.wgmma(n, query.a_dtype, d_map=bad))
+
+
+def test_corrupt_wgmma_lane_map_breaks_the_result():
+    plugins.register(CorruptWgmma(), name="corrupt-wgmma")
+    try:
+        kernel = tilecore.compile(gemm.program(M=64, N=64, K=32, block_M=64, block_N=64, block_K=32),
+                                  out_idx=[-1], target=EMU)
+        a, b = gemm.make_inputs(np.random.default_rng(0), M=64, N=64, K=32)
+        out = kernel(a, b).astype(np.float32)
+    finally:
+        plugins.unregister("corrupt-wgmma")
+    ref = gemm.reference(a, b).astype(np.float32)
+    assert np.isnan(out).any() or not np.allclose(out, ref, **gemm.TOLERANCE)
