@@ -1,7 +1,7 @@
 """wgmma on emu:sm_90 (the CUDA backend's Hopper lowering, executed from the intrinsic table).
 
-- the example GEMM in fp16 / bf16 (ragged M, N, K and K tails) and an fp8 e4m3 / e5m2 GEMM
-  (B given as (N, K)) against NumPy; FlashAttention's P @ V takes A from registers;
+- the example GEMM in fp16 / bf16 (ragged M, N, K and K tails) and the fp8 example (e4m3 and
+  e5m2, B given as (N, K)) against NumPy; FlashAttention's P @ V takes A from registers;
 - the asynchronous model: deleting the wgmma wait, weakening it, or deleting the wgmma fence is
   reported by the emulator (a register race, a refilled stage still being read, a missing
   fence); a corrupted accumulator lane map breaks the result.
@@ -10,12 +10,10 @@
 import dataclasses
 import importlib
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 import tilecore
-import tilecore.language as T
 from tilecore import plugins
 from tilecore.emulator.machine import EmuArtifact
 from tilecore.errors import TileRuntimeError
@@ -54,38 +52,18 @@ def test_example_gemm_on_emu_sm_90(dtype, sizes, cfg):
     _check_gemm(sizes, cfg, dtype)
 
 
-def fp8_program(M, N, K, dtype, block_M=64, block_N=64, block_K=64, num_stages=2):
-    """C (fp32) = A (M, K) @ B (N, K)^T in fp8: both operands K-major, as fp8 wgmma reads them."""
-
-    @T.prim_func
-    def fp8_gemm(A: T.Tensor((M, K), dtype), B: T.Tensor((N, K), dtype), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
-            A_s = T.alloc_shared((block_M, block_K), dtype)
-            B_s = T.alloc_shared((block_N, block_K), dtype)
-            C_l = T.alloc_fragment((block_M, block_N), "float32")
-            T.clear(C_l)
-            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
-                T.copy(A[by * block_M, k * block_K], A_s)
-                T.copy(B[bx * block_N, k * block_K], B_s)
-                T.gemm(A_s, B_s, C_l, transpose_B=True)
-            T.copy(C_l, C[by * block_M, bx * block_N])
-
-    return fp8_gemm
-
-
 @pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e5m2"])
 def test_fp8_gemm_on_emu_sm_90(dtype):
-    M, N, K = 80, 72, 160  # ragged in every dimension, K tail of 32
-    kernel = tilecore.compile(fp8_program(M, N, K, dtype), out_idx=[-1], target=EMU)
-    src = kernel.get_kernel_source()
-    assert "wgmma.mma_async.sync.aligned.m64n64k32.f32" in src
-    rng = np.random.default_rng(2)
-    npd = getattr(ml_dtypes, dtype)
-    a = rng.standard_normal((M, K)).astype(npd)
-    b = rng.standard_normal((N, K)).astype(npd)
-    c = kernel(a, b)
-    # fp8 products are exact in float32; only the summation order differs
-    np.testing.assert_allclose(c, a.astype(np.float32) @ b.astype(np.float32).T, rtol=1e-5, atol=1e-4)
+    fp8 = importlib.import_module("gemm_fp8")
+    sizes = dict(M=80, N=72, K=160)  # ragged in every dimension, a K tail of 32
+    func = fp8.program(**sizes, block_M=64, block_N=64, block_K=64, dtype=dtype, out_dtype="float32")
+    kernel = tilecore.compile(func, out_idx=fp8.OUT_IDX, target=EMU)
+    assert "wgmma.mma_async.sync.aligned.m64n64k32.f32" in kernel.get_kernel_source()
+    a, b = fp8.make_inputs(np.random.default_rng(2), **sizes, dtype=dtype)
+    # fp8 products are exact in float32; only the summation order differs (the example's
+    # default scales multiply to 1)
+    want = a.astype(np.float32) @ b.astype(np.float32).T
+    np.testing.assert_allclose(kernel(a, b), want, rtol=1e-5, atol=1e-4)
 
 
 def test_flash_attention_takes_a_from_registers():
