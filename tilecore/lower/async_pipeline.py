@@ -50,6 +50,7 @@ from ..ir.visit import rewrite, substitute, walk
 from ..target import TargetFacts
 from .indexing import free_vars, simplify
 from .prefetch import flat_stmts, written_globals
+from .wgmma import relax_wgmma_wait
 
 STAGE_ALIGN_BYTES = 128
 
@@ -215,9 +216,16 @@ def _pipeline_loop(loop: For, kernel: ThreadKernel, facts: TargetFacts, budget: 
         plan.new[key] = Buffer(b.name, (stages * plan.stride[key],), b.dtype, "shared", layout=b.layout)
     d = stages - 1
     k, start, stop = loop.var, loop.start, loop.stop
+    # wgmma consumers: keep one tensor-core group in flight, prefetching one tile less far
+    # (tilecore.lower.wgmma.relax_wgmma_wait says when and why that is safe)
+    relaxed = relax_wgmma_wait([s for i, s in enumerate(flat_stmts(loop.body))
+                                if i not in {p for pos in plan.copies.values() for p in pos}]) \
+        if stages >= 3 else None
+    if relaxed is not None:
+        d = stages - 2
     copy_pos = sorted(p for pos in plan.copies.values() for p in pos)
     copies = [items[p] for p in copy_pos]
-    rest = [s for i, s in enumerate(items) if i not in set(copy_pos)]
+    rest = relaxed if relaxed is not None else [s for i, s in enumerate(items) if i not in set(copy_pos)]
     loc = loop.loc
     prologue: list[Stmt] = []
     for j in range(d):
@@ -238,7 +246,8 @@ def _pipeline_loop(loop: For, kernel: ThreadKernel, facts: TargetFacts, budget: 
     body = [_retarget(s, plan, read_stage) for s in rest]
     new_loop = For(k, start, stop, loop.step, loop.kind, SeqStmt(tuple(head + body), loc),
                    loop.annotations + (("async_stages", stages),), loc)
-    out = prologue + [new_loop, AsyncWait("cp.async", 0, loc)]
+    out = prologue + [new_loop, AsyncWait("cp.async", 0, loc)] + \
+        ([AsyncWait("wgmma", 0, loc)] if relaxed is not None else [])
     replaced.update({id(b): plan.new[key] for key, b in plan.old.items()})
     return SeqStmt(tuple(out), loc)
 

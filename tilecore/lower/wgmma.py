@@ -32,7 +32,18 @@ from ..ir.buffer import Buffer
 from ..ir.expr import Expr, cast, const
 from ..ir.intrinsic import Intrinsic, MatrixDesc, desc_from_layout
 from ..ir.stmt import Gemm, SeqStmt, Stmt
-from ..ir.thread import AsyncCommit, AsyncFence, AsyncWait, IntrinsicCall, MemStore, OperandRef
+from ..ir.thread import (
+    AsyncCommit,
+    AsyncFence,
+    AsyncWait,
+    Atomic,
+    IntrinsicCall,
+    MemLoad,
+    MemStore,
+    OperandRef,
+    VecMove,
+)
+from ..ir.visit import rewrite, walk
 from .context import LowerCtx
 from .indexing import try_evaluate
 from .layout import MmaLayout
@@ -161,3 +172,44 @@ def _first_element(lay, st: np.ndarray):
         return None
     flat = inv[st]
     return flat // lay.cols, flat % lay.cols
+
+
+def relax_wgmma_wait(body: list) -> list | None:
+    """For the cp.async pipeline (`tilecore.lower.async_pipeline`): the loop body with its one
+    wgmma wait relaxed from `wait_group 0` to `wait_group 1`, or None when that is not safe.
+
+    Relaxed, a tile's wgmma group stays in flight while the next iteration waits for its copy,
+    passes the barrier and issues its own group, so the tensor cores do not drain every
+    iteration. The pipeline then issues copies one tile less far ahead (s - 2 with s stages), so
+    the stage it refills at iteration k + 1 was read by the group of iteration k - 1, which the
+    wait of iteration k retired before the barrier that precedes the refill; it puts a
+    `wait_group 0` after the loop. Safe when the wait is the body's last statement, it is the
+    body's only wgmma wait, every wgmma reads A and B through descriptors (no A registers to be
+    rewritten while read), and no other statement of the body touches the accumulators."""
+
+    waits = [n for s in body for n in walk(s) if isinstance(n, AsyncWait) and n.queue == "wgmma"]
+    if len(waits) != 1 or waits[0].pending != 0 or not body:
+        return None
+    last = body[-1]
+    while isinstance(last, SeqStmt) and last.stmts:
+        last = last.stmts[-1]
+    if last is not waits[0]:
+        return None
+    calls = [n for s in body for n in walk(s) if isinstance(n, IntrinsicCall) and n.intrinsic.kind == "wgmma"]
+    if not calls or any(c.intrinsic.operand("A").space != "desc" for c in calls):
+        return None
+    acc = {id(c.operands[0].buffer) for c in calls}
+    for s in body:
+        for n in walk(s):
+            if isinstance(n, IntrinsicCall):
+                if n.intrinsic.kind != "wgmma" and any(id(r.buffer) in acc for r in n.operands):
+                    return None
+            elif isinstance(n, (MemLoad, MemStore, Atomic)) and id(n.buffer) in acc:
+                return None
+            elif isinstance(n, VecMove) and (id(n.src) in acc or id(n.dst) in acc):
+                return None
+
+    def fn(n):
+        return AsyncWait("wgmma", 1, n.loc) if n is waits[0] else None
+
+    return [rewrite(s, fn) for s in body]

@@ -134,13 +134,31 @@ def test_deleted_wgmma_wait_is_a_race(K, expect):
     assert "gemm.py:" in str(err.value)
 
 
-def test_weakened_wgmma_wait_lets_the_pipeline_refill_a_stage_being_read():
-    # wait(1) leaves this iteration's wgmma in flight, and the pipeline refills the stage the
-    # previous iteration read in the very next iteration (it issues s - 1 tiles ahead)
-    final, a, b = _lowered(num_stages=3)
-    mutated, _ = _mutate(final, _is_wgmma_wait, lambda s: dataclasses.replace(s, pending=1))
+@pytest.mark.parametrize("num_stages, pending", [(2, 1), (3, 2)])
+def test_weakened_wgmma_wait_lets_the_pipeline_refill_a_stage_being_read(num_stages, pending):
+    # 2 stages: the loop waits for group 0 and the pipeline issues 1 tile ahead; 3 stages: the
+    # loop keeps one group in flight (wait 1) and issues one tile less far ahead. One more
+    # pending group and the next refill hits a stage a wgmma still reads.
+    final, a, b = _lowered(num_stages=num_stages, K=160)
+    mutated, _ = _mutate(final, lambda s: _is_wgmma_wait(s) and s.pending == pending - 1,
+                         lambda s: dataclasses.replace(s, pending=pending))
     with pytest.raises(TileRuntimeError, match="still reads it"):
         _run(mutated, a, b)
+
+
+@pytest.mark.parametrize("num_stages", [3, 4])
+def test_pipeline_keeps_one_wgmma_group_in_flight(num_stages):
+    final, a, b = _lowered(num_stages=num_stages, K=320)  # 10 k tiles
+    text = EmuArtifact(final).source
+    loop = text[text.index("for k in"):]
+    assert "async_wait(wgmma, pending=1)" in loop
+    assert loop.index("async_wait(wgmma, pending=0)") > loop.index("async_wait(wgmma, pending=1)")
+    # copies run s - 2 tiles ahead: the cp.async wait in the loop leaves s - 3 groups pending
+    assert f"async_wait(cp.async, pending={num_stages - 3})" in loop
+    c = np.zeros((128, 64), dtype=np.float16)
+    EmuArtifact(final).run([a, b, c], {})
+    np.testing.assert_allclose(c.astype(np.float32), gemm.reference(a, b).astype(np.float32),
+                               **gemm.TOLERANCE)
 
 
 def test_deleted_wgmma_fence_is_reported():
