@@ -93,6 +93,8 @@ class SharedTracker:
         self.pending = np.full(n, -1, dtype=np.int64)  # thread whose async copy has not landed
         self.ploc = np.full(n, -1, dtype=np.int64)
         self.pbar = np.zeros(n, dtype=bool)  # that copy completes on an mbarrier (TMA)
+        self.aread = np.zeros(n, dtype=np.int64)  # in-flight asynchronous reads (wgmma operands)
+        self.aloc = np.full(n, -1, dtype=np.int64)
 
     def _raise(self, msg: str, loc_id: int, locs: list, hint: str):
         raise TileRuntimeError(f"data race on shared buffer {self.name}: {msg}", locs[loc_id], hint=hint)
@@ -109,6 +111,27 @@ class SharedTracker:
                                "access, or the stage buffer is reused too early") if self.pbar[idx[k]] else
                 ("no wait retires that copy here: an AsyncWait (cp.async.wait_group) is "
                  "missing or waits for too few groups, or the stage buffer is reused too early"))
+
+    # --- asynchronous reads (wgmma descriptor operands, tilecore.emulator.wgmma) ---
+    def async_read(self, idx: np.ndarray, loc_id: int) -> None:
+        """Elements `idx` are read by an asynchronous op from now until `async_read_done`."""
+        np.add.at(self.aread, idx, 1)
+        self.aloc[idx] = loc_id
+
+    def async_read_done(self, idx: np.ndarray) -> None:
+        """The asynchronous op reading `idx` has been retired by its wait."""
+        np.add.at(self.aread, idx, -1)
+
+    def _check_async_read(self, idx, tid, verb: str, loc_id: int, locs: list) -> None:
+        bad = self.aread[idx] > 0
+        if bad.any():
+            k = int(np.argmax(bad))
+            self._raise(
+                f"thread {int(tid[k])} {verb} element {int(idx[k])} while an asynchronous tensor-core "
+                f"op (wgmma issued at {_loc(locs, self.aloc[idx[k]])}) still reads it", loc_id, locs,
+                "no wgmma wait retires that op before the buffer is written: an AsyncWait('wgmma') "
+                "(wgmma.wait_group) is missing or waits for too few groups")
+    # --- end asynchronous reads ---
 
     def _check_war(self, idx, tid, verb: str, loc_id: int, locs: list) -> None:
         lo, hi = self.rlo[idx], self.rhi[idx]
@@ -159,6 +182,7 @@ class SharedTracker:
         if idx.size == 0:
             return
         self._check_pending(idx, tid, "overwrites", loc_id, locs)
+        self._check_async_read(idx, tid, "overwrites", loc_id, locs)
         self._check_war(idx, tid, "overwrites", loc_id, locs)
         self._set_writer(idx, tid, loc_id, False)
 
@@ -169,6 +193,7 @@ class SharedTracker:
         if idx.size == 0:
             return
         self._check_pending(idx, tid, "issues an asynchronous copy into", loc_id, locs)
+        self._check_async_read(idx, tid, "issues an asynchronous copy into", loc_id, locs)
         self._check_war(idx, tid, "issues an asynchronous copy into", loc_id, locs)
         w = self.writer[idx]
         bad = (w >= 0) & ~self.clock.ordered(w, tid, self.wtime[idx])

@@ -38,7 +38,7 @@ BARRIER_SCOPES = ("block", "named", "warpgroup")
 # queues built so far; "mbarrier" (TMA) and the "wgmma" queue come with the Hopper path.
 ASYNC_COMPLETIONS = ("group",)
 # "bulk": the issuing thread's bulk-async groups of TMA stores (cp.async.bulk.commit_group)
-ASYNC_QUEUES = ("cp.async", "bulk")
+ASYNC_QUEUES = ("cp.async", "wgmma", "bulk")
 ASYNC_COPY_BYTES = (4, 8, 16)
 
 
@@ -291,6 +291,32 @@ class AsyncWait(Stmt):
             raise TypeError("AsyncWait.pending must be >= 0")
 
 
+# --- wgmma (Hopper asynchronous tensor cores): fences of the wgmma queue --------------------
+FENCE_KINDS = ("wgmma", "proxy_async", "mbarrier_init")
+
+
+@dataclass(frozen=True)
+class AsyncFence(Stmt):
+    """A fence of the asynchronous memory model, executed by every thread of a warpgroup.
+
+    `kind` "wgmma" (`wgmma.fence`): the thread's earlier accesses to registers an asynchronous
+    tensor-core op reads (its accumulator, an A fragment) are ordered before the wgmma ops
+    issued after it; required before the first wgmma of a group whose registers were written
+    by ordinary instructions. "proxy_async" (`fence.proxy.async.shared::cta`): the thread's
+    earlier ordinary shared-memory writes become visible to the asynchronous proxy (the
+    tensor cores' descriptor reads, TMA) after the next barrier. "mbarrier_init"
+    (`fence.mbarrier_init.release.cluster`): the thread's mbarrier initializations become
+    visible (before the barrier that lets other threads use them; executed by one thread)."""
+
+    kind: str = "wgmma"
+    loc: SourceLoc | None = None
+
+    def __post_init__(self):
+        if self.kind not in FENCE_KINDS:
+            raise TypeError(f"unknown asynchronous fence {self.kind!r}")
+# --- end wgmma -----------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class Atomic(Stmt):
     """Atomic read-modify-write `buffer[offset] op= value`; skipped when `pred` is false."""
@@ -340,7 +366,7 @@ class IntrinsicCall(Stmt):
         for spec, ref in zip(ops, self.operands):
             if not isinstance(ref, OperandRef):
                 raise TypeError("IntrinsicCall operands must be OperandRefs")
-            want = "local" if spec.space == "reg" else spec.space
+            want = {"reg": "local", "desc": "shared"}.get(spec.space, spec.space)
             if ref.buffer.scope != want:
                 raise TypeError(f"operand {spec.name} of {self.intrinsic.name} must be in {want} memory, "
                                 f"got {ref.buffer.name} ({ref.buffer.scope})")
@@ -355,7 +381,6 @@ class IntrinsicCall(Stmt):
 # transaction bytes, phase) lives in hardware, so nothing but these nodes may touch that buffer.
 
 MBARRIER_DTYPE = dt.int64
-ASYNC_FENCES = ("proxy.async", "mbarrier_init")
 TMA_BOX_MAX = 256  # elements per box dimension (cuTensorMapEncodeTiled's limit)
 
 
@@ -500,7 +525,7 @@ class TmaStore(Stmt):
     Joins the issuing thread's open "bulk" group: `AsyncCommit("bulk")` closes it and
     `AsyncWait("bulk", n)` waits until the older groups have finished reading shared memory
     (the source may be reused after it). The writes of every thread to `src` must be ordered
-    before the issue by a barrier, after an `AsyncFence("proxy.async")` in the writing threads."""
+    before the issue by a barrier, after an `AsyncFence("proxy_async")` in the writing threads."""
 
     src: Buffer
     src_offset: Expr
@@ -523,22 +548,6 @@ class TmaStore(Stmt):
     def queue(self) -> str:
         """The per-thread queue whose groups track this store."""
         return "bulk"
-
-
-@dataclass(frozen=True)
-class AsyncFence(Stmt):
-    """`kind` "proxy.async": this thread's earlier generic shared-memory accesses become
-    visible to the asynchronous proxy (TMA, wgmma) — `fence.proxy.async.shared::cta`;
-    "mbarrier_init": this thread's mbarrier initializations become visible
-    (`fence.mbarrier_init.release.cluster`). The emulator models one proxy, so for it a fence
-    orders nothing new; the GPU needs them."""
-
-    kind: str
-    loc: SourceLoc | None = None
-
-    def __post_init__(self):
-        if self.kind not in ASYNC_FENCES:
-            raise TypeError(f"unknown fence {self.kind!r}")
 
 
 @dataclass(frozen=True)

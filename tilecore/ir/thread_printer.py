@@ -52,8 +52,6 @@ class ThreadPrinter(Printer):
 
     def _hopper(self, s) -> str:
         """One line for an mbarrier, TMA or fence statement."""
-        if isinstance(s, AsyncFence):
-            return f"fence({s.kind})"
         if isinstance(s, TmaStore):
             return (f"tma_store {_box(self, s.tensor, s.coords, s.box)} <- {self.name(s.src)}"
                     f"[{self.expr(s.src_offset)}] {s.layout.describe()}  # bulk, clipped")
@@ -105,6 +103,8 @@ class ThreadPrinter(Printer):
             self.emit(depth, f"async_commit({s.queue})")
         elif isinstance(s, AsyncWait):
             self.emit(depth, f"async_wait({s.queue}, pending={s.pending})")
+        elif isinstance(s, AsyncFence):
+            self.emit(depth, f"async_fence({s.kind})")
         elif isinstance(s, WarpSpecialized):
             regs = f", setmaxnreg {s.producer_regs}" if s.producer_regs else ""
             self.emit(depth, f"producer (threads >= {s.split}{regs}):")
@@ -112,7 +112,7 @@ class ThreadPrinter(Printer):
             regs = f", setmaxnreg {s.consumer_regs}" if s.consumer_regs else ""
             self.emit(depth, f"consumer (threads < {s.split}{regs}):")
             self.stmt(s.consumer, depth + 1)
-        elif isinstance(s, (MbarrierInit, MbarrierArrive, MbarrierWait, TmaLoad, TmaStore, AsyncFence)):
+        elif isinstance(s, (MbarrierInit, MbarrierArrive, MbarrierWait, TmaLoad, TmaStore)):
             self.emit(depth, self._hopper(s))
         elif isinstance(s, Atomic):
             ref = f"{self.name(s.buffer)}[{self.expr(s.offset)}]"

@@ -52,6 +52,7 @@ from .indexing import free_vars, simplify
 from .prefetch import flat_stmts, written_globals
 from .tma_pipeline import TILE_COPIES, TmaRing, tma_buffers
 from .warp_specialize import WsPlan, assemble, ws_possible
+from .wgmma import relax_wgmma_wait
 
 STAGE_ALIGN_BYTES = 128
 
@@ -235,7 +236,15 @@ def _pipeline_loop(loop: For, kernel: ThreadKernel, facts: TargetFacts, budget: 
         if copies or ring is None or id(loop) not in ws.top:
             ws.ok = False  # warp specialization needs every stage filled by TMA, at top level
             return None
+        # the consumers release a stage at the end of its iteration, so its wgmma must have
+        # retired there: no relaxed wgmma wait under warp specialization
         return _ws_loop(loop, plan, ring, rest, stages, names, simp, replaced, added, ws)
+    # wgmma consumers: keep one tensor-core group in flight, prefetching one tile less far
+    # (tilecore.lower.wgmma.relax_wgmma_wait says when and why that is safe)
+    relaxed = relax_wgmma_wait(rest) if stages >= 3 else None
+    if relaxed is not None:
+        d = stages - 2
+        rest = relaxed
     prologue: list[Stmt] = []
     for j in range(d):
         tile = start + j
@@ -265,7 +274,8 @@ def _pipeline_loop(loop: For, kernel: ThreadKernel, facts: TargetFacts, budget: 
     if ring is not None:
         annotations += (("tma_stages", tuple(plan.old[key].name for key in tma)),)
     new_loop = For(k, start, stop, loop.step, loop.kind, SeqStmt(tuple(head + body), loc), annotations, loc)
-    out = prologue + [new_loop] + ([AsyncWait("cp.async", 0, loc)] if copies else [])
+    out = prologue + [new_loop] + ([AsyncWait("cp.async", 0, loc)] if copies else []) + \
+        ([AsyncWait("wgmma", 0, loc)] if relaxed is not None else [])
     replaced.update({id(b): plan.new[key] for key, b in plan.old.items()})
     if ring is not None:
         added.append((ring.buffers, ring.init()))

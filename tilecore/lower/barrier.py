@@ -123,7 +123,10 @@ def _accesses(node, tx: Var, threads: int, want: str) -> list:
                 out.append((n.src, _tab(n.src_offset, n.lanes, tx, threads, n.src)))
             elif isinstance(n, IntrinsicCall):
                 for spec, ref in zip(n.intrinsic.operands, n.operands):
-                    if ref.buffer.scope == "shared" and spec.role == "in":
+                    if ref.buffer.scope == "shared" and spec.space == "desc":
+                        out.append((ref.buffer, _tab_desc(spec, n.intrinsic.lanes, ref.offset, tx, threads,
+                                                          ref.buffer)))
+                    elif ref.buffer.scope == "shared" and spec.role == "in":
                         width = n.intrinsic.shape[-1] if n.intrinsic.kind == "ldmatrix" else 1
                         out.append((ref.buffer, _tab(ref.offset, width, tx, threads, ref.buffer)))
             elif isinstance(n, Atomic) and n.buffer.scope == "shared":
@@ -163,6 +166,28 @@ def _tab(offset, width: int, tx: Var, threads: int, buf):
     v = np.broadcast_to(np.asarray(v, dtype=np.int64), (threads,))
     idx = (v[:, None] + np.arange(width)).reshape(-1)
     tid = np.repeat(t, width)
+    ok = (idx >= 0) & (idx < buf.shape[0])
+    return idx[ok], tid[ok]
+
+
+def _tab_desc(spec, group: int, offset, tx: Var, threads: int, buf):
+    """(elements, threads) a descriptor operand (wgmma) reads: the whole sub-matrix its
+    `MatrixDesc` addresses, read for each group of `group` threads by the group as a whole --
+    recorded as read by two of its threads, so that any thread's later write conflicts."""
+    t = np.arange(threads, dtype=np.int64)
+    v = try_evaluate(offset, {id(tx): t})
+    if v is None or spec.desc is None:
+        return None
+    v = np.broadcast_to(np.asarray(v, dtype=np.int64), (threads,))
+    rows, cols = spec.dims
+    mn, k = (rows, cols) if spec.name == "A" else (cols, rows)
+    idx, tid = [], []
+    for g0 in range(0, threads, group):
+        el = spec.desc.elements(int(v[g0]), mn, k).reshape(-1)
+        for who in (g0, g0 + 1):
+            idx.append(el)
+            tid.append(np.full(el.size, who, dtype=np.int64))
+    idx, tid = np.concatenate(idx), np.concatenate(tid)
     ok = (idx >= 0) & (idx < buf.shape[0])
     return idx[ok], tid[ok]
 

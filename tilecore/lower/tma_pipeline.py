@@ -9,7 +9,8 @@ per-thread cp.async vectors when the tile-level `T.copy` that fills it qualifies
 - the tensor's rows are 16-byte multiples known at compile time (every dimension but the first
   is a constant), as the tensor map requires;
 - the buffer's layout is one a TMA swizzle mode writes (`tma_swizzle_bytes`: row-major, or the
-  32/64/128-byte swizzle with rows of exactly that span).
+  32/64/128-byte swizzle with rows of exactly that span), or column panels of such boxes
+  (`Panelled`, the wgmma operand layout: one copy per panel, `tma_boxes`).
 
 lower-threads records the qualifying copies on the loop (`tile_copies`, annotation
 TILE_COPIES), because the thread-level copies it emits no longer show the box. The pipeline
@@ -58,6 +59,20 @@ class TileCopy:
     loc: object = None
 
 
+def tma_boxes(layout, box: tuple, itemsize: int) -> list | None:
+    """How TMA writes a tile of extents `box` placed by `layout`: [(column offset, element
+    offset in the buffer, box, layout of that box)], one box for a row-major or swizzled
+    layout TMA writes itself, one per panel of a `Panelled` layout (each panel is a swizzled
+    box); None when no TMA mode writes the layout."""
+    if tma_swizzle_bytes(layout, itemsize) is not None:
+        return [(0, 0, tuple(box), layout)]
+    inner = getattr(layout, "inner", None)
+    if inner is None or not hasattr(layout, "panel_offset") or tma_swizzle_bytes(inner, itemsize) is None:
+        return None
+    return [(p * layout.panel, layout.panel_offset(p), tuple(box[:-1]) + (layout.panel,), inner)
+            for p in range(layout.panels)]
+
+
 def _box_ok(tensor: Buffer, box: tuple) -> bool:
     """Box extents TMA accepts and a tensor whose row strides are static 16-byte multiples."""
     if not all(1 <= n <= TMA_BOX_MAX for n in box):
@@ -95,7 +110,7 @@ def tile_copies(ctx, loop: For) -> tuple:
         if not _box_ok(src.buffer, tuple(src.extents)):
             continue
         shared = ctx.shared(dst.buffer)
-        if tma_swizzle_bytes(shared.layout, shared.dtype.itemsize) is None:
+        if tma_boxes(shared.layout, tuple(src.extents), shared.dtype.itemsize) is None:
             continue
         coords = tuple(ctx.simp(e) for e in src.starts)
         out.append(TileCopy(shared, src.buffer, coords, tuple(src.extents), s.loc))
@@ -108,7 +123,7 @@ def tma_buffers(loop: For, staged: dict, old: dict) -> dict:
     for tc in loop.annotation(TILE_COPIES, ()) or ():
         found.setdefault(id(tc.shared), []).append(tc)
     return {key: found[key][0] for key in staged if key in old and len(found.get(key, ())) == 1
-            and tma_swizzle_bytes(old[key].layout, old[key].dtype.itemsize) is not None}
+            and tma_boxes(old[key].layout, found[key][0].box, old[key].dtype.itemsize) is not None}
 
 
 class TmaRing:
@@ -160,8 +175,10 @@ class TmaRing:
         body: list[Stmt] = [MbarrierArrive(self.bar, stage, self.nbytes, self.loc)]
         for key, tc in self.copies.items():
             coords = tuple(simp(substitute(c, {var: tile})) for c in tc.coords)
-            body.append(TmaLoad(self.new[key], simp(stage * self.stride[key]), tc.tensor, coords, tc.box,
-                                tc.shared.layout, self.bar, stage, tc.loc))
+            for col, off, box, layout in tma_boxes(tc.shared.layout, tc.box, tc.shared.dtype.itemsize):
+                at = coords[:-1] + (simp(coords[-1] + col),)
+                body.append(TmaLoad(self.new[key], simp(stage * self.stride[key] + off), tc.tensor, at, box,
+                                    layout, self.bar, stage, tc.loc))
         return body
 
     def issue(self, var: Var, tile: Expr, stage: Expr, more: Expr | None, simp) -> Stmt:

@@ -19,7 +19,7 @@ from .tensormap import TMAP_DECL, TMAP_TYPE, spec_of, tensor_map_specs
 
 TMA_SMEM_ALIGN = 1024
 _SHARED_ADDRESSED = (MbarrierInit, MbarrierArrive, MbarrierWait, TmaLoad, TmaStore)
-_FENCES = {"proxy.async": "fence.proxy.async.shared::cta;",
+_FENCES = {"proxy_async": "fence.proxy.async.shared::cta;",
            "mbarrier_init": "fence.mbarrier_init.release.cluster;"}
 
 
@@ -58,15 +58,19 @@ class AsyncRenderMixin:
     _func_params = None
 
     def shared_layout(self, kernel) -> int:
-        """Aligned byte offsets; buffers a TMA copy reads or writes start at 1024 bytes."""
+        """Aligned byte offsets (the base's rule: a layout's own `align_bytes`); buffers a TMA
+        copy reads or writes start at 1024 bytes, and so does the allocation."""
         tma = {id(n.dst if isinstance(n, TmaLoad) else n.src) for n in walk(kernel.body)
                if isinstance(n, (TmaLoad, TmaStore))}
         if not tma:
             return super().shared_layout(kernel)
-        self.shared_align = TMA_SMEM_ALIGN  # the allocation itself (extern __shared__ __align__)
+        self.shared_base_align = TMA_SMEM_ALIGN  # extern __shared__ __align__(...)
         offset = 0
         for b in kernel.shared:
-            align = TMA_SMEM_ALIGN if id(b) in tma else 16
+            need = getattr(b.layout, "align_bytes", None)
+            align = max(self.shared_align, need(b.dtype.itemsize) if need else 0,
+                        TMA_SMEM_ALIGN if id(b) in tma else 0)
+            self.shared_base_align = max(self.shared_base_align, align)
             offset = -(-offset // align) * align
             self.shared_offsets[id(b)] = offset
             offset += b.shape[0] * b.dtype.itemsize
