@@ -337,3 +337,16 @@ def test_two_pipelined_loops_share_one_producer(always_ws):
     a, b, d, e = (rng.standard_normal(s).astype(np.float16) for s in ((M, K), (K, N), (M, K2), (K2, N)))
     ref = a.astype(np.float32) @ b.astype(np.float32) + d.astype(np.float32) @ e.astype(np.float32)
     np.testing.assert_allclose(kernel(a, b, d, e).astype(np.float32), ref, rtol=1e-2, atol=1e-2)
+
+
+def test_warp_specialized_wgmma_with_two_consumer_warpgroups():
+    # 128 KB of stages: one block per SM, so a producer warpgroup joins the 256 consumers
+    kw = dict(block_M=128, block_N=128, block_K=64, num_stages=4, threads=256)
+    kernel = _gemm(128, 128, 200, **kw)
+    ir = kernel.get_ir("final")
+    assert "producer (threads >= 256, setmaxnreg 40)" in ir
+    assert "consumer (threads < 256, setmaxnreg 232)" in ir
+    assert "wgmma.mma_async" in ir and "barrier(id=1, threads=256)" in ir
+    a, b = gemm.make_inputs(np.random.default_rng(3), M=128, N=128, K=200)
+    np.testing.assert_allclose(kernel(a, b).astype(np.float32), gemm.reference(a, b).astype(np.float32),
+                               **gemm.TOLERANCE)
