@@ -350,3 +350,19 @@ def test_warp_specialized_wgmma_with_two_consumer_warpgroups():
     a, b = gemm.make_inputs(np.random.default_rng(3), M=128, N=128, K=200)
     np.testing.assert_allclose(kernel(a, b).astype(np.float32), gemm.reference(a, b).astype(np.float32),
                                **gemm.TOLERANCE)
+
+
+def test_verifier_rejects_a_block_barrier_inside_a_role():
+    from tilecore.errors import TileInternalError
+    from tilecore.ir.module import PrimFunc
+    from tilecore.ir.thread import WarpSpecialized
+    from tilecore.ir.thread_verifier import verify_thread_func
+
+    def func(consumer):
+        ws = WarpSpecialized(128, SeqStmt((MbarrierWait(BAR, const(0), const(1)),)), consumer)
+        k = ThreadKernel((const(1),), (Var("bx"),), tx, 256, 32, (S, BAR), (), SeqStmt((ws,)))
+        return PrimFunc("roles", (G, OUT), k)
+
+    verify_thread_func(func(Barrier("consumers", None, "named", 1, 128)))
+    with pytest.raises(TileInternalError, match="block barrier inside a warp-specialized role"):
+        verify_thread_func(func(Barrier("everyone")))
