@@ -24,8 +24,9 @@ class Options:
     """The options every pass and backend may read (all default to TileLang's defaults).
 
     - ``disable_tma_lower``, ``disable_warp_specialized``, ``disable_wgmma``,
-      ``disable_vectorize_256``: forbid those code shapes; no pass produces them yet, and the
-      passes that will (the Hopper path) must check these fields;
+      ``disable_vectorize_256``: forbid those code shapes; `async-pipeline` checks the first two
+      (TMA stages and the producer warpgroup, tilecore.lower.tma_pipeline / warp_specialize),
+      the passes that will produce the others must check theirs;
     - ``fast_math``: float32 division by a non-constant may be approximate (CUDA `__fdividef`,
       2 ulp; inside every inexact tolerance, and conformance compares exactly only divisions by
       powers of two); off by default, as in TileLang;

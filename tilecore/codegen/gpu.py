@@ -158,8 +158,13 @@ class GPURenderer(CStyleRenderer):
     def shared_layout(self, kernel) -> int:
         """Assign each shared buffer its aligned byte offset (`shared_offsets`); the total bytes."""
         offset = 0
+        self.shared_base_align = self.shared_align
         for b in kernel.shared:
-            offset = (offset + self.shared_align - 1) // self.shared_align * self.shared_align
+            # a layout defined on absolute addresses (wgmma/TMA swizzle) aligns its buffer
+            need = getattr(b.layout, "align_bytes", None)
+            align = max(self.shared_align, need(b.dtype.itemsize) if need else 0)
+            self.shared_base_align = max(self.shared_base_align, align)
+            offset = (offset + align - 1) // align * align
             self.shared_offsets[id(b)] = offset
             offset += b.shape[0] * b.dtype.itemsize
         return offset
@@ -176,7 +181,7 @@ class GPURenderer(CStyleRenderer):
         lines = self.shared_storage(total)
         base = self.shared_window_address(self.smem_name)
         if base is not None and any(isinstance(n, AsyncCopy) or isinstance(n, IntrinsicCall) and any(
-                o.space == "shared" for o in n.intrinsic.operands) for n in walk(kernel.body)):
+                o.space in ("shared", "desc") for o in n.intrinsic.operands) for n in walk(kernel.body)):
             lines.append(f"const unsigned {self.smem_name}_u32 = {base};  // see shared_operand_address")
         space = self.address_space("shared")
         for b in kernel.shared:

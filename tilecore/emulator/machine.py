@@ -24,23 +24,34 @@ from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
 from ..ir.thread import (
     AsyncCommit,
     AsyncCopy,
+    AsyncFence,
     AsyncWait,
     Atomic,
     Barrier,
     IntrinsicCall,
     LaneTable,
+    MbarrierArrive,
+    MbarrierInit,
+    MbarrierWait,
     MemLoad,
     MemStore,
     Shuffle,
     ThreadKernel,
+    TmaLoad,
+    TmaStore,
     VecMove,
+    WarpSpecialized,
     find_kernel,
 )
 from ..ir.thread_printer import print_thread_func
+from ..ir.visit import walk
 from . import debug
 from .asyncops import AsyncState
 from .intrinsics import run_intrinsic
+from .mbarrier import MbarrierState
 from .race import SharedTracker, SyncClock
+from .tasks import TaskGroup
+from .wgmma import WgmmaState
 
 
 class EmuArtifact:
@@ -79,6 +90,10 @@ class Block:
         self.locs: list[SourceLoc | None] = []
         self._loc_ids: dict = {}
         self.loc_id = self._locid(k.loc)
+        # register buffers asynchronous tensor-core ops read (fence tracking); see wgmma.py
+        self.wgmma_regs = {id(r.buffer) for n in walk(k.body) if isinstance(n, IntrinsicCall)
+                           and n.intrinsic.kind == "wgmma" for r in n.operands if r.buffer.scope == "local"}
+        self.wg: WgmmaState | None = None
 
     def _locid(self, loc) -> int:
         key = id(loc)
@@ -107,6 +122,9 @@ class Block:
             self.trackers = {}
             self.clock = SyncClock(self.T)
             self.asyncs = AsyncState(self.T)
+            self.mbarriers = MbarrierState()
+            self.tasks: TaskGroup | None = None
+            self.wg = WgmmaState(self.T, self.wgmma_regs) if self.wgmma_regs else None
             for b in k.shared:
                 self.shared[id(b)] = np.full(b.shape[0], S.poison_value(b.dtype), dtype=b.dtype.np)
                 self.trackers[id(b)] = SharedTracker(b.name, b.shape[0], self.clock)
@@ -153,6 +171,8 @@ class Block:
         idx = np.where(lanes, off, 0)[:, None] + np.arange(width)
         idx = np.where(lanes[:, None], idx, 0)
         if buf.scope == "local":
+            if self.wg is not None:
+                self.wg.reg_access(self, buf, self.tid[lanes], idx[lanes], write=False)
             vals = store[self.tid[:, None], idx]
         else:
             vals = store[idx]
@@ -172,6 +192,8 @@ class Block:
         idx = off[lanes][:, None] + np.arange(width)
         v = vals[lanes]
         if buf.scope == "local":
+            if self.wg is not None:
+                self.wg.reg_access(self, buf, t, idx, write=True)
             store[t[:, None], idx] = v
         else:
             if buf.scope == "shared":
@@ -308,12 +330,26 @@ class Block:
             self._barrier(s, mask)
         elif isinstance(s, AsyncCopy):
             self.asyncs.issue(self, s, mask)
+        elif isinstance(s, AsyncCommit) and s.queue == "wgmma":
+            self._wgmma_state().commit(mask)
+        elif isinstance(s, AsyncWait) and s.queue == "wgmma":
+            self._wgmma_state().wait(self, s.pending, mask)
+        elif isinstance(s, AsyncFence):
+            if s.kind == "wgmma":
+                self._wgmma_state().fence(mask)
+            # proxy_async: the emulator has one proxy; ordinary barriers already order the data
         elif isinstance(s, AsyncCommit):
             self.asyncs.commit(s.queue, mask)
         elif isinstance(s, AsyncWait):
             self.asyncs.wait(self, s.queue, s.pending, mask)
+        elif isinstance(s, WarpSpecialized):
+            self._warp_specialized(s, mask)
+        elif isinstance(s, (MbarrierInit, MbarrierArrive, MbarrierWait, TmaLoad, TmaStore)):
+            self._hopper(s, mask)
         elif isinstance(s, Atomic):
             self._atomic(s, mask)
+        elif isinstance(s, IntrinsicCall) and s.intrinsic.kind == "wgmma":
+            self._wgmma_state().issue(self, s, mask)
         elif isinstance(s, IntrinsicCall):
             m = self._whole_warps(mask, s.intrinsic.name)
             run_intrinsic(self, s, m)
@@ -325,6 +361,39 @@ class Block:
             raise TileRuntimeError("nested ThreadKernel", self.loc)
         else:
             raise TileRuntimeError(f"emu cannot execute {type(s).__name__}", self.loc)
+
+    def _hopper(self, s: Stmt, mask: np.ndarray) -> None:
+        """mbarrier and TMA statements (`mbarrier.py`)."""
+        mb = self.mbarriers
+        if isinstance(s, MbarrierInit):
+            mb.init(self, s, mask)
+        elif isinstance(s, MbarrierArrive):
+            mb.arrive(self, s, mask)
+        elif isinstance(s, MbarrierWait):
+            mb.wait(self, s, mask)
+        elif isinstance(s, TmaLoad):
+            mb.tma_load(self, s, mask)
+        elif isinstance(s, TmaStore):
+            mb.tma_store(self, s, mask)
+
+    def _warp_specialized(self, s: WarpSpecialized, mask: np.ndarray) -> None:
+        """Producer and consumer threads run concurrently (`tasks.py`): each side blocks at an
+        mbarrier wait until the other completes the phase."""
+        if self.tasks is not None:
+            raise TileRuntimeError("nested warp specialization", self.loc)
+        cons, prod = mask & (self.tid < s.split), mask & (self.tid >= s.split)
+        self.tasks = TaskGroup()
+        try:
+            # the producer first, until it blocks: its copies are then in flight while the
+            # consumers run, so a consumer read that skips its wait is caught as a race
+            self.tasks.run([lambda: self.exec(s.producer, prod), lambda: self.exec(s.consumer, cons)])
+        finally:
+            self.tasks = None
+    def _wgmma_state(self) -> WgmmaState:
+        """The block's wgmma queue state (made on first use by a kernel without wgmma calls)."""
+        if self.wg is None:
+            self.wg = WgmmaState(self.T, self.wgmma_regs)
+        return self.wg
 
     def _barrier(self, s: Barrier, mask: np.ndarray) -> None:
         """A barrier of its scope: the threads taking part must all arrive, then are ordered."""

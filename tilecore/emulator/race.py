@@ -4,7 +4,8 @@ Time is counted in *epochs*: every barrier starts a new one. `SyncClock` remembe
 of threads, the last epoch in which both passed a barrier together (block barriers set every
 pair; named and warpgroup barriers only the pairs taking part). An access made in epoch `t` by
 thread `a` is ordered before a later access by `b` when `a == b` or a barrier both took part in
-started after `t`.
+started after `t`. An mbarrier wait orders one way (`acquire`): the arriving threads' earlier
+accesses before the waiting threads' later ones.
 
 For every element of a shared buffer the tracker remembers its last writer (and the write's
 epoch), its readers since they were last ordered (a thread range and the epoch of the latest
@@ -45,6 +46,16 @@ class SyncClock:
             self.sync = np.full((self.threads, self.threads), self.block_epoch, dtype=np.int64)
         self.sync[np.ix_(tids, tids)] = self.epoch
 
+    def acquire(self, src: np.ndarray, epochs: np.ndarray, dst: np.ndarray) -> None:
+        """One-way ordering (an mbarrier wait): accesses of thread `src[i]` made before epoch
+        `epochs[i]` are ordered before every later access of the threads `dst`."""
+        if len(src) == 0 or len(dst) == 0:
+            return
+        if self.sync is None:
+            self.sync = np.full((self.threads, self.threads), self.block_epoch, dtype=np.int64)
+        cur = self.sync[np.ix_(src, dst)]
+        self.sync[np.ix_(src, dst)] = np.maximum(cur, epochs[:, None])
+
     def ordered(self, a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Whether accesses by threads `a` in epochs `t` are ordered before accesses by `b` now."""
         if self.sync is None:
@@ -58,7 +69,7 @@ class SyncClock:
         out = np.ones(len(lo), dtype=bool)
         for key in set(zip(lo.tolist(), hi.tolist())):
             sel = (lo == key[0]) & (hi == key[1])
-            rows = self.sync[b[sel]][:, key[0]:key[1] + 1].copy()
+            rows = self.sync[key[0]:key[1] + 1][:, b[sel]].T.copy()  # sync[reader, b]
             cols = np.arange(key[0], key[1] + 1)
             rows[cols[None, :] == b[sel][:, None]] = np.iinfo(np.int64).max  # a thread vs itself
             out[sel] = rows.min(axis=1) > t[sel]
@@ -81,6 +92,9 @@ class SharedTracker:
         self.rloc = np.full(n, -1, dtype=np.int64)
         self.pending = np.full(n, -1, dtype=np.int64)  # thread whose async copy has not landed
         self.ploc = np.full(n, -1, dtype=np.int64)
+        self.pbar = np.zeros(n, dtype=bool)  # that copy completes on an mbarrier (TMA)
+        self.aread = np.zeros(n, dtype=np.int64)  # in-flight asynchronous reads (wgmma operands)
+        self.aloc = np.full(n, -1, dtype=np.int64)
 
     def _raise(self, msg: str, loc_id: int, locs: list, hint: str):
         raise TileRuntimeError(f"data race on shared buffer {self.name}: {msg}", locs[loc_id], hint=hint)
@@ -93,8 +107,31 @@ class SharedTracker:
             self._raise(
                 f"thread {int(tid[k])} {verb} element {int(idx[k])} before the asynchronous copy of "
                 f"thread {int(p[k])} into it (issued at {_loc(locs, self.ploc[idx[k]])}) has landed",
-                loc_id, locs, "no wait retires that copy here: an AsyncWait (cp.async.wait_group) is "
-                "missing or waits for too few groups, or the stage buffer is reused too early")
+                loc_id, locs, ("no MbarrierWait (mbarrier.try_wait) on that copy's phase precedes this "
+                               "access, or the stage buffer is reused too early") if self.pbar[idx[k]] else
+                ("no wait retires that copy here: an AsyncWait (cp.async.wait_group) is "
+                 "missing or waits for too few groups, or the stage buffer is reused too early"))
+
+    # --- asynchronous reads (wgmma descriptor operands, tilecore.emulator.wgmma) ---
+    def async_read(self, idx: np.ndarray, loc_id: int) -> None:
+        """Elements `idx` are read by an asynchronous op from now until `async_read_done`."""
+        np.add.at(self.aread, idx, 1)
+        self.aloc[idx] = loc_id
+
+    def async_read_done(self, idx: np.ndarray) -> None:
+        """The asynchronous op reading `idx` has been retired by its wait."""
+        np.add.at(self.aread, idx, -1)
+
+    def _check_async_read(self, idx, tid, verb: str, loc_id: int, locs: list) -> None:
+        bad = self.aread[idx] > 0
+        if bad.any():
+            k = int(np.argmax(bad))
+            self._raise(
+                f"thread {int(tid[k])} {verb} element {int(idx[k])} while an asynchronous tensor-core "
+                f"op (wgmma issued at {_loc(locs, self.aloc[idx[k]])}) still reads it", loc_id, locs,
+                "no wgmma wait retires that op before the buffer is written: an AsyncWait('wgmma') "
+                "(wgmma.wait_group) is missing or waits for too few groups")
+    # --- end asynchronous reads ---
 
     def _check_war(self, idx, tid, verb: str, loc_id: int, locs: list) -> None:
         lo, hi = self.rlo[idx], self.rhi[idx]
@@ -145,15 +182,18 @@ class SharedTracker:
         if idx.size == 0:
             return
         self._check_pending(idx, tid, "overwrites", loc_id, locs)
+        self._check_async_read(idx, tid, "overwrites", loc_id, locs)
         self._check_war(idx, tid, "overwrites", loc_id, locs)
         self._set_writer(idx, tid, loc_id, False)
 
-    def async_issue(self, idx: np.ndarray, tid: np.ndarray, loc_id: int, locs: list) -> None:
+    def async_issue(self, idx: np.ndarray, tid: np.ndarray, loc_id: int, locs: list,
+                    kind: str = "group") -> None:
         """Record the issue of asynchronous copies into `idx`: the write may happen any time from
         now until it lands, so it must already be ordered after other threads' accesses."""
         if idx.size == 0:
             return
         self._check_pending(idx, tid, "issues an asynchronous copy into", loc_id, locs)
+        self._check_async_read(idx, tid, "issues an asynchronous copy into", loc_id, locs)
         self._check_war(idx, tid, "issues an asynchronous copy into", loc_id, locs)
         w = self.writer[idx]
         bad = (w >= 0) & ~self.clock.ordered(w, tid, self.wtime[idx])
@@ -165,6 +205,7 @@ class SharedTracker:
                 loc_id, locs, "a barrier is missing before the copy (a stage buffer reused too early)")
         self.pending[idx] = tid
         self.ploc[idx] = loc_id
+        self.pbar[idx] = kind == "mbarrier"
 
     def land(self, idx: np.ndarray, tid: np.ndarray, issue_loc_id: int) -> None:
         """Asynchronous writes into `idx` land now (their wait): ordinary writes of `tid`."""

@@ -22,12 +22,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from ..dtypes import DType
 from .expr import Expr, const
 from .thread import LaneTable
 
-INTRINSIC_KINDS = ("mma", "ldmatrix")
-OPERAND_SPACES = ("reg", "shared")
+INTRINSIC_KINDS = ("mma", "ldmatrix", "wgmma")
+OPERAND_SPACES = ("reg", "shared", "desc")
+DESC_MAJORS = ("K", "MN")
+DESC_SWIZZLES = (32, 64, 128)
 
 
 @dataclass(frozen=True)
@@ -61,8 +65,6 @@ class LaneMap:
 
     def arrays(self):
         """(rows, cols) as NumPy int arrays of shape (lanes, elems)."""
-        import numpy as np
-
         t = np.array(self.table, dtype=np.int64).reshape(self.lanes, self.elems, 2)
         return t[:, :, 0], t[:, :, 1]
 
@@ -125,25 +127,107 @@ def _bit_linear(values: list[int]):
 
 
 @dataclass(frozen=True)
+class MatrixDesc:
+    """Where a shared-memory matrix operand's elements are, relative to its start address: the
+    canonical swizzled layouts of PTX's wgmma matrix descriptors, as data.
+
+    The operand is an `mn x k` matrix (A: M x K, B: N x K in (mn, k) coordinates). `major` "K":
+    rows (mn) of `swizzle` bytes, 8-row groups `sbo` bytes apart, k contiguous within a row
+    (CuTe ((8,m),(T,2k)):((sT,SBO),(1,T))). "MN": `swizzle` bytes contiguous along mn, such
+    blocks `lbo` bytes apart, k rows `swizzle` bytes apart in groups of 8 `sbo` bytes apart
+    (((T,s,m),(8,k)):((1,T,LBO),(sT,SBO))). Then, on the absolute byte address, bits [4, 4+b)
+    ^= bits [7, 7+b), b = log2(swizzle / 16); the buffer is aligned to the 8-row pattern, so
+    the matrix base offset field is 0. `itemsize` is the element size in bytes."""
+
+    major: str
+    swizzle: int
+    lbo: int
+    sbo: int
+    itemsize: int
+
+    def __post_init__(self):
+        if self.major not in DESC_MAJORS or self.swizzle not in DESC_SWIZZLES:
+            raise TypeError(f"unsupported matrix descriptor {self.major}-major {self.swizzle}B")
+        if self.lbo % 16 or self.sbo % 16 or self.lbo <= 0 or self.sbo <= 0:
+            raise TypeError("descriptor byte offsets are positive multiples of 16")
+
+    @property
+    def bits(self) -> int:
+        """Swizzle bits b (the XOR moves b bits of the 16-byte chunk index)."""
+        return {32: 1, 64: 2, 128: 3}[self.swizzle]
+
+    def addresses(self, start: int | np.ndarray, mn: int, k: int) -> np.ndarray:
+        """Byte addresses (..., mn, k) of every element of an `mn x k` operand whose descriptor
+        start address is `start` (bytes; an array of starts broadcasts in front)."""
+        r = np.arange(mn, dtype=np.int64)[:, None]
+        c = np.arange(k, dtype=np.int64)[None, :]
+        b, s = self.itemsize, self.swizzle
+        if self.major == "K":
+            rel = (r % 8) * s + (r // 8) * self.sbo + c * b
+        else:
+            per = s // b
+            rel = (r % per) * b + (r // per) * self.lbo + (c % 8) * s + (c // 8) * self.sbo
+        pre = np.asarray(start, dtype=np.int64)[..., None, None] + rel
+        return pre ^ (((pre >> 7) & ((1 << self.bits) - 1)) << 4)
+
+    def elements(self, start_elem, mn: int, k: int) -> np.ndarray:
+        """Flat element offsets (..., mn, k) for a start given as an element offset."""
+        addr = self.addresses(np.asarray(start_elem, dtype=np.int64) * self.itemsize, mn, k)
+        return addr // self.itemsize
+
+
+def desc_from_layout(layout, itemsize: int, major: str) -> MatrixDesc:
+    """The descriptor fields reading a `Panelled` shared layout (tilecore.ir.smem_layout): a
+    K-major operand has its mn along the layout's rows (one panel per k range, 8-row groups
+    `stride_bytes` apart); an MN-major one has k along the rows and mn along the panels
+    (`panel_bytes` apart). Raises TypeError for any other layout."""
+    from .smem_layout import Panelled
+
+    if not isinstance(layout, Panelled):
+        raise TypeError(f"a wgmma descriptor reads a panelled (canonical) layout, not {layout.describe()}")
+    span = layout.swizzle_bytes(itemsize)
+    if major == "K":
+        return MatrixDesc("K", span, 16, layout.stride_bytes(itemsize), itemsize)
+    lbo = layout.panel_bytes(itemsize) if layout.panels > 1 else 16
+    return MatrixDesc("MN", span, lbo, layout.stride_bytes(itemsize), itemsize)
+
+
+@dataclass(frozen=True)
 class Operand:
-    """One operand of an intrinsic: its role ('in'/'out'), dtype, storage and lane map."""
+    """One operand of an intrinsic: its role ('in'/'out'), dtype, storage and lane map.
+
+    Descriptor operands (space "desc") have no lane map (`map` None) but a `shape` (rows,
+    cols) of the logical matrix and, once the shared layout is known, a `desc`; the lowering
+    fills it in (`Intrinsic.with_descs`)."""
 
     name: str
     role: str
     dtype: DType
     space: str
-    map: LaneMap
+    map: LaneMap | None
+    desc: MatrixDesc | None = None
+    shape: tuple = ()
 
     def __post_init__(self):
         if self.role not in ("in", "out"):
             raise TypeError(f"operand role must be 'in' or 'out', got {self.role}")
         if self.space not in OPERAND_SPACES:
             raise TypeError(f"operand space must be one of {OPERAND_SPACES}, got {self.space}")
+        if (self.map is None) != (self.space == "desc"):
+            raise TypeError("descriptor operands have no lane map; every other operand has one")
+        if self.space == "desc" and len(self.shape) != 2:
+            raise TypeError("a descriptor operand needs its matrix shape (rows, cols)")
 
     @property
     def elems(self) -> int:
-        """Elements each lane holds (registers operands) or addresses (memory operands)."""
-        return self.map.elems
+        """Elements each lane holds (registers operands) or addresses (memory operands); a
+        descriptor operand is one 64-bit value."""
+        return 1 if self.map is None else self.map.elems
+
+    @property
+    def dims(self) -> tuple[int, int]:
+        """(rows, cols) of the operand's logical matrix."""
+        return tuple(self.shape) if self.map is None else (self.map.rows, self.map.cols)
 
 
 @dataclass(frozen=True)
@@ -163,19 +247,25 @@ class Intrinsic:
         if self.kind not in INTRINSIC_KINDS:
             raise TypeError(f"unknown intrinsic kind {self.kind}")
         for op in self.operands:
-            if op.map.lanes != self.lanes:
+            if op.map is not None and op.map.lanes != self.lanes:
                 raise TypeError(f"operand {op.name} of {self.name} maps {op.map.lanes} lanes, "
                                 f"not {self.lanes}")
-        if self.kind == "mma":
+            if op.space == "desc" and self.kind != "wgmma":
+                raise TypeError("only wgmma reads operands through matrix descriptors")
+        if self.kind in ("mma", "wgmma"):
             m, n, k = self.shape
             want = {"D": (m, n), "A": (m, k), "B": (k, n), "C": (m, n)}
             names = tuple(o.name for o in self.operands)
             if names != ("D", "A", "B", "C"):
                 raise TypeError(f"mma operands must be (D, A, B, C), got {names}")
             for o in self.operands:
-                if (o.map.rows, o.map.cols) != want[o.name]:
-                    raise TypeError(f"mma operand {o.name} is {o.map.rows}x{o.map.cols}, "
+                got = o.dims
+                if got != want[o.name]:
+                    raise TypeError(f"mma operand {o.name} is {got[0]}x{got[1]}, "
                                     f"expected {want[o.name]}")
+            if self.kind == "wgmma" and (self.operand("B").space != "desc"
+                                         or self.operand("D").space != "reg"):
+                raise TypeError("wgmma reads B through a descriptor and accumulates in registers")
         else:
             count, rows, cols = self.shape
             dst, src = self.operands
@@ -185,6 +275,16 @@ class Intrinsic:
                 if o.map.rows != count * rows or o.map.cols != cols:
                     raise TypeError(f"ldmatrix operand {o.name} must map the stacked "
                                     f"{count * rows}x{cols} array")
+
+    @property
+    def queue(self) -> str | None:
+        """The per-thread asynchronous queue the instruction is issued into (None: synchronous)."""
+        return "wgmma" if self.kind == "wgmma" else None
+
+    def with_descs(self, **descs: MatrixDesc) -> Intrinsic:
+        """A copy whose descriptor operands (by name) read through the given descriptors."""
+        ops = tuple(replace(o, desc=descs[o.name]) if o.name in descs else o for o in self.operands)
+        return replace(self, operands=ops)
 
     def operand(self, name: str) -> Operand:
         """The operand called `name`."""

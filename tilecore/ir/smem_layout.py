@@ -2,13 +2,17 @@
 
 A shared buffer of the tile program is a 2-D view (`rows` = the product of its leading
 dimensions, `cols` = its last dimension) stored in one flat thread-level buffer. Its layout is
-one of three frozen dataclasses, each with a single definition of the placement, written twice:
+one of these frozen dataclasses, each with a single definition of the placement, written twice:
 `offset` builds the index expression lowering puts into the thread IR (so the emulator, the
 barrier pass and the renderers read explicit offsets and need nothing else), `offset_np`
 computes the same numbers with NumPy (tests, the bank-conflict model, future descriptors).
 
 - `RowMajor`: `row * cols + col`.
 - `Padded`: rows `cols + pad` elements apart (the padding is never read).
+- `Panelled`: the tile cut into column panels of `panel` columns (a panel row is one swizzle
+  span: 32, 64 or 128 bytes); panel p is stored whole after panels 0..p-1, each panel a
+  `Swizzled` row-major block. This is the canonical layout of wgmma descriptors and TMA boxes
+  for tiles whose rows are wider than the swizzle span (see `Panelled`).
 - `Swizzled`: the row-major offset with CuTe's `Swizzle<bits, base, shift>` applied: bits
   `[base, base + bits)` of the element offset (which `base`-aligned chunk of a row segment) are
   XORed with bits `[base + shift, base + shift + bits)`. With `2**base` elements = 16 bytes and
@@ -34,6 +38,8 @@ from .buffer import Buffer
 from .expr import Expr, binop, const
 
 LAYOUT_KINDS = ("row_major", "padded", "swizzled")
+# The swizzle spans of the tensor-memory-accelerator / wgmma canonical layouts, widest first.
+SWIZZLE_SPANS = (128, 64, 32)
 # KernelLaunch annotation keys written by T.annotate_layout / T.use_swizzle (tilecore.language
 # .layout_ops) and read by the thread lowering: ((buffer, layout, loc), ...) and
 # (panel_size, order, loc).
@@ -188,6 +194,108 @@ class Swizzled(SharedLayout):
 
     def describe(self) -> str:
         return f"swizzled {self.rows}x{self.cols} Swizzle<{self.bits},{self.base},{self.shift}>"
+
+
+@dataclass(frozen=True)
+class Panelled(SharedLayout):
+    """Column panels of `panel` columns, each a `Swizzled(rows, panel, bits, base, shift)` block.
+
+    Element (row, col) lives in panel `p = col // panel`, which occupies elements
+    `[p * rows * panel, (p + 1) * rows * panel)`; inside it at the swizzled row-major offset of
+    (row, col % panel). With `2**base` elements = 16 bytes, `shift = 3` and a panel row of
+    `16 * 2**bits` bytes (32B, 64B or 128B) each panel is, byte for byte, PTX's canonical
+    swizzled layout: rows `panel * itemsize` bytes apart, 16-byte chunk c of row r stored at
+    chunk `c ^ ((r >> (3 - bits)) % 2**bits)`, i.e. byte-address bits [4, 4 + bits) XOR bits
+    [7, 7 + bits) (`Swizzle<bits, 4, 3>` on bytes), repeating every 8 rows (`period`).
+
+    Interface for copies and descriptors (TMA, wgmma): a panel is one `rows x panel` box with
+    the swizzle of `swizzle_bytes(itemsize)`, its first element at `panel_offset(p)`; a K-major
+    wgmma operand (rows = M or N, cols = K) reads 8-row groups `stride_bytes` apart inside one
+    panel; an MN-major one (rows = K, cols = M or N) reads panels `panel_bytes` apart. The
+    buffer's base must be aligned to `align_bytes` (the pattern is defined on absolute
+    addresses), which the renderers honour and pipeline stages keep (`period`)."""
+
+    panel: int = 64
+    bits: int = 3
+    base: int = 3
+    shift: int = 3
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.panel < 1 or self.cols % self.panel:
+            raise ValueError(f"{self.cols} columns are not a whole number of {self.panel}-column panels")
+        _ = self.inner  # building one panel's layout validates the swizzle
+
+    @property
+    def inner(self) -> Swizzled:
+        """The layout of one panel."""
+        return Swizzled(self.rows, self.panel, self.bits, self.base, self.shift)
+
+    @property
+    def panels(self) -> int:
+        """Number of column panels."""
+        return self.cols // self.panel
+
+    @property
+    def period(self) -> int:
+        return self.inner.period
+
+    def panel_offset(self, p: int) -> int:
+        """Element offset of the first element of panel `p`."""
+        return p * self.rows * self.panel
+
+    def itemsize(self) -> int:
+        """Bytes per element implied by the 16-byte chunk (`2**base` elements)."""
+        return max(1, 16 >> self.base)
+
+    def swizzle_bytes(self, itemsize: int | None = None) -> int:
+        """The swizzle span: bytes of one panel row (32, 64 or 128)."""
+        return self.panel * (itemsize or self.itemsize())
+
+    def panel_bytes(self, itemsize: int | None = None) -> int:
+        """Bytes between the starts of consecutive panels."""
+        return self.rows * self.swizzle_bytes(itemsize)
+
+    def stride_bytes(self, itemsize: int | None = None) -> int:
+        """Bytes between consecutive 8-row groups inside a panel."""
+        return 8 * self.swizzle_bytes(itemsize)
+
+    def align_bytes(self, itemsize: int | None = None) -> int:
+        """Alignment the buffer's base address needs: one full swizzle pattern (8 rows)."""
+        return self.stride_bytes(itemsize)
+
+    def offset(self, row: Expr, col: Expr) -> Expr:
+        row, col = _int(row), _int(col)
+        if self.panels == 1:
+            return self.inner.offset(row, col)
+        p = binop("div", col, self.panel)
+        return p * (self.rows * self.panel) + self.inner.offset(row, binop("mod", col, self.panel))
+
+    def offset_np(self, row, col) -> np.ndarray:
+        col = np.asarray(col, dtype=np.int64)
+        return (col // self.panel) * (self.rows * self.panel) + self.inner.offset_np(row, col % self.panel)
+
+    def contiguous(self, vec: int) -> bool:
+        return self.inner.contiguous(vec)
+
+    def describe(self) -> str:
+        return (f"panelled {self.rows}x{self.cols} in {self.panels} panel(s) of {self.panel} "
+                f"Swizzle<{self.bits},{self.base},{self.shift}>")
+
+
+def canonical_layout(rows: int, cols: int, itemsize: int, span: int | None = None) -> Panelled | None:
+    """The wgmma/TMA canonical layout of a `rows x cols` tile of `itemsize`-byte elements: the
+    widest swizzle span (128, 64, 32 bytes, or exactly `span`) that divides a row, as panels of
+    one span each. None when no span fits (rows not a multiple of 8, rows under 32 bytes)."""
+    if itemsize not in (1, 2, 4) or rows % 8:
+        return None
+    base = (16 // itemsize).bit_length() - 1
+    for s in ((span,) if span else SWIZZLE_SPANS):
+        if s not in SWIZZLE_SPANS or (cols * itemsize) % s:
+            continue
+        bits = {128: 3, 64: 2, 32: 1}[s]
+        return Panelled(rows, cols, s // itemsize, bits, base, 3)
+    return None
 
 
 @dataclass(frozen=True, eq=False)

@@ -37,7 +37,8 @@ BARRIER_SCOPES = ("block", "named", "warpgroup")
 # The asynchronous memory model (docs/architecture.md): completion mechanisms and per-thread
 # queues built so far; "mbarrier" (TMA) and the "wgmma" queue come with the Hopper path.
 ASYNC_COMPLETIONS = ("group",)
-ASYNC_QUEUES = ("cp.async",)
+# "bulk": the issuing thread's bulk-async groups of TMA stores (cp.async.bulk.commit_group)
+ASYNC_QUEUES = ("cp.async", "wgmma", "bulk")
 ASYNC_COPY_BYTES = (4, 8, 16)
 
 
@@ -290,6 +291,32 @@ class AsyncWait(Stmt):
             raise TypeError("AsyncWait.pending must be >= 0")
 
 
+# --- wgmma (Hopper asynchronous tensor cores): fences of the wgmma queue --------------------
+FENCE_KINDS = ("wgmma", "proxy_async", "mbarrier_init")
+
+
+@dataclass(frozen=True)
+class AsyncFence(Stmt):
+    """A fence of the asynchronous memory model, executed by every thread of a warpgroup.
+
+    `kind` "wgmma" (`wgmma.fence`): the thread's earlier accesses to registers an asynchronous
+    tensor-core op reads (its accumulator, an A fragment) are ordered before the wgmma ops
+    issued after it; required before the first wgmma of a group whose registers were written
+    by ordinary instructions. "proxy_async" (`fence.proxy.async.shared::cta`): the thread's
+    earlier ordinary shared-memory writes become visible to the asynchronous proxy (the
+    tensor cores' descriptor reads, TMA) after the next barrier. "mbarrier_init"
+    (`fence.mbarrier_init.release.cluster`): the thread's mbarrier initializations become
+    visible (before the barrier that lets other threads use them; executed by one thread)."""
+
+    kind: str = "wgmma"
+    loc: SourceLoc | None = None
+
+    def __post_init__(self):
+        if self.kind not in FENCE_KINDS:
+            raise TypeError(f"unknown asynchronous fence {self.kind!r}")
+# --- end wgmma -----------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class Atomic(Stmt):
     """Atomic read-modify-write `buffer[offset] op= value`; skipped when `pred` is false."""
@@ -339,7 +366,7 @@ class IntrinsicCall(Stmt):
         for spec, ref in zip(ops, self.operands):
             if not isinstance(ref, OperandRef):
                 raise TypeError("IntrinsicCall operands must be OperandRefs")
-            want = "local" if spec.space == "reg" else spec.space
+            want = {"reg": "local", "desc": "shared"}.get(spec.space, spec.space)
             if ref.buffer.scope != want:
                 raise TypeError(f"operand {spec.name} of {self.intrinsic.name} must be in {want} memory, "
                                 f"got {ref.buffer.name} ({ref.buffer.scope})")
@@ -348,8 +375,211 @@ class IntrinsicCall(Stmt):
                                 f"got {ref.buffer.name} ({ref.buffer.dtype})")
 
 
+# ----------------------------------------------------------------------------- Hopper: TMA, mbarrier
+# docs/architecture.md, "Hopper: TMA, mbarrier, warp specialization". An mbarrier is one 8-byte
+# element of a shared buffer of MBARRIER_DTYPE; its state (arrival count, pending arrivals,
+# transaction bytes, phase) lives in hardware, so nothing but these nodes may touch that buffer.
+
+MBARRIER_DTYPE = dt.int64
+TMA_BOX_MAX = 256  # elements per box dimension (cuTensorMapEncodeTiled's limit)
+
+
+def _check_mbarrier(what: str, bar, offset) -> None:
+    if not isinstance(bar, Buffer) or bar.scope != "shared" or bar.dtype != MBARRIER_DTYPE:
+        raise TypeError(f"{what} needs an mbarrier: a shared {MBARRIER_DTYPE} buffer element")
+    _check_expr(f"{what}.offset", offset)
+
+
+def tma_swizzle_bytes(layout, itemsize: int) -> int | None:
+    """The TMA swizzle span (0 = none, 32, 64, 128 bytes) whose placement of a box equals
+    `layout`, or None when no TMA swizzle mode writes that layout.
+
+    TMA swizzles the 16-byte chunk bits [4, 4+b) of the shared byte address with bits [7, 7+b);
+    in elements that is `Swizzled(bits=b, base=log2(16/itemsize), shift=3)` on a dense row-major
+    box whose row is exactly the 2**(4+b)-byte span. A row-major layout is swizzle mode none."""
+    from .smem_layout import RowMajor, Swizzled
+
+    if type(layout) is RowMajor:
+        return 0 if (layout.cols * itemsize) % 16 == 0 else None
+    if type(layout) is Swizzled and 16 % itemsize == 0:
+        span = 1 << (4 + layout.bits)
+        if (layout.bits <= 3 and layout.shift == 3 and (1 << layout.base) * itemsize == 16
+                and layout.cols * itemsize == span):
+            return span
+    return None
+
+
+@dataclass(frozen=True)
+class MbarrierInit(Stmt):
+    """`mbarrier.init`: the mbarrier `bar[offset]` expects `count` arrivals per phase, phase 0
+    in progress, no transaction bytes. Executed by one thread; a block barrier (after an
+    `AsyncFence("mbarrier_init")`) must order it before any other thread uses the mbarrier."""
+
+    bar: Buffer
+    offset: Expr
+    count: int
+    loc: SourceLoc | None = None
+
+    def __post_init__(self):
+        _check_mbarrier("MbarrierInit", self.bar, self.offset)
+        if self.count < 1:
+            raise TypeError("an mbarrier expects at least one arrival per phase")
+
+
+@dataclass(frozen=True)
+class MbarrierArrive(Stmt):
+    """Each executing thread arrives once on `bar[offset]` in its current phase
+    (`mbarrier.arrive`); with `expect_tx` > 0 it first adds that many transaction bytes the phase
+    must also see completed (`mbarrier.arrive.expect_tx`). The phase completes when every
+    expected arrival has happened and the transaction count is back at zero."""
+
+    bar: Buffer
+    offset: Expr
+    expect_tx: int = 0
+    loc: SourceLoc | None = None
+
+    def __post_init__(self):
+        _check_mbarrier("MbarrierArrive", self.bar, self.offset)
+        if self.expect_tx < 0:
+            raise TypeError("MbarrierArrive.expect_tx counts bytes (>= 0)")
+
+
+@dataclass(frozen=True)
+class MbarrierWait(Stmt):
+    """Block until the phase of parity `phase` (0 or 1) of `bar[offset]` has completed
+    (`mbarrier.try_wait.parity` in a loop). The TMA copies that completed on that phase land
+    now, for this thread; the accesses every arriving thread made before its arrive are ordered
+    before this thread's later ones. A phase that can never complete hangs a GPU (the emulator
+    reports a deadlock)."""
+
+    bar: Buffer
+    offset: Expr
+    phase: Expr
+    loc: SourceLoc | None = None
+
+    def __post_init__(self):
+        _check_mbarrier("MbarrierWait", self.bar, self.offset)
+        _check_expr("MbarrierWait.phase", self.phase)
+
+
+def _check_box(what: str, smem: Buffer, tensor: Buffer, coords: tuple, box: tuple, layout) -> None:
+    if tensor.scope != "global" or smem.scope != "shared":
+        raise TypeError(f"{what} moves a box between a global tensor and shared memory")
+    if tensor.dtype != smem.dtype:
+        raise TypeError(f"{what} source and destination dtypes differ")
+    if len(coords) != len(tensor.shape) or len(box) != len(tensor.shape):
+        raise TypeError(f"{what} needs one coordinate and one box extent per tensor dimension")
+    for c in coords:
+        _check_expr(f"{what}.coords", c)
+    if not all(isinstance(n, int) and 1 <= n <= TMA_BOX_MAX for n in box):
+        raise TypeError(f"{what} box extents are constants in 1..{TMA_BOX_MAX}, got {box}")
+    rows = 1
+    for n in box[:-1]:
+        rows *= n
+    if (layout.rows, layout.cols) != (rows, box[-1]):
+        raise TypeError(f"{what}: the shared layout {layout.describe()} is not the {rows}x{box[-1]} box")
+    if tma_swizzle_bytes(layout, tensor.dtype.itemsize) is None:
+        raise TypeError(f"{what}: no TMA swizzle mode writes the layout {layout.describe()}")
+
+
+@dataclass(frozen=True)
+class TmaLoad(Stmt):
+    """Bulk tensor copy (TMA, `cp.async.bulk.tensor`) of the box `box` (extents per tensor
+    dimension, outermost first) at element coordinates `coords` of global `tensor` into shared
+    `dst` from `dst_offset`, placed by `layout` (rows = the product of the leading box extents,
+    cols = the last). Elements outside the tensor arrive as zeros. Issued by each executing
+    thread (lowering lets one elected thread execute it); its `nbytes` complete as transaction
+    bytes on the mbarrier `bar[bar_offset]`, and it lands at the wait that observes that phase.
+    The tensor's rows must be 16-byte multiples (the host's tensor map checks it)."""
+
+    dst: Buffer
+    dst_offset: Expr
+    tensor: Buffer
+    coords: tuple
+    box: tuple
+    layout: object  # tilecore.ir.smem_layout.SharedLayout
+    bar: Buffer
+    bar_offset: Expr
+    loc: SourceLoc | None = None
+
+    def __post_init__(self):
+        _check_expr("TmaLoad.dst_offset", self.dst_offset)
+        _check_box("TmaLoad", self.dst, self.tensor, self.coords, self.box, self.layout)
+        _check_mbarrier("TmaLoad", self.bar, self.bar_offset)
+
+    @property
+    def nbytes(self) -> int:
+        """The transaction bytes the copy completes (the whole box, zero-filled part included)."""
+        return self.layout.rows * self.layout.cols * self.tensor.dtype.itemsize
+
+    @property
+    def swizzle(self) -> int:
+        """The TMA swizzle span in bytes (0: none)."""
+        return tma_swizzle_bytes(self.layout, self.tensor.dtype.itemsize)
+
+
+@dataclass(frozen=True)
+class TmaStore(Stmt):
+    """Bulk tensor store (TMA) of the box `box` read from shared `src` at `src_offset` (placed by
+    `layout`) to global `tensor` at `coords`; elements outside the tensor are not written.
+    Joins the issuing thread's open "bulk" group: `AsyncCommit("bulk")` closes it and
+    `AsyncWait("bulk", n)` waits until the older groups have finished reading shared memory
+    (the source may be reused after it). The writes of every thread to `src` must be ordered
+    before the issue by a barrier, after an `AsyncFence("proxy_async")` in the writing threads."""
+
+    src: Buffer
+    src_offset: Expr
+    tensor: Buffer
+    coords: tuple
+    box: tuple
+    layout: object
+    loc: SourceLoc | None = None
+
+    def __post_init__(self):
+        _check_expr("TmaStore.src_offset", self.src_offset)
+        _check_box("TmaStore", self.src, self.tensor, self.coords, self.box, self.layout)
+
+    @property
+    def swizzle(self) -> int:
+        """The TMA swizzle span in bytes (0: none)."""
+        return tma_swizzle_bytes(self.layout, self.tensor.dtype.itemsize)
+
+    @property
+    def queue(self) -> str:
+        """The per-thread queue whose groups track this store."""
+        return "bulk"
+
+
+@dataclass(frozen=True)
+class WarpSpecialized(Stmt):
+    """Warp specialization: threads `split` and up (whole warpgroups) run `producer`, the
+    others run `consumer`, concurrently; the two talk only through mbarriers. `consumer` may
+    use named barrier 1 over its `split` threads (never block barriers: the producer threads
+    do not take part). With `producer_regs` / `consumer_regs` > 0 each side first sets its
+    per-thread register budget (`setmaxnreg.dec` / `.inc`, sm_90a)."""
+
+    split: int
+    producer: Stmt
+    consumer: Stmt
+    producer_regs: int = 0
+    consumer_regs: int = 0
+    loc: SourceLoc | None = None
+
+    def __post_init__(self):
+        if self.split < 1 or self.split % 128:
+            raise TypeError("WarpSpecialized.split must be a positive multiple of a warpgroup (128)")
+        for r in (self.producer_regs, self.consumer_regs):
+            if r and (not 24 <= r <= 256 or r % 8):
+                raise TypeError("setmaxnreg counts are multiples of 8 in 24..256")
+
+
+CONSUMER_BARRIER_ID = 1  # the named barrier of a WarpSpecialized consumer
+
+
+HOPPER_STMTS = (MbarrierInit, MbarrierArrive, MbarrierWait, TmaLoad, TmaStore, AsyncFence, WarpSpecialized)
+
 THREAD_STMTS = (ThreadKernel, MemStore, VecMove, Barrier, AsyncCopy, AsyncCommit, AsyncWait, Atomic,
-                IntrinsicCall)
+                IntrinsicCall) + HOPPER_STMTS
 THREAD_EXPRS = (MemLoad, Shuffle, LaneTable)
 
 

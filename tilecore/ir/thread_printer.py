@@ -8,17 +8,29 @@ from .stmt import For, IfThenElse, LetStmt, SeqStmt
 from .thread import (
     AsyncCommit,
     AsyncCopy,
+    AsyncFence,
     AsyncWait,
     Atomic,
     Barrier,
     IntrinsicCall,
     LaneTable,
+    MbarrierArrive,
+    MbarrierInit,
+    MbarrierWait,
     MemLoad,
     MemStore,
     Shuffle,
     ThreadKernel,
+    TmaLoad,
+    TmaStore,
     VecMove,
+    WarpSpecialized,
 )
+
+
+def _box(p: ThreadPrinter, tensor, coords, box) -> str:
+    at = ", ".join(f"{p.expr(c)} : +{n}" for c, n in zip(coords, box))
+    return f"{p.name(tensor)}[{at}]"
 
 
 class ThreadPrinter(Printer):
@@ -37,6 +49,22 @@ class ThreadPrinter(Printer):
 
     def _pred(self, p) -> str:
         return "" if p is None else f"if ({self.expr(p)}) "
+
+    def _hopper(self, s) -> str:
+        """One line for an mbarrier, TMA or fence statement."""
+        if isinstance(s, TmaStore):
+            return (f"tma_store {_box(self, s.tensor, s.coords, s.box)} <- {self.name(s.src)}"
+                    f"[{self.expr(s.src_offset)}] {s.layout.describe()}  # bulk, clipped")
+        bar = f"{self.name(s.bar)}[{self.expr(s.bar_offset if isinstance(s, TmaLoad) else s.offset)}]"
+        if isinstance(s, MbarrierInit):
+            return f"mbarrier_init({bar}, count={s.count})"
+        if isinstance(s, MbarrierArrive):
+            tx = f", expect_tx={s.expect_tx}" if s.expect_tx else ""
+            return f"mbarrier_arrive({bar}{tx})"
+        if isinstance(s, MbarrierWait):
+            return f"mbarrier_wait({bar}, phase={self.expr(s.phase)})"
+        return (f"tma_load {self.name(s.dst)}[{self.expr(s.dst_offset)}] {s.layout.describe()} <- "
+                f"{_box(self, s.tensor, s.coords, s.box)} else zero  # {s.nbytes} bytes on {bar}")
 
     def stmt(self, s, depth: int):
         """A statement at indentation `depth`, thread-level nodes included."""
@@ -75,6 +103,17 @@ class ThreadPrinter(Printer):
             self.emit(depth, f"async_commit({s.queue})")
         elif isinstance(s, AsyncWait):
             self.emit(depth, f"async_wait({s.queue}, pending={s.pending})")
+        elif isinstance(s, AsyncFence):
+            self.emit(depth, f"async_fence({s.kind})")
+        elif isinstance(s, WarpSpecialized):
+            regs = f", setmaxnreg {s.producer_regs}" if s.producer_regs else ""
+            self.emit(depth, f"producer (threads >= {s.split}{regs}):")
+            self.stmt(s.producer, depth + 1)
+            regs = f", setmaxnreg {s.consumer_regs}" if s.consumer_regs else ""
+            self.emit(depth, f"consumer (threads < {s.split}{regs}):")
+            self.stmt(s.consumer, depth + 1)
+        elif isinstance(s, (MbarrierInit, MbarrierArrive, MbarrierWait, TmaLoad, TmaStore)):
+            self.emit(depth, self._hopper(s))
         elif isinstance(s, Atomic):
             ref = f"{self.name(s.buffer)}[{self.expr(s.offset)}]"
             self.emit(depth, f"{self._pred(s.pred)}atomic_{s.op}({ref}, {self.expr(s.value)})")

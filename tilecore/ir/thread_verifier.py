@@ -7,7 +7,8 @@ or declared in its ThreadKernel's `shared` / `registers`; no tile-level node (Lo
 ops, KernelLaunch, T.Parallel loops) remains inside a ThreadKernel; conditions and predicates
 are bool; and, where it can be decided, no `Barrier` sits under control flow that differs
 between the threads of a block, and no `Shuffle` or `IntrinsicCall` under control flow that
-differs between the lanes of a warp.
+differs between the lanes of a warp. A `WarpSpecialized` split occurs once per kernel, and
+neither of its sides holds a block barrier (the other side would never arrive).
 
 Divergence is decided as `insert-barriers` decides it: a value varies between threads when it
 depends on the thread index, on a per-thread register array (not a `T.alloc_var` scalar), on a
@@ -24,7 +25,17 @@ from ..errors import TileInternalError
 from .expr import Expr, Load, Select, Var
 from .module import PrimFunc
 from .stmt import TILE_OPS, AtomicAdd, For, IfThenElse, KernelLaunch, LetStmt, SeqStmt, Store
-from .thread import Atomic, Barrier, IntrinsicCall, MemLoad, MemStore, Shuffle, ThreadKernel, VecMove
+from .thread import (
+    Atomic,
+    Barrier,
+    IntrinsicCall,
+    MemLoad,
+    MemStore,
+    Shuffle,
+    ThreadKernel,
+    VecMove,
+    WarpSpecialized,
+)
 from .visit import walk
 
 UNIFORM, WARP_UNIFORM, DIVERGENT = 0, 1, 2
@@ -77,6 +88,7 @@ class _KernelChecker:
         # values over the threads of lets computable from the thread index alone
         self.env: dict[int, np.ndarray] = {id(k.thread_var): np.arange(k.num_threads, dtype=np.int64)}
         self.control = UNIFORM
+        self.in_roles = False  # inside a WarpSpecialized side: no block barriers
 
     def run(self) -> None:
         """Check the whole kernel."""
@@ -224,7 +236,18 @@ class _KernelChecker:
             for ref in s.operands:
                 self.buffer(ref.buffer, where)
                 self.expr(ref.offset, where)
+        elif isinstance(s, WarpSpecialized):
+            if self.in_roles or not 0 < s.split < self.k.num_threads:
+                raise TileInternalError(f"{where}: warp specialization must split the block once "
+                                        f"({s.split} of {self.k.num_threads} threads)")
+            self.in_roles = True
+            self.stmt(s.producer)
+            self.stmt(s.consumer)
+            self.in_roles = False
         elif isinstance(s, Barrier):
+            if self.in_roles and s.scope == "block":
+                raise TileInternalError(f"{where}: a block barrier inside a warp-specialized role "
+                                        "(the other role never arrives; use a named barrier)")
             if self.control != UNIFORM:
                 raise TileInternalError(f"{where}: barrier under control flow that differs between the "
                                         f"threads of the block ({s.reason or 'no reason given'})")

@@ -104,7 +104,10 @@ def async_pipelines(module: Module, desc: TargetDesc) -> Module:
         return module
 
     def fn(n):
-        return async_pipeline(n, desc.facts) if isinstance(n, ThreadKernel) else None
+        if not isinstance(n, ThreadKernel):
+            return None
+        return async_pipeline(n, desc.facts, tma=not desc.options.disable_tma_lower,
+                              warp_specialize=not desc.options.disable_warp_specialized)
 
     return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
 

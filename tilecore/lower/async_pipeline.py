@@ -50,6 +50,9 @@ from ..ir.visit import rewrite, substitute, walk
 from ..target import TargetFacts
 from .indexing import free_vars, simplify
 from .prefetch import flat_stmts, written_globals
+from .tma_pipeline import TILE_COPIES, TmaRing, tma_buffers
+from .warp_specialize import WsPlan, assemble, ws_possible
+from .wgmma import relax_wgmma_wait
 
 STAGE_ALIGN_BYTES = 128
 
@@ -185,7 +188,8 @@ def _issue(stmt: Stmt, plan: _Plan, var: Var, tile: Expr, stage: Expr, more: Exp
 
 
 def _pipeline_loop(loop: For, kernel: ThreadKernel, facts: TargetFacts, budget: list, names: set,
-                   bounds: dict, replaced: dict) -> Stmt | None:
+                   bounds: dict, replaced: dict, added: list, use_tma: bool,
+                   ws: WsPlan | None) -> Stmt | None:
     sizes = tuple(facts.get("async_copy_sizes", ()) or ())
     want = int(loop.annotation("num_stages", 0) or 0)
     if not sizes or want < 2 or loop.step != 1 or loop.annotation("async_stages"):
@@ -215,32 +219,93 @@ def _pipeline_loop(loop: For, kernel: ThreadKernel, facts: TargetFacts, budget: 
         plan.new[key] = Buffer(b.name, (stages * plan.stride[key],), b.dtype, "shared", layout=b.layout)
     d = stages - 1
     k, start, stop = loop.var, loop.start, loop.stop
-    copy_pos = sorted(p for pos in plan.copies.values() for p in pos)
-    copies = [items[p] for p in copy_pos]
-    rest = [s for i, s in enumerate(items) if i not in set(copy_pos)]
     loc = loop.loc
+    simp = lambda e: simplify(e, bounds)  # noqa: E731
+    # TMA fills the buffers whose tile copy qualifies (tilecore.lower.tma_pipeline); the others
+    # stay cp.async. TMA stages are only correct when the loop runs once per block (its phase
+    # count starts at the loop's start), so a loop nested in another loop keeps cp.async.
+    tma_ok = use_tma and facts.get("tma") and not _nested(loop, kernel.body)
+    tma = tma_buffers(loop, staged, plan.old) if tma_ok else {}
+    ring = TmaRing(_fresh("tma_full", names), stages, kernel.thread_var, tma, plan.new, plan.stride, loc) \
+        if tma else None
+    all_pos = {p for pos in plan.copies.values() for p in pos}
+    copy_pos = sorted(p for key, pos in plan.copies.items() if key not in tma for p in pos)
+    copies = [items[p] for p in copy_pos]
+    rest = [s for i, s in enumerate(items) if i not in all_pos]
+    if ws is not None:
+        if copies or ring is None or id(loop) not in ws.top:
+            ws.ok = False  # warp specialization needs every stage filled by TMA, at top level
+            return None
+        # the consumers release a stage at the end of its iteration, so its wgmma must have
+        # retired there: no relaxed wgmma wait under warp specialization
+        return _ws_loop(loop, plan, ring, rest, stages, names, simp, replaced, added, ws)
+    # wgmma consumers: keep one tensor-core group in flight, prefetching one tile less far
+    # (tilecore.lower.wgmma.relax_wgmma_wait says when and why that is safe)
+    relaxed = relax_wgmma_wait(rest) if stages >= 3 else None
+    if relaxed is not None:
+        d = stages - 2
+        rest = relaxed
     prologue: list[Stmt] = []
     for j in range(d):
         tile = start + j
         more = simplify(binop("lt", tile, stop), bounds)
-        prologue.extend(_issue(c, plan, k, tile, const(j), more, bounds) for c in copies)
-        prologue.append(AsyncCommit("cp.async", loc))
+        if ring is not None:
+            prologue.append(ring.issue(k, tile, const(j), more, simp))
+        if copies:
+            prologue.extend(_issue(c, plan, k, tile, const(j), more, bounds) for c in copies)
+            prologue.append(AsyncCommit("cp.async", loc))
     read_stage = Var(_fresh("stage", names))
     write_stage = Var(_fresh("stage_next", names))
     head: list[Stmt] = [
         LetStmt(read_stage, simplify(binop("mod", k - start, const(stages)), bounds), loc),
         LetStmt(write_stage, simplify(binop("mod", k - start + d, const(stages)), bounds), loc),
-        AsyncWait("cp.async", d - 1, loc),
     ]
+    if copies:
+        head.append(AsyncWait("cp.async", d - 1, loc))
+    if ring is not None:
+        head.append(ring.wait(k - start, read_stage, simp))
+        head.append(ring.issue(k, k + d, write_stage, binop("lt", k + d, stop), simp))
     # the issue reads tile k + d, so its predicate is written in terms of the substituted var
-    head.extend(_issue(c, plan, k, k + d, write_stage, binop("lt", k + d, stop), bounds) for c in copies)
-    head.append(AsyncCommit("cp.async", loc))
+    if copies:
+        head.extend(_issue(c, plan, k, k + d, write_stage, binop("lt", k + d, stop), bounds) for c in copies)
+        head.append(AsyncCommit("cp.async", loc))
     body = [_retarget(s, plan, read_stage) for s in rest]
-    new_loop = For(k, start, stop, loop.step, loop.kind, SeqStmt(tuple(head + body), loc),
-                   loop.annotations + (("async_stages", stages),), loc)
-    out = prologue + [new_loop, AsyncWait("cp.async", 0, loc)]
+    annotations = tuple(a for a in loop.annotations if a[0] != TILE_COPIES) + (("async_stages", stages),)
+    if ring is not None:
+        annotations += (("tma_stages", tuple(plan.old[key].name for key in tma)),)
+    new_loop = For(k, start, stop, loop.step, loop.kind, SeqStmt(tuple(head + body), loc), annotations, loc)
+    out = prologue + [new_loop] + ([AsyncWait("cp.async", 0, loc)] if copies else []) + \
+        ([AsyncWait("wgmma", 0, loc)] if relaxed is not None else [])
     replaced.update({id(b): plan.new[key] for key, b in plan.old.items()})
+    if ring is not None:
+        added.append((ring.buffers, ring.init()))
     return SeqStmt(tuple(out), loc)
+
+
+def _ws_loop(loop: For, plan: _Plan, ring: TmaRing, rest: list, stages: int, names: set, simp,
+             replaced: dict, added: list, ws: WsPlan) -> Stmt:
+    """The consumer side of a warp-specialized loop (its producer goes to `ws`): wait for the
+    tile, the body on its stage, release the stage (tilecore.lower.warp_specialize)."""
+    k, loc = loop.var, loop.loc
+    ring.with_empty(_fresh("tma_empty", names), ws.split)
+    read_stage = Var(_fresh("stage", names))
+    head = [LetStmt(read_stage, simp(binop("mod", k - loop.start, const(stages))), loc),
+            ring.wait(k - loop.start, read_stage, simp)]
+    body = [_retarget(s, plan, read_stage) for s in rest] + [ring.release(read_stage)]
+    annotations = tuple(a for a in loop.annotations if a[0] != TILE_COPIES) + (
+        ("async_stages", stages), ("tma_stages", tuple(b.name for b in plan.old.values())),
+        ("warp_specialized", True))
+    ws.producers.append(ring.producer(loop, lambda base: _fresh(base, names), simp, ws.producer_thread))
+    replaced.update({id(b): plan.new[key] for key, b in plan.old.items()})
+    added.append((ring.buffers, ring.init()))
+    return For(k, loop.start, loop.stop, loop.step, loop.kind, SeqStmt(tuple(head + body), loc), annotations,
+               loc)
+
+
+def _nested(loop: For, body: Stmt) -> bool:
+    """Whether `loop` sits inside another loop of `body` (it may then run more than once)."""
+    return any(isinstance(n, For) and n is not loop and any(m is loop for m in walk(n.body))
+               for n in walk(body))
 
 
 def _fresh(base: str, names: set) -> str:
@@ -252,24 +317,43 @@ def _fresh(base: str, names: set) -> str:
     return name
 
 
-def async_pipeline(kernel: ThreadKernel, facts: TargetFacts) -> ThreadKernel:
+def async_pipeline(kernel: ThreadKernel, facts: TargetFacts, tma: bool = True,
+                   warp_specialize: bool = True) -> ThreadKernel:
     """`kernel` with its T.Pipelined loops turned into multi-stage asynchronous-copy pipelines
-    where the target has asynchronous copies and the loop's copies qualify (module docstring)."""
+    where the target has asynchronous copies and the loop's copies qualify (module docstring);
+    TMA stages where the target has TMA and `tma`, warp-specialized where every staged loop
+    qualifies and `warp_specialize` (tilecore.lower.tma_pipeline, .warp_specialize)."""
+    if tma and warp_specialize and ws_possible(kernel, facts):
+        out = _pipelines(kernel, facts, True, WsPlan(kernel, facts))
+        if out is not None:
+            return out
+    return _pipelines(kernel, facts, tma, None) or kernel
+
+
+def _pipelines(kernel: ThreadKernel, facts: TargetFacts, use_tma: bool,
+               ws: WsPlan | None) -> ThreadKernel | None:
+    """The pass proper; None when nothing changed or (with `ws`) warp specialization failed."""
     names = {b.name for b in kernel.registers} | {b.name for b in kernel.shared}
     names |= {n.var.name for n in walk(kernel.body) if isinstance(n, (LetStmt, For))}
     bounds = {id(v): (0, None) for v in kernel.block_vars}
     bounds[id(kernel.thread_var)] = (0, kernel.num_threads - 1)
     budget = [sum(b.shape[0] * b.dtype.itemsize for b in kernel.shared)]
     replaced: dict = {}
+    added: list = []  # (mbarrier buffer, its initialization) per TMA ring
 
     def fn(n):
         if isinstance(n, For) and (n.annotation("num_stages", 0) or 0) >= 2:
-            return _pipeline_loop(n, kernel, facts, budget, names, bounds, replaced)
+            return _pipeline_loop(n, kernel, facts, budget, names, bounds, replaced, added, use_tma, ws)
         return None
 
     body = rewrite(kernel.body, fn)
     if not replaced:
-        return kernel
+        return None
     shared = tuple(replaced.get(id(b), b) for b in kernel.shared)
+    shared += tuple(b for bars, _ in added for b in bars)
+    if ws is not None:
+        return assemble(kernel, ws, body, [init for _, init in added], shared)
+    if added:  # mbarriers are initialized once, at the kernel's start
+        body = SeqStmt(tuple(init for _, init in added) + (body,), kernel.loc)
     return ThreadKernel(kernel.grid, kernel.block_vars, kernel.thread_var, kernel.num_threads,
                         kernel.warp_size, shared, kernel.registers, body, kernel.loc)

@@ -15,6 +15,15 @@ as ordinary writes of the issuing threads (so a barrier follows before other thr
 An access that provably touches in-flight data gets an `AsyncWait(pending=0)` first; in-flight
 footprints that cannot be tabulated are trusted to the waits the pipeline pass placed (the
 emulator checks them). Named and warpgroup barriers are taken to order nothing here.
+
+mbarriers and TMA (docs/architecture.md, "Hopper: TMA, mbarrier, warp specialization"): an
+`MbarrierInit` is a write of its mbarrier element (so a barrier follows before other threads
+arrive or wait), arrivals and waits are reads (they never conflict with each other). A `TmaLoad`
+reads its mbarrier and is checked at its issue as a write of its whole box by every thread (a
+barrier goes before it when anybody read or wrote that memory since the last barrier: the stage
+is being refilled), but it is not recorded as a write: it lands at the `MbarrierWait` that
+observes its phase, visible to every waiting thread, so no barrier is needed after it. A
+`TmaStore` reads its box at its issue.
 """
 
 from __future__ import annotations
@@ -25,17 +34,24 @@ from ..errors import TileInternalError
 from ..ir.expr import Expr, Var
 from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
 from ..ir.thread import (
+    CONSUMER_BARRIER_ID,
     AsyncCommit,
     AsyncCopy,
     AsyncWait,
     Atomic,
     Barrier,
     IntrinsicCall,
+    MbarrierArrive,
+    MbarrierInit,
+    MbarrierWait,
     MemLoad,
     MemStore,
     Shuffle,
     ThreadKernel,
+    TmaLoad,
+    TmaStore,
     VecMove,
+    WarpSpecialized,
 )
 from ..ir.visit import walk
 from .context import loc_str
@@ -107,11 +123,23 @@ def _accesses(node, tx: Var, threads: int, want: str) -> list:
                 out.append((n.src, _tab(n.src_offset, n.lanes, tx, threads, n.src)))
             elif isinstance(n, IntrinsicCall):
                 for spec, ref in zip(n.intrinsic.operands, n.operands):
-                    if ref.buffer.scope == "shared" and spec.role == "in":
+                    if ref.buffer.scope == "shared" and spec.space == "desc":
+                        out.append((ref.buffer, _tab_desc(spec, n.intrinsic.lanes, ref.offset, tx, threads,
+                                                          ref.buffer)))
+                    elif ref.buffer.scope == "shared" and spec.role == "in":
                         width = n.intrinsic.shape[-1] if n.intrinsic.kind == "ldmatrix" else 1
                         out.append((ref.buffer, _tab(ref.offset, width, tx, threads, ref.buffer)))
             elif isinstance(n, Atomic) and n.buffer.scope == "shared":
                 out.append((n.buffer, None))
+            elif isinstance(n, (MbarrierArrive, MbarrierWait)):
+                out.append((n.bar, _tab(n.offset, 1, tx, threads, n.bar)))
+            elif isinstance(n, TmaLoad):
+                out.append((n.bar, _tab(n.bar_offset, 1, tx, threads, n.bar)))
+            elif isinstance(n, TmaStore):
+                out.append((n.src, _tab(n.src_offset, n.layout.size, tx, threads, n.src)))
+        elif want == "t":
+            if isinstance(n, TmaLoad):
+                out.append((n.dst, _tab(n.dst_offset, n.layout.size, tx, threads, n.dst)))
         elif want == "a":
             if isinstance(n, AsyncCopy):
                 out.append((n.dst, _tab(n.dst_offset, n.lanes, tx, threads, n.dst)))
@@ -120,6 +148,8 @@ def _accesses(node, tx: Var, threads: int, want: str) -> list:
                 out.append((n.buffer, _tab(n.offset, 1, tx, threads, n.buffer)))
             elif isinstance(n, VecMove) and n.dst.scope == "shared":
                 out.append((n.dst, _tab(n.dst_offset, n.lanes, tx, threads, n.dst)))
+            elif isinstance(n, MbarrierInit):
+                out.append((n.bar, _tab(n.offset, 1, tx, threads, n.bar)))
             elif isinstance(n, IntrinsicCall):
                 for spec, ref in zip(n.intrinsic.operands, n.operands):
                     if ref.buffer.scope == "shared" and spec.role == "out":
@@ -140,11 +170,46 @@ def _tab(offset, width: int, tx: Var, threads: int, buf):
     return idx[ok], tid[ok]
 
 
+def _tab_desc(spec, group: int, offset, tx: Var, threads: int, buf):
+    """(elements, threads) a descriptor operand (wgmma) reads: the whole sub-matrix its
+    `MatrixDesc` addresses, read for each group of `group` threads by the group as a whole --
+    recorded as read by two of its threads, so that any thread's later write conflicts."""
+    t = np.arange(threads, dtype=np.int64)
+    v = try_evaluate(offset, {id(tx): t})
+    if v is None or spec.desc is None:
+        return None
+    v = np.broadcast_to(np.asarray(v, dtype=np.int64), (threads,))
+    rows, cols = spec.dims
+    mn, k = (rows, cols) if spec.name == "A" else (cols, rows)
+    idx, tid = [], []
+    for g0 in range(0, threads, group):
+        el = spec.desc.elements(int(v[g0]), mn, k).reshape(-1)
+        for who in (g0, g0 + 1):
+            idx.append(el)
+            tid.append(np.full(el.size, who, dtype=np.int64))
+    idx, tid = np.concatenate(idx), np.concatenate(tid)
+    ok = (idx >= 0) & (idx < buf.shape[0])
+    return idx[ok], tid[ok]
+
+
 class _Inserter:
-    def __init__(self, tx: Var, threads: int):
+    def __init__(self, tx: Var, threads: int, named: bool = False):
         self.tx = tx
         self.threads = threads
         self.varying: set[int] = {id(tx)}
+        # inside a WarpSpecialized consumer: barriers are named barrier 1 over its threads
+        self.named = named
+
+    def barrier(self, reason: str, loc) -> Barrier:
+        """The barrier this inserter places: the block's, or the consumers' named one."""
+        if self.named:
+            return Barrier(reason, loc, "named", CONSUMER_BARRIER_ID, self.threads)
+        return Barrier(reason, loc)
+
+    def _own(self, s: Barrier) -> bool:
+        """Whether `s` orders every thread this inserter tracks."""
+        mine = s.scope == "named" and s.barrier_id == CONSUMER_BARRIER_ID and s.count == self.threads
+        return s.scope == "block" or (self.named and mine)
 
     def is_varying(self, e: Expr) -> bool:
         """True when `e` may differ between the threads of the block."""
@@ -157,12 +222,13 @@ class _Inserter:
                 return True
         return False
 
-    def leaf(self, s: Stmt, st, reads=None, writes=None, asyncs=None):
+    def leaf(self, s: Stmt, st, reads=None, writes=None, asyncs=None, tmas=None):
         """(statements, state) for a statement taken as a whole: a wait first when it touches
         in-flight data, a barrier first on a hazard."""
         reads = _accesses(s, self.tx, self.threads, "r") if reads is None else reads
         writes = _accesses(s, self.tx, self.threads, "w") if writes is None else writes
         asyncs = _accesses(s, self.tx, self.threads, "a") if asyncs is None else asyncs
+        tmas = _accesses(s, self.tx, self.threads, "t") if tmas is None else tmas
         out: list[Stmt] = []
         w, r, fl = st
         for q, (groups, open_) in fl.items():
@@ -181,7 +247,7 @@ class _Inserter:
                 hazard = f"{b.name} written at {loc_str(f.loc)} is read at {loc_str(s.loc)}"
                 break
         if hazard is None:
-            for b, acc in writes + asyncs:
+            for b, acc in writes + asyncs + tmas:
                 f = r.get(id(b))
                 if f is not None and f.conflicts(acc):
                     hazard = f"{b.name} read at {loc_str(f.loc)} is overwritten at {loc_str(s.loc)}"
@@ -191,7 +257,7 @@ class _Inserter:
                     hazard = f"{b.name} written at {loc_str(f.loc)} is rewritten at {loc_str(s.loc)}"
                     break
         if hazard is not None:
-            out.append(Barrier(hazard, s.loc))
+            out.append(self.barrier(hazard, s.loc))
             w, r = {}, {}
         w, r = dict(w), dict(r)
         for table, accs in ((r, reads), (w, writes)):
@@ -215,7 +281,7 @@ class _Inserter:
                 out.extend(xs)
             return [SeqStmt(tuple(out), s.loc)], st
         if isinstance(s, Barrier):
-            if s.scope != "block":  # orders only some threads: keep every footprint
+            if not self._own(s):  # orders only some threads: keep every footprint
                 return [s], st
             return [s], ({}, {}, st[2])
         if isinstance(s, AsyncCommit):
@@ -226,6 +292,17 @@ class _Inserter:
             return [s], (w, r, fl)
         if isinstance(s, AsyncWait):
             return [s], _land(st, s.queue, s.pending)
+        if isinstance(s, WarpSpecialized):
+            # a barrier first where the node's accesses need one (the mbarrier inits), then the
+            # consumer on its own with named barriers; the producer (one elected thread issuing
+            # TMA and waiting on mbarriers) needs none
+            head, after = self.leaf(s, st)
+            entry = st if len(head) == 1 else ({}, {}, st[2])
+            cons = _Inserter(self.tx, s.split, named=True)
+            body, _ = cons.visit(s.consumer, entry)
+            node = WarpSpecialized(s.split, s.producer, _seq(body, s.consumer), s.producer_regs,
+                                   s.consumer_regs, s.loc)
+            return head[:-1] + [node], after
         if isinstance(s, LetStmt):
             if self.is_varying(s.value):
                 self.varying.add(id(s.var))
@@ -236,7 +313,7 @@ class _Inserter:
                 self._mark_lets(s.body)
                 return self.leaf(s, st)
             head, st = self.leaf(s, st, _accesses(s.start, self.tx, self.threads, "r") +
-                                 _accesses(s.stop, self.tx, self.threads, "r"), [], [])
+                                 _accesses(s.stop, self.tx, self.threads, "r"), [], [], [])
             _, end = self.visit(s.body, st)
             body, end = self.visit(s.body, _union(st, end))
             loop = For(s.var, s.start, s.stop, s.step, s.kind, _seq(body, s), s.annotations, s.loc)
@@ -245,7 +322,7 @@ class _Inserter:
             if self.is_varying(s.cond):
                 self._mark_lets(s)
                 return self.leaf(s, st)
-            head, st = self.leaf(s, st, _accesses(s.cond, self.tx, self.threads, "r"), [], [])
+            head, st = self.leaf(s, st, _accesses(s.cond, self.tx, self.threads, "r"), [], [], [])
             then, st1 = self.visit(s.then_body, st)
             if s.else_body is None:
                 els, st2 = None, st
@@ -258,7 +335,7 @@ class _Inserter:
 
     def _mark_lets(self, s: Stmt) -> None:
         for n in walk(s):
-            if isinstance(n, (AsyncCommit, AsyncWait)):
+            if isinstance(n, (AsyncCommit, AsyncWait)) and n.queue == "cp.async":
                 raise TileInternalError(f"{type(n).__name__} inside per-thread control flow at "
                                         f"{loc_str(n.loc)}: group counts must stay uniform")
             if isinstance(n, LetStmt):

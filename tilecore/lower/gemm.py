@@ -1,4 +1,5 @@
-"""gemm: tensorized with the backend's mma intrinsic, or SIMT multiply-adds.
+"""gemm: tensorized with the backend's mma intrinsic, or SIMT multiply-adds (asynchronous
+warpgroup instructions, intrinsic kind "wgmma", in `tilecore.lower.wgmma`).
 
 Tensorized: warps form the plan's (wm, wn) grid; for every 16-deep k step each warp loads its
 A and B operand tiles into registers and issues one mma per (m tile, n tile) into the
@@ -51,6 +52,10 @@ def lower_gemm(ctx: LowerCtx, g: Gemm) -> Stmt:
     plan: MmaPlan | None = ctx.plans.get(id(g))
     lay = ctx.layout(c)
     if plan is not None and isinstance(lay, MmaLayout) and lay.warps == tuple(plan.warps):
+        if plan.mma.kind == "wgmma":
+            from .wgmma import lower_wgmma
+
+            return lower_wgmma(ctx, g, plan, lay)
         return _mma_gemm(ctx, g, plan, lay)
     return _simt_gemm(ctx, g)
 

@@ -128,7 +128,7 @@ class _Inference:
                 plan = self.plans[id(n)]
                 c = n.c.buffer
                 lay = MmaLayout(tuple(c.shape), self.threads, tuple(plan.warps),
-                                plan.mma.operand("C").map, self.facts.warp_size)
+                                plan.mma.operand("C").map, plan.mma.lanes)
                 old = self.map.get(c)
                 if old is not None and old != lay:
                     raise TileError(

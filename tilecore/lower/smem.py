@@ -34,6 +34,7 @@ from ..ir.smem_layout import (
     RowMajor,
     SharedLayout,
     Swizzled,
+    canonical_layout,
     tile_view,
 )
 from ..ir.stmt import Copy, Gemm
@@ -173,11 +174,16 @@ class SmemPlanner:
         self.requests: dict[int, tuple] = {}
         self.chosen: dict[int, SharedLayout] = {}
         self.extra: dict = {}  # buffers lowering creates (staging tiles), by key
+        self.wgmma_loc: dict = {}  # wgmma operand buffers -> the gemm's location (for errors)
         for n in walk(ctx.launch.body):
             if isinstance(n, Gemm):
                 plan = ctx.plans.get(id(n))
                 for r in (n.a, n.b):
-                    if r.buffer.scope == "shared" and plan is not None:
+                    if r.buffer.scope == "shared" and plan is not None and plan.mma.kind == "wgmma":
+                        # read by the tensor cores through a descriptor: a canonical layout
+                        self._use(r.buffer, "wgmma")
+                        self.wgmma_loc.setdefault(id(r.buffer), n.loc)
+                    elif r.buffer.scope == "shared" and plan is not None:
                         self._use(r.buffer, "gemm")
                         for ld in getattr(plan, "loaders", ()) or ():
                             width = ld.shape[-1] * r.buffer.dtype.itemsize
@@ -229,14 +235,36 @@ class SmemPlanner:
         if req is not None:
             return self._requested(buf, rows, cols, *req)
         uses = self.uses.get(id(buf), set())
+        if "wgmma" in uses:
+            return self._canonical(buf, rows, cols)
         if len(buf.shape) < 2:
             return RowMajor(rows, cols)
         swizzle = bool(uses & {"gemm", "stage"})
         return choose(rows, cols, item, self.model, self.patterns(buf), allow_swizzle=swizzle)
 
+    def _canonical(self, buf: Buffer, rows: int, cols: int) -> SharedLayout:
+        """The canonical (panelled, swizzled) layout a wgmma descriptor reads: the widest
+        swizzle span that divides a row."""
+        lay = canonical_layout(rows, cols, buf.dtype.itemsize)
+        if lay is None:
+            raise SmemLayoutError(
+                f"{buf.name} ({rows}x{cols} {buf.dtype.name}) is a wgmma operand, but no canonical "
+                f"shared layout fits it (rows must come in groups of 8 and a row must be a multiple "
+                f"of 32 bytes)", self.wgmma_loc.get(id(buf)),
+                hint="make the tile's last dimension a multiple of 32 bytes and the others of 8")
+        return lay
+
     def _requested(self, buf: Buffer, rows: int, cols: int, req, loc) -> SharedLayout:
         item = buf.dtype.itemsize
         target = self.ctx.facts.target
+        if "wgmma" in self.uses.get(id(buf), set()):
+            want = self._canonical(buf, rows, cols)
+            if isinstance(req, LayoutRequest) and req.kind == "swizzled" or req == want:
+                return want
+            raise SmemLayoutError(
+                f"T.annotate_layout gives {buf.name} a layout the tensor cores (wgmma) cannot read "
+                f"through a descriptor on {target}", loc,
+                hint="use T.make_swizzled_layout (the canonical swizzle) or drop the annotation")
         if isinstance(req, SharedLayout):
             if (req.rows, req.cols) != (rows, cols):
                 raise SmemLayoutError(

@@ -32,6 +32,7 @@ from .gemm import lower_gemm
 from .parallel import lower_atomic_region, lower_copy, lower_fill, lower_parallel
 from .raster import rasterize
 from .reduce import lower_cumsum, lower_reduce
+from .tma_pipeline import tile_copies
 
 
 def _with_pre(pre: list, s: Stmt) -> Stmt:
@@ -53,7 +54,8 @@ def lower_block(ctx: LowerCtx, s: Stmt) -> Stmt:
         lo = const_int(start)
         if lo is not None and lo >= 0 and s.step > 0:
             ctx.var_bounds[id(s.var)] = (lo, None)
-        loop = For(s.var, start, stop, s.step, kind, lower_block(ctx, s.body), s.annotations, s.loc)
+        body = lower_block(ctx, s.body)
+        loop = For(s.var, start, stop, s.step, kind, body, s.annotations + tile_copies(ctx, s), s.loc)
         return _with_pre(bl.pre, loop)
     if isinstance(s, IfThenElse):
         bl = BodyLowerer(ctx, False, s.loc)

@@ -34,7 +34,8 @@ def example(name: str):
 def test_launch_bounds_is_the_thread_count(mod, sizes):
     kernel, module = lowered(mod, sizes)
     r = render_cuda(module)
-    assert f"__launch_bounds__({r.block[0]})" in r.source
+    # TMA kernels (sm_90) add a minimum of one resident block (render_async.min_blocks_bound)
+    assert f"__launch_bounds__({r.block[0]})" in r.source or f"__launch_bounds__({r.block[0]}, 1)" in r.source
 
 
 @needs_nvcc
@@ -172,16 +173,17 @@ def test_swizzled_loader_addresses_share_one_base_per_operand():
     """FlashAttention b8 h16 s2048 d128 at 64x64 blocks, 128 threads: the ldmatrix addresses
     of each swizzled operand tile (Q, K, V) are one base and a constant XOR / offset (see
     tilecore/codegen/operand_bases.py); as independent expressions ptxas kept 20 of them live
-    across the main loop and spilled 28 bytes at 168 registers."""
+    across the main loop and spilled 28 bytes at 168 registers. (sm_80: on sm_90a the tensor
+    cores read the tiles through wgmma descriptors, no ldmatrix.)"""
     func = example("flash_attention").program(batch=8, heads=16, seq_len=2048, dim=128, is_causal=False,
                                               block_M=64, block_N=64, num_stages=1, threads=128)
-    src = tilecore.compile(func, target="cuda:sm_90a").get_kernel_source()
+    src = tilecore.compile(func, target="cuda:sm_80").get_kernel_source()
     bases = re.findall(r"const unsigned (tilecore_smem_off\w*) = ", src)
     assert len(bases) == 3
     addresses = re.findall(r'"r"\(\(tilecore_smem_u32 \+ ([^;]*)\)\);', src)
     assert addresses and all(re.fullmatch(r"\(?(tilecore_smem_off\w*)( [\^+] \d+u\))?\)?", a)
                              for a in addresses), addresses
-    res = build.cubin_resources(build.compile_cuda(src, "sm_90a", compiler="nvcc", use_cache=False))
+    res = build.cubin_resources(build.compile_cuda(src, "sm_80", compiler="nvcc", use_cache=False))
     assert res["frame_bytes"] == 0, res
 
 

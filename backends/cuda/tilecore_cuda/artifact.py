@@ -7,6 +7,7 @@ from tilecore.errors import TileCallError, caller_loc
 
 from . import build
 from .launch import LoadedKernel, ParamSpec, device_arch
+from .tensormap import launch_params
 
 
 def binary_compatible(cubin_arch: str, device: str) -> bool:
@@ -27,8 +28,9 @@ class CudaArtifact:
 
     array_api = "torch"
 
-    def __init__(self, rendered: RenderedKernel, arch: str | None, eager: bool):
+    def __init__(self, rendered: RenderedKernel, arch: str | None, eager: bool, tensor_maps: tuple = ()):
         self.rendered = rendered
+        self.tensor_maps = tensor_maps  # TMA tensor-map parameters (tensormap.py), built per launch
         self.source = rendered.source
         self.arch = arch
         self._loaded: dict[str, LoadedKernel] = {}
@@ -76,4 +78,5 @@ class CudaArtifact:
         grid = self._grids.get(key)
         if grid is None:
             grid = self._grids[key] = tuple(host_int(g, dyn) for g in r.grid)
-        kernel.launch(grid, r.block, params, self._specs)
+        extra = launch_params(self.tensor_maps, args, [p.name for p in r.params]) if self.tensor_maps else ()
+        kernel.launch(grid, r.block, params, self._specs, extra)

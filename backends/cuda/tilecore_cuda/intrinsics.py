@@ -1,4 +1,5 @@
-"""NVIDIA tensor-core instructions as data: the lane maps of `mma.sync` m16n8k16 and `ldmatrix`.
+"""NVIDIA tensor-core instructions as data: the lane maps of `mma.sync` m16n8k16, `ldmatrix` and
+Hopper's asynchronous `wgmma.mma_async` (m64nNk16, m64nNk32 for fp8; bottom of the module).
 
 The tables follow the PTX ISA's "Matrix Fragments for mma.m16n8k16" (f16/bf16 inputs, f32
 accumulators) and "ldmatrix" sections. With `group = lane // 4` and `tig = lane % 4`:
@@ -87,4 +88,69 @@ def ldmatrix(count: int, trans: bool, dtype: DType) -> Intrinsic:
             Operand("dst", "out", dtype, "reg", LaneMap.from_fn(8 * count, 8, 32, 2 * count, dst)),
             Operand("src", "in", dtype, "shared", LaneMap.from_fn(8 * count, 8, 32, 1, src)),
         ),
+    )
+
+
+# ----------------------------------------------------------------------------- wgmma (sm_90a)
+# PTX ISA "Register Fragments" for wgmma.mma_async.m64nNk16 / k32: the warpgroup's 128 threads
+# are four warps; warp w owns rows 16w..16w+15 and, inside it, lane l = 4 * group + tig holds
+# what mma.sync's m16n8 fragments hold. With w = l // 32, g = l % 32 // 4, t = l % 4:
+# - D (64 x N, f32, N/2 per thread): element e is n block j = e // 4, q = e % 4:
+#   row 16w + g + 8 * (q // 2), col 8j + 2t + q % 2;
+# - A in registers, k16 (8 halves): row 16w + g + 8 * (e >> 1 & 1), col 2t + (e & 1) + 8 * (e >> 2);
+# - A in registers, k32 fp8 (16 bytes): row 16w + g + 8 * (e >> 2 & 1), col 4t + (e & 3) + 16 * (e >> 3).
+
+WGMMA_LANES = 128
+WGMMA_M = 64
+# n sizes the instruction accepts (multiples of 8 up to 256), the widest first
+WGMMA_NS = tuple(range(256, 7, -8))
+_WGMMA_TYPE = {"float16": "f16", "bfloat16": "bf16", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
+
+
+def wgmma_k(dtype: DType) -> int:
+    """The instruction's K for an input dtype: 16 for 16-bit types, 32 for fp8."""
+    return 32 if dtype.itemsize == 1 else 16
+
+
+def _wg_d(n: int):
+    def fn(lane: int, e: int) -> tuple[int, int]:
+        w, g, t = lane // 32, lane % 32 // 4, lane % 4
+        j, q = e // 4, e % 4
+        return 16 * w + g + 8 * (q // 2), 8 * j + 2 * t + q % 2
+    return LaneMap.from_fn(WGMMA_M, n, WGMMA_LANES, n // 2, fn)
+
+
+def _wg_a(k: int) -> LaneMap:
+    def fn16(lane: int, e: int) -> tuple[int, int]:
+        w, g, t = lane // 32, lane % 32 // 4, lane % 4
+        return 16 * w + g + 8 * ((e >> 1) & 1), 2 * t + (e & 1) + 8 * (e >> 2)
+
+    def fn8(lane: int, e: int) -> tuple[int, int]:
+        w, g, t = lane // 32, lane % 32 // 4, lane % 4
+        return 16 * w + g + 8 * ((e >> 2) & 1), 4 * t + (e & 3) + 16 * (e >> 3)
+
+    return LaneMap.from_fn(WGMMA_M, k, WGMMA_LANES, k // 2, fn16 if k == 16 else fn8)
+
+
+@cache
+def wgmma(n: int, in_dtype: DType, a_in_regs: bool = False, d_map: LaneMap | None = None) -> Intrinsic:
+    """`wgmma.mma_async.sync.aligned.m64n<n>k<16|32>.f32.<in>.<in>` as data: A through a
+    descriptor (or, for 16-bit types, from registers), B through a descriptor; the descriptors'
+    fields are filled in by the lowering from the operands' shared layouts (`with_descs`)."""
+    t = _WGMMA_TYPE[in_dtype.name]
+    k = wgmma_k(in_dtype)
+    dmap = d_map or _wg_d(n)
+    a = (Operand("A", "in", in_dtype, "reg", _wg_a(k)) if a_in_regs
+         else Operand("A", "in", in_dtype, "desc", None, shape=(WGMMA_M, k)))
+    return Intrinsic(
+        name=f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{t}.{t}",
+        kind="wgmma",
+        shape=(WGMMA_M, n, k),
+        operands=(
+            Operand("D", "out", dt.float32, "reg", dmap),
+            a,
+            Operand("B", "in", in_dtype, "desc", None, shape=(k, n)),
+            Operand("C", "in", dt.float32, "reg", dmap),
+        ),
+        lanes=WGMMA_LANES,
     )

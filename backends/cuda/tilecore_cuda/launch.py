@@ -127,8 +127,9 @@ class LoadedKernel:
         return f
 
     def launch(self, grid: tuple[int, int, int], block: tuple[int, int, int], params: list,
-               specs: tuple[ParamSpec, ...]) -> None:
-        """Launch on torch's current stream of the tensors' device; `params` follow `specs`."""
+               specs: tuple[ParamSpec, ...], extra: list = ()) -> None:
+        """Launch on torch's current stream of the tensors' device; `params` follow `specs`.
+        `extra`: ctypes objects passed by value after them (TMA tensor maps, tensormap.py)."""
         import torch
 
         index = _tensor_device(params, specs)
@@ -140,6 +141,7 @@ class LoadedKernel:
                 holders.append(ctypes.c_void_p(p.data_ptr()))
             else:
                 holders.append(_CTYPES[s.dtype.name](p))
+        holders.extend(extra)
         ptrs = (ctypes.c_void_p * max(1, len(holders)))(*[ctypes.addressof(h) for h in holders])
         stream = torch.cuda.current_stream(index).cuda_stream
         driver = _driver()

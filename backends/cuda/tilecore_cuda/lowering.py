@@ -12,12 +12,20 @@ from tilecore.hookspec import hookimpl
 from tilecore.lower.tensorize import warp_grid
 from tilecore.target import Target, TargetFacts
 
-from .intrinsics import ldmatrix, mma_m16n8k16
+from .intrinsics import WGMMA_LANES, WGMMA_M, WGMMA_NS, ldmatrix, mma_m16n8k16, wgmma, wgmma_k
 
 # Usable shared memory per block (opt-in maximum) by arch family, in bytes.
 _SHARED = {"sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024,
            "sm_90a": 227 * 1024}
 _MMA_DTYPES = ("float16", "bfloat16")
+_FP8 = ("float8_e4m3fn", "float8_e5m2")
+
+
+def has_wgmma(target: Target) -> bool:
+    """Hopper: `cuda:sm_90` and `cuda:sm_90a` both get wgmma. wgmma needs the arch-specific
+    feature set, so a kernel that uses it is compiled for sm_90a (`tilecore_cuda.plugin`
+    builds `cuda:sm_90` kernels containing wgmma as sm_90a; `cuda` on an H200 is sm_90a)."""
+    return (target.arch or "").removesuffix("a") == "sm_90"
 
 
 def _sm(target: Target) -> int:
@@ -37,9 +45,12 @@ def tile_target_facts(target):
         shared_memory_bytes=_SHARED.get(target.arch or "sm_80", 99 * 1024), vector_bytes=16,
         # 32 banks of 4 bytes: the geometry shared-memory layouts are chosen against; global
         # memory moves 32-byte sectors (epilogues stage tiles whose stores would split them)
-        extra=(("sm", _sm(target)), ("tensor_core", "mma.sync.m16n8k16"),
+        extra=(("sm", _sm(target)),
+               ("tensor_core", "wgmma.m64nNk16" if has_wgmma(target) else "mma.sync.m16n8k16"),
                ("shared_bank_bytes", 4), ("shared_banks", 32), ("global_sector_bytes", 32),
-               ("async_copy_sizes", (4, 8, 16) if _sm(target) >= 80 else ())),  # cp.async
+               ("async_copy_sizes", (4, 8, 16) if _sm(target) >= 80 else ()),  # cp.async
+               ("tma", _sm(target) >= 90), ("warp_specialize", _sm(target) >= 90),  # TMA + mbarrier
+               ("setmaxnreg", (target.arch or "") == "sm_90a")),
     )
 
 
@@ -53,6 +64,10 @@ def tile_gemm_tensorize(target, query: GemmQuery):
     if _sm(target) < 80:
         return Declined(f"{target} predates the sm_80 tensor-core instructions tilecore uses")
     q = query
+    if has_wgmma(target):
+        plan = wgmma_plan(q)
+        if isinstance(plan, MmaPlan) or q.a_dtype.name in _FP8 or q.b_dtype.name in _FP8:
+            return plan
     if q.a_dtype != q.b_dtype or q.a_dtype.name not in _MMA_DTYPES:
         return Declined(f"the m16n8k16 tensor-core instruction needs float16 or bfloat16 A and B "
                         f"of one dtype, got {q.a_dtype} and {q.b_dtype}")
@@ -70,3 +85,33 @@ def tile_gemm_tensorize(target, query: GemmQuery):
                         "or use fewer threads)")
     loaders = tuple(ldmatrix(count, trans, q.a_dtype) for count in (4, 2) for trans in (False, True))
     return MmaPlan(mma=mma_m16n8k16(q.a_dtype), warps=warps, loaders=loaders)
+
+
+def wgmma_plan(q: GemmQuery) -> MmaPlan | Declined:
+    """wgmma m64nNk16 (f16/bf16) or m64nNk32 (fp8 e4m3/e5m2) with f32 accumulators: the block's
+    warpgroups split M (then N) into 64-row tiles, each issuing instructions of the widest n
+    (<= 256) that divides its columns. B is read through a descriptor (K- or, for 16-bit
+    types, MN-major); A too, or from registers when it is a fragment. Declined with the
+    reason when the gemm does not fit (the caller then offers mma.sync for 16-bit types)."""
+    fp8 = q.a_dtype == q.b_dtype and q.a_dtype.name in _FP8
+    if not fp8 and (q.a_dtype != q.b_dtype or q.a_dtype.name not in _MMA_DTYPES):
+        return Declined(f"wgmma needs float16, bfloat16 or fp8 A and B of one dtype, got "
+                        f"{q.a_dtype} and {q.b_dtype}")
+    if q.c_dtype != dt.float32:
+        return Declined(f"tilecore's wgmma accumulates in float32, the accumulator is {q.c_dtype}")
+    if fp8 and (q.transpose_a or not q.transpose_b):
+        return Declined("fp8 wgmma reads both operands K-major: A as (M, K) and B as (N, K) "
+                        "(T.gemm(A, B, C, transpose_B=True))")
+    k = wgmma_k(q.a_dtype)
+    if q.k % k:
+        return Declined(f"K = {q.k} is not a multiple of the wgmma instruction's {k}")
+    if q.warp_size != 32 or q.threads % WGMMA_LANES:
+        return Declined(f"{q.threads} threads are not whole warpgroups of {WGMMA_LANES}")
+    groups = q.threads // WGMMA_LANES
+    grid = warp_grid("full_row", groups, q.m, q.n, WGMMA_M, 8)
+    if grid is None:
+        return Declined(f"no grid of {groups} warpgroup(s) splits the {q.m}x{q.n} tile into "
+                        f"{WGMMA_M}-row wgmma tiles")
+    n_wg = q.n // grid[1]
+    n = next(x for x in WGMMA_NS if n_wg % x == 0)
+    return MmaPlan(mma=wgmma(n, q.a_dtype, a_in_regs=q.a_scope == "fragment"), warps=grid, loaders=())

@@ -53,6 +53,10 @@ def tile_build(target, module):
         return None
     from .artifact import CudaArtifact
     from .render import render_cuda
+    from .tensormap import module_tensor_maps
 
     rendered = render_cuda(module, target)
-    return CudaArtifact(rendered, target.arch, eager=_available()[0])
+    arch = target.arch
+    if arch == "sm_90" and "wgmma." in rendered.source:
+        arch = "sm_90a"  # wgmma is in the arch-specific feature set (lowering.has_wgmma)
+    return CudaArtifact(rendered, arch, eager=_available()[0], tensor_maps=module_tensor_maps(module))

@@ -2,7 +2,8 @@
 
 Everything structural (grid linearization, shared-memory carving, narrow atomics, shuffles,
 operand packing) is the core's; this module names CUDA's types, conversions, qualifiers and
-intrinsics (math spellings in render_math.py, asynchronous copies in render_async.py).
+intrinsics (math spellings in render_math.py, asynchronous copies in render_async.py, wgmma
+in render_wgmma.py).
 Tensor-core instructions (`IntrinsicCall`) are printed as inline PTX from the intrinsic's
 own declaration, so the registers here cannot disagree with the lane maps the
 lowering and the emulator use.
@@ -16,6 +17,7 @@ from tilecore.dtypes import DType
 
 from .render_async import AsyncRenderMixin
 from .render_math import MathRenderMixin
+from .render_wgmma import WgmmaRenderMixin
 
 _VECTOR = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "uint2", 16: "uint4"}
 _VECTOR_ZERO = {1: "((unsigned char)0)", 2: "((unsigned short)0)", 4: "0u", 8: "make_uint2(0u, 0u)",
@@ -33,7 +35,7 @@ FP8_HELPERS = "\n".join(
     for t, n in (("__nv_fp8_e4m3", "e4m3"), ("__nv_fp8_e5m2", "e5m2")) for a in ("float", "double"))
 
 
-class CudaRenderer(MathRenderMixin, AsyncRenderMixin, GPURenderer):
+class CudaRenderer(MathRenderMixin, WgmmaRenderMixin, AsyncRenderMixin, GPURenderer):
     """Renders a lowered module as one `extern "C" __global__` CUDA C++ kernel."""
 
     type_overrides = {"float16": "half", "bfloat16": "__nv_bfloat16", "float8_e4m3fn": "__nv_fp8_e4m3",
@@ -119,11 +121,12 @@ class CudaRenderer(MathRenderMixin, AsyncRenderMixin, GPURenderer):
 
     def shared_storage(self, nbytes: int) -> list[str]:
         """One dynamic allocation (its size is given at launch)."""
-        return [f"extern __shared__ {self.align_prefix(self.shared_align)}unsigned char {self.smem_name}[];"]
+        align = max(self.shared_align, getattr(self, "shared_base_align", 0))
+        return [f"extern __shared__ {self.align_prefix(align)}unsigned char {self.smem_name}[];"]
 
     def kernel_qualifiers(self, kernel) -> str:
         """`extern "C" __global__` with `__launch_bounds__(threads)`."""
-        return f'extern "C" __global__ void __launch_bounds__({kernel.num_threads})'
+        return f'extern "C" __global__ void __launch_bounds__({kernel.num_threads}{self.min_blocks_bound()})'
 
     def prelude(self) -> list[str]:
         """The fp16/bf16/fp8 headers the kernel uses, then helper functions."""
@@ -135,7 +138,11 @@ class CudaRenderer(MathRenderMixin, AsyncRenderMixin, GPURenderer):
         return lines + super().prelude()
 
     def stmt_IntrinsicCall(self, s) -> None:
-        """Inline PTX from the intrinsic's declaration: `asm volatile(mnemonic operands : outs : ins)`."""
+        """Inline PTX from the intrinsic's declaration: `asm volatile(mnemonic operands : outs : ins)`
+        (wgmma, with descriptors and immediates: `WgmmaRenderMixin.wgmma_call`)."""
+        if s.intrinsic.kind == "wgmma":
+            self.wgmma_call(s)
+            return
         outs, ins, operands = self.asm_operands(s)
         self.emit(f'asm volatile("{s.intrinsic.name} {operands};"')
         self.emit(f"    : {', '.join(outs)}")

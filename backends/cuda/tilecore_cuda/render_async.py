@@ -1,21 +1,168 @@
 """CUDA spellings of the asynchronous memory model's nodes (docs/architecture.md): cp.async
-copies, group commit and wait, and named / warpgroup barriers, as inline PTX.
+copies, group commit and wait, named / warpgroup barriers, and Hopper's mbarriers, TMA bulk
+tensor copies and proxy fences, as inline PTX.
 
 A mixin of `CudaRenderer` (it uses the C-style base's `expr`, `ref`, `name_of` and `emit`).
+TMA copies name their tensor map parameter (`tensormap.tensor_map_specs`, appended to the
+signature as `const __grid_constant__ tilecore_tmap_t tilecore_tmap<i>`); their shared buffers
+are aligned to 1024 bytes, since the hardware swizzles on absolute shared address bits and the
+128-byte swizzle pattern repeats every 1024 bytes.
 """
 
 from __future__ import annotations
 
 from tilecore.errors import TileInternalError
-from tilecore.ir.thread import OperandRef
+from tilecore.ir.thread import MbarrierArrive, MbarrierInit, MbarrierWait, OperandRef, TmaLoad, TmaStore
+from tilecore.ir.visit import walk
+
+from .tensormap import TMAP_DECL, TMAP_TYPE, spec_of, tensor_map_specs
+
+TMA_SMEM_ALIGN = 1024
+_SHARED_ADDRESSED = (MbarrierInit, MbarrierArrive, MbarrierWait, TmaLoad, TmaStore)
+_FENCES = {"proxy_async": "fence.proxy.async.shared::cta;",
+           "mbarrier_init": "fence.mbarrier_init.release.cluster;"}
 
 
 class AsyncRenderMixin:
-    """`stmt_AsyncCopy`, `stmt_AsyncCommit`, `stmt_AsyncWait` and scoped `stmt_Barrier`."""
+    """`stmt_AsyncCopy`, `stmt_AsyncCommit`, `stmt_AsyncWait`, scoped `stmt_Barrier`, and the
+    mbarrier / TMA / fence statements."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.reserve("tc_in")  # the predicate temporary of a zero-filling copy
+        self.reserve("tc_in", "tc_ok", TMAP_TYPE)  # zero-fill predicate, try-wait result
+        self.tmaps: tuple = ()
+
+    # ------------------------------------------------------------------ TMA kernel structure
+    def shared_decls(self, kernel) -> tuple[list[str], int]:
+        """The tensor-map parameters (before the body names them), then shared memory."""
+        params = self._func_params
+        self.tmaps = tensor_map_specs(kernel, params) if params is not None else ()
+        if self.tmaps:
+            self.helpers[TMAP_TYPE] = TMAP_DECL
+            self.reserve(*(f"tilecore_tmap{i}" for i in range(len(self.tmaps))))
+            self.extra_params += [f"const __grid_constant__ {TMAP_TYPE} tilecore_tmap{i}"
+                                  for i in range(len(self.tmaps))]
+        lines, total = super().shared_decls(kernel)
+        base = f"const unsigned {self.smem_name}_u32 ="
+        needs = any(isinstance(n, _SHARED_ADDRESSED) for n in walk(kernel.body))
+        if needs and not any(base in x for x in lines):
+            # the 32-bit base mbarrier and TMA operands are offsets from (shared_operand_address)
+            lines.append(f"{base} {self.shared_window_address(self.smem_name)};")
+        return lines, total
+
+    def render(self, module):
+        """Remember the function's parameters (tensor maps index them), then render."""
+        self._func_params = module.func.params
+        return super().render(module)
+
+    _func_params = None
+
+    def shared_layout(self, kernel) -> int:
+        """Aligned byte offsets (the base's rule: a layout's own `align_bytes`); buffers a TMA
+        copy reads or writes start at 1024 bytes, and so does the allocation."""
+        tma = {id(n.dst if isinstance(n, TmaLoad) else n.src) for n in walk(kernel.body)
+               if isinstance(n, (TmaLoad, TmaStore))}
+        if not tma:
+            return super().shared_layout(kernel)
+        self.shared_base_align = TMA_SMEM_ALIGN  # extern __shared__ __align__(...)
+        offset = 0
+        for b in kernel.shared:
+            need = getattr(b.layout, "align_bytes", None)
+            align = max(self.shared_align, need(b.dtype.itemsize) if need else 0,
+                        TMA_SMEM_ALIGN if id(b) in tma else 0)
+            self.shared_base_align = max(self.shared_base_align, align)
+            offset = -(-offset // align) * align
+            self.shared_offsets[id(b)] = offset
+            offset += b.shape[0] * b.dtype.itemsize
+        return offset
+
+    def min_blocks_bound(self) -> str:
+        """`, 1` for `__launch_bounds__` of a TMA kernel (its register cap is then the whole
+        file's share of one block): without it ptxas capped the 128x128x64 GEMM of 256 threads
+        at 128 registers and spilled; asking for more resident blocks (what its shared memory
+        would allow) capped the 128-thread one at 128 and spilled 376 bytes. "" otherwise."""
+        return ", 1" if self.tmaps else ""
+
+    def _smem(self, buf, offset) -> str:
+        """The 32-bit shared-window address of `buf[offset]`: the kernel's one converted base
+        plus a byte offset, as for every shared operand (`shared_operand_address`)."""
+        return self.shared_operand_address(OperandRef(buf, offset))
+
+    # ------------------------------------------------------------------ mbarriers and TMA
+    def stmt_MbarrierInit(self, s) -> None:
+        """`mbarrier.init.shared::cta.b64 [bar], count`."""
+        bar = self._smem(s.bar, s.offset)
+        self.emit(f'asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"({bar}), '
+                  f'"r"({int(s.count)}) : "memory");')
+
+    def stmt_MbarrierArrive(self, s) -> None:
+        """`mbarrier.arrive[.expect_tx].shared::cta.b64 _, [bar][, bytes]` (state discarded)."""
+        bar = self._smem(s.bar, s.offset)
+        if s.expect_tx:
+            self.emit(f'asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"({bar}), '
+                      f'"r"({int(s.expect_tx)}) : "memory");')
+        else:
+            self.emit(f'asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"({bar}) : "memory");')
+
+    def stmt_MbarrierWait(self, s) -> None:
+        """`mbarrier.try_wait.parity` until the phase of that parity has completed."""
+        bar = self._smem(s.bar, s.offset)
+        self.emit("{")
+        self.emit("  unsigned tc_ok = 0;")
+        self.emit("  do {")
+        self.emit('    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; '
+                  'selp.u32 %0, 1, 0, p; }"')
+        phase = f"(unsigned)({self.expr(s.phase)})"
+        self.emit(f'                 : "=r"(tc_ok) : "r"({bar}), "r"({phase}) : "memory");')
+        self.emit("  } while (!tc_ok);")
+        self.emit("}")
+
+    def _coords(self, s) -> tuple[str, str]:
+        """(`{%a, %b, ...}` innermost first, their "r" operands) of a TMA statement's box origin."""
+        args = [f'"r"((int)({self.expr(c)}))' for c in reversed(s.coords)]
+        return ", ".join(args), str(len(s.coords))
+
+    def stmt_TmaLoad(self, s) -> None:
+        """`cp.async.bulk.tensor.<n>d.shared::cluster.global.mbarrier::complete_tx::bytes`."""
+        i = spec_of(self.tmaps, s, self._func_params)
+        args, rank = self._coords(s)
+        slots = ", ".join(f"%{k + 3}" for k in range(len(s.coords)))
+        op = f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        self.emit(f'asm volatile("{op} [%0], [%1, {{{slots}}}], [%2];"')
+        self.emit(f'    :: "r"({self._smem(s.dst, s.dst_offset)}), "l"(reinterpret_cast<unsigned long long>'
+                  f'(&tilecore_tmap{i})), "r"({self._smem(s.bar, s.bar_offset)}), {args} : "memory");')
+
+    def stmt_TmaStore(self, s) -> None:
+        """`cp.async.bulk.tensor.<n>d.global.shared::cta.bulk_group` (clipped to the tensor)."""
+        i = spec_of(self.tmaps, s, self._func_params)
+        args, rank = self._coords(s)
+        slots = ", ".join(f"%{k + 2}" for k in range(len(s.coords)))
+        op = f"cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group"
+        self.emit(f'asm volatile("{op} [%0, {{{slots}}}], [%1];"')
+        self.emit(f'    :: "l"(reinterpret_cast<unsigned long long>(&tilecore_tmap{i})), '
+                  f'"r"({self._smem(s.src, s.src_offset)}), {args} : "memory");')
+
+    def stmt_WarpSpecialized(self, s) -> None:
+        """`if (tx >= split) { producer } else { consumer }`, each side first setting its register
+        budget with `setmaxnreg` when the node asks (one branch per role, as ptxas requires)."""
+        tx = self.name_of(self.kernel.thread_var)
+        self.emit(f"if ({tx} >= {s.split}) {{  // producer warpgroup")
+        self.depth += 1
+        if s.producer_regs:
+            self.emit(f'asm volatile("setmaxnreg.dec.sync.aligned.u32 {s.producer_regs};");')
+        self.stmt(s.producer)
+        self.depth -= 1
+        self.emit("} else {  // consumers")
+        self.depth += 1
+        if s.consumer_regs:
+            self.emit(f'asm volatile("setmaxnreg.inc.sync.aligned.u32 {s.consumer_regs};");')
+        self.stmt(s.consumer)
+        self.depth -= 1
+        self.emit("}")
+
+    def stmt_AsyncFence(self, s) -> None:
+        """`fence.proxy.async.shared::cta` / `fence.mbarrier_init.release.cluster`."""
+        self.emit(f'asm volatile("{_FENCES[s.kind]}" ::: "memory");')
 
     def stmt_AsyncCopy(self, s) -> None:
         """`cp.async.{cg,ca}.shared.global [dst], [src], size[, src-size]`.
@@ -44,11 +191,16 @@ class AsyncRenderMixin:
         self.emit("}")
 
     def stmt_AsyncCommit(self, s) -> None:
-        """`cp.async.commit_group`."""
-        self.emit('asm volatile("cp.async.commit_group;" ::: "memory");')
+        """`cp.async.commit_group` (queue "bulk": `cp.async.bulk.commit_group`)."""
+        q = "cp.async.bulk" if s.queue == "bulk" else "cp.async"
+        self.emit(f'asm volatile("{q}.commit_group;" ::: "memory");')
 
     def stmt_AsyncWait(self, s) -> None:
-        """`cp.async.wait_group n`; a memory clobber, since shared memory changes underneath."""
+        """`cp.async.wait_group n`; a memory clobber, since shared memory changes underneath.
+        Queue "bulk": `cp.async.bulk.wait_group.read n` (the stores' shared reads are done)."""
+        if s.queue == "bulk":
+            self.emit(f'asm volatile("cp.async.bulk.wait_group.read {int(s.pending)};" ::: "memory");')
+            return
         self.emit(f'asm volatile("cp.async.wait_group {int(s.pending)};" ::: "memory");')
 
     def stmt_Barrier(self, s) -> None:
