@@ -54,6 +54,8 @@ GEMM_CONFIGS = [dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads
                 dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256),
                 dict(block_M=128, block_N=256, block_K=32, num_stages=3, threads=256),
                 dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256),
+                # the fastest on sm_90a (wgmma, one group in flight, copies 2 tiles ahead)
+                dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256),
                 dict(block_M=256, block_N=128, block_K=64, num_stages=3, threads=256),
                 # the same with blocks rasterized in panels of 8 grid rows (T.use_swizzle)
                 dict(block_M=128, block_N=128, block_K=64, num_stages=2, threads=128, panel=8),

@@ -9,6 +9,7 @@ Run on the lent GPU:  python benchmarks/hopper_gemm.py [--out results.json] [--q
 - a ragged GEMM (M, N, K not tile multiples) and a ragged fp8 GEMM for correctness.
 Times are `triton.testing.do_bench` medians (L2 flushed before each repetition, see gpu.py).
 Kernels are compiled ahead in a process pool (the cubins land in the on-disk cache).
+HOPPER_CONFIGS='[[gemm configs], [fp8 configs]]' (JSON) replaces the two config lists.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ CONFIGS = [dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=128)
            dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256, panel=8)]
 FP8_CONFIGS = [dict(block_M=128, block_N=256, block_K=128, num_stages=4, threads=256),
                dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256)]
+if os.environ.get("HOPPER_CONFIGS"):  # a JSON [[gemm configs], [fp8 configs]] for a focused run
+    CONFIGS, FP8_CONFIGS = json.loads(os.environ["HOPPER_CONFIGS"])
 LLM_NK = [(4096, 4096), (14336, 4096), (4096, 14336), (28672, 8192)]
 TOP_K = 2
 EXAMPLES = dict(gemm=gemm, gemm_fp8=gemm_fp8)
