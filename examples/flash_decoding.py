@@ -76,18 +76,22 @@ def program(batch=32, heads=32, kv_heads=8, seq_kv=4096, dim=128, num_split=8, b
         first = bx * per_split
         for k in T.Pipelined(T.max(T.min(per_split, n_tiles - first), 0), num_stages=num_stages):
             if paged:
-                # the page is bound to a name first: thread lowering does not lower an element
-                # read of a tensor nested in a copy's index (emu: "cannot evaluate Load")
-                page = block_table[bz, ((first + k) * block_N) // page_size]
-                row = ((first + k) * block_N) % page_size
-                T.copy(K[page, row:row + block_N, by, :], K_shared)
+                # the page and row are written out, not bound to names: a copy whose address
+                # depends on a name bound inside the loop is not issued stages ahead (cp.async);
+                # the table index is clamped because the pipeline also computes the addresses
+                # of the (predicated-off) tiles past the end
+                T.copy(K[block_table[bz, T.min((first + k) * block_N // page_size, max_pages - 1)],
+                         (first + k) * block_N % page_size:(first + k) * block_N % page_size + block_N,
+                         by, :], K_shared)
             else:
                 T.copy(K[bz, (first + k) * block_N:(first + k + 1) * block_N, by, :], K_shared)
             for i, j in T.Parallel(block_H, block_N):
                 acc_s[i, j] = T.if_then_else((first + k) * block_N + j < kv_len, 0, -T.infinity(accum))
             T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
             if paged:
-                T.copy(V[page, row:row + block_N, by, :], V_shared)
+                T.copy(V[block_table[bz, T.min((first + k) * block_N // page_size, max_pages - 1)],
+                         (first + k) * block_N % page_size:(first + k) * block_N % page_size + block_N,
+                         by, :], V_shared)
             else:
                 T.copy(V[bz, (first + k) * block_N:(first + k + 1) * block_N, by, :], V_shared)
             T.copy(scores_max, scores_max_prev)
