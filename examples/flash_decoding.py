@@ -26,8 +26,9 @@ import tilecore.language as T
 from tilecore.example_protocol import sizes_for
 
 OUT_IDX = [-2, -1]
-TEST_SIZES = [dict(batch=2, heads=4, kv_heads=2, seq_kv=200, dim=64, num_split=2),
-              dict(batch=2, heads=4, kv_heads=1, seq_kv=160, dim=64, num_split=3, paged=True, page_size=32)]
+TEST_SIZES = [dict(batch=1, heads=4, kv_heads=2, seq_kv=150, dim=64, num_split=2, block_N=32),
+              dict(batch=2, heads=2, kv_heads=1, seq_kv=96, dim=64, num_split=3, paged=True, page_size=32,
+                   block_N=32)]
 TOLERANCE = dict(rtol=1e-2, atol=1e-2)
 LOG2E = 1.4426950408889634
 

@@ -21,7 +21,7 @@ import tilecore.language as T
 from tilecore.example_protocol import sizes_for
 
 OUT_IDX = [-2, -1]
-TEST_SIZES = [dict(batch=1, heads=16, seq_kv=80, dim=512, pe_dim=64, num_split=2, block_N=32)]
+TEST_SIZES = [dict(batch=1, heads=16, seq_kv=80, dim=512, pe_dim=64, num_split=2, block_N=32, threads=128)]
 TOLERANCE = dict(rtol=1e-2, atol=1e-2)
 LOG2E = 1.4426950408889634
 
