@@ -40,8 +40,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attention_cases as cases  # noqa: E402
 import gpu  # noqa: E402
 
-import tilecore  # noqa: E402
-
 CONFIGS = {
     "fwd": [
         dict(block_M=128, block_N=64, num_stages=2, threads=256),
@@ -50,9 +48,9 @@ CONFIGS = {
         dict(block_M=128, block_N=64, num_stages=3, threads=256),
     ],
     "bwd": [
-        dict(block_M=32, block_N=64, num_stages=2, threads=128),
-        dict(block_M=32, block_N=128, num_stages=2, threads=256),
+        dict(block_M=32, block_N=64, num_stages=2, threads=256),
         dict(block_M=64, block_N=64, num_stages=2, threads=256),
+        dict(block_M=32, block_N=64, num_stages=1, threads=256),
     ],
     "decode": [
         dict(num_split=4, block_N=64, num_stages=2, threads=128),
@@ -74,7 +72,8 @@ MLA_KV = (4096, 16384)
 DENSE_BF16_TFLOPS = 989.0  # H100/H200 SXM dense bf16 tensor-core peak
 # the order cases run in: what the budget cuts first is last
 PRIORITY = (
-    [("fwd", (128, 4096, c)) for c in (False, True)]
+    [("fwd", (128, 2048, c, 8, 16, "float16")) for c in (False, True)]  # issue 9's shape (gpu.py: IEEE)
+    + [("fwd", (128, 4096, c)) for c in (False, True)]
     + [("fwd", (128, 16384, c)) for c in (False, True)]
     + [("bwd", (128, 4096, c)) for c in (False, True)]
     + [("decode", (kv, False)) for kv in (1024, 16384)]
@@ -89,10 +88,10 @@ PRIORITY = (
 
 def _compile_one(job):
     """Pool worker: lower one kernel and compile its cubin into the disk cache."""
-    kind, params, arch = job
+    kind, params, arch, pass_configs = job
     t0 = time.perf_counter()
     try:
-        tilecore.compile(cases.PROGRAMS[kind](**params), target=f"cuda:{arch}").artifact.cubin(arch)
+        cases.build(kind, params, arch, pass_configs=pass_configs).artifact.cubin(arch)
         return None
     except Exception as e:  # the main process builds it again and reports the failure
         return f"{kind} {params}: {type(e).__name__}: {str(e)[:160]} ({time.perf_counter() - t0:.0f}s)"
@@ -108,7 +107,8 @@ def precompile(jobs, arch):
         ex = ProcessPoolExecutor(
             max(1, min(12, (os.cpu_count() or 2) - 2)), mp_context=mp.get_context("spawn")
         )
-        futures = [ex.submit(_compile_one, j) for j in jobs]
+        pc = dict(cases.PASS_CONFIGS)
+        futures = [ex.submit(_compile_one, (kind, params, arch, pc)) for kind, params in jobs]
     finally:
         if old is None:
             del os.environ["CUDA_VISIBLE_DEVICES"]
@@ -121,47 +121,25 @@ def precompile(jobs, arch):
 
 
 def jobs(only, configs) -> list:
-    """Every (kind, params) the run may build, for the precompile pool."""
+    """Every (kind, params) the run may build, in the order the cases run (the pool compiles
+    what is needed first first)."""
     out = []
-    if "fwd" in only:
-        for d, s, c in FWD:
-            b, h = cases.fwd_shape(d, s)
-            out += [
-                ("fwd", dict(batch=b, heads=h, seq_len=s, dim=d, is_causal=c, dtype="bfloat16", **cfg))
-                for cfg in configs["fwd"]
-            ]
-    if "bwd" in only:
-        for d, s, c in BWD:
-            b, h = cases.fwd_shape(d, s)
-            base = dict(batch=b, heads=h, seq_len=s, dim=d, is_causal=c, dtype="bfloat16")
-            out += [("bwd", dict(base, **cfg)) for cfg in configs["bwd"]]
-            out.append(("fwd", dict(base, return_lse=True, **cases.FWD_FOR_LSE)))
-    if "decode" in only:
-        for kv in DECODE_KV:
-            for paged in (False, True):
-                out += [
-                    (
-                        "decode",
-                        dict(
-                            batch=32,
-                            heads=32,
-                            kv_heads=8,
-                            seq_kv=kv,
-                            dim=128,
-                            dtype="bfloat16",
-                            paged=paged,
-                            page_size=cases.PAGE,
-                            **cfg,
-                        ),
-                    )
-                    for cfg in configs["decode"]
-                ]
-    if "mla" in only:
-        out += [
-            ("mla", dict(batch=32, heads=128, seq_kv=kv, dim=512, pe_dim=64, dtype="bfloat16", **cfg))
-            for kv in MLA_KV
-            for cfg in configs["mla"]
-        ]
+    for kind, a in PRIORITY:
+        if kind not in only:
+            continue
+        if kind in ("fwd", "bwd"):
+            d, s, c = a[:3]
+            b, h = a[3:5] if len(a) > 3 else cases.fwd_shape(d, s)
+            dtype = a[5] if len(a) > 3 else "bfloat16"
+            base = dict(batch=b, heads=h, seq_len=s, dim=d, is_causal=c, dtype=dtype)
+            if kind == "bwd":
+                out.append(("fwd", dict(base, return_lse=True, **cases.FWD_FOR_LSE)))
+        elif kind == "decode":
+            base = dict(batch=32, heads=32, kv_heads=8, seq_kv=a[0], dim=128, dtype="bfloat16", paged=a[1],
+                        page_size=cases.PAGE)
+        else:
+            base = dict(batch=32, heads=128, seq_kv=a[0], dim=512, pe_dim=64, dtype="bfloat16")
+        out += [(kind, dict(base, **cfg)) for cfg in configs[kind]]
     return out
 
 
@@ -200,6 +178,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=float(os.environ.get("ATTN_BENCH_BUDGET_S", 170)))
     ap.add_argument("--only", default="fwd,bwd,decode,mla")
     ap.add_argument("--quick", action="store_true", help="the first two configs of each kind")
+    ap.add_argument("--ieee", action="store_true", help="no fast math (IEEE division, exp2f)")
     for kind in CONFIGS:
         ap.add_argument(f"--{kind}-configs", help=f"JSON list of {kind} configs (replaces the default list)")
     ns = ap.parse_args(argv)
@@ -221,6 +200,8 @@ def main(argv=None) -> int:
 
     arch = device_arch(torch.cuda.current_device())
     print(f"device: {torch.cuda.get_device_name()} ({arch})  torch {torch.__version__}", flush=True)
+    if ns.ieee:
+        cases.PASS_CONFIGS.clear()
     pool, futures = precompile(jobs(only, configs), arch)
     cases.COPY_GBS.append(gpu.copy_bandwidth(torch))
     flush = gpu.do_bench_flushes()
@@ -259,13 +240,13 @@ def main(argv=None) -> int:
             continue
         try:
             if kind == "fwd":
-                r = cases.case_fwd(torch, arch, *a, cfgs)
+                r = cases.case_fwd(torch, arch, cfgs, *a)
             elif kind == "bwd":
-                r = cases.case_bwd(torch, arch, *a, cfgs)
+                r = cases.case_bwd(torch, arch, cfgs, *a)
             elif kind == "decode":
-                r = cases.case_decode(torch, arch, *a, cfgs)
+                r = cases.case_decode(torch, arch, cfgs, *a)
             else:
-                r = cases.case_mla(torch, arch, *a, cfgs)
+                r = cases.case_mla(torch, arch, cfgs, *a)
         except Exception as e:  # a broken case must not stop the others
             traceback.print_exc()
             r = dict(

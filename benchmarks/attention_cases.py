@@ -41,8 +41,14 @@ def fwd_shape(d, s):
     return 16384 // s, 2048 // d
 
 
-def build(kind, params, arch, out_idx=None):
-    return tilecore.compile(PROGRAMS[kind](**params), out_idx=out_idx, target=f"cuda:{arch}")
+# TileLang compiles with fast math; so do these benchmarks unless the driver's --ieee clears it
+PASS_CONFIGS = {"tl.enable_fast_math": True}
+
+
+def build(kind, params, arch, out_idx=None, pass_configs=None):
+    """tilecore.compile of one kernel for the device (the cubin from the disk cache)."""
+    pc = PASS_CONFIGS if pass_configs is None else pass_configs
+    return tilecore.compile(PROGRAMS[kind](**params), out_idx=out_idx, target=f"cuda:{arch}", pass_configs=pc)
 
 
 def sweep(make_run, configs, ref, tol, label):
@@ -115,14 +121,16 @@ def row(kind, case, timed, notes, peer, peer_ms, work, unit, extra=None):
 # --------------------------------------------------------------------------- cases
 
 
-def case_fwd(torch, arch, d, s, causal, configs):
-    b, h = fwd_shape(d, s)
-    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+def case_fwd(torch, arch, configs, d, s, causal, b=None, h=None, dtype="bfloat16"):
+    """Forward against the fastest of SDPA's cuDNN / flash backends (default batch and heads:
+    `fwd_shape`)."""
+    b, h = (b, h) if b else fwd_shape(d, s)
+    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=getattr(torch, dtype)) for _ in range(3))
     qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))
     sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)  # noqa: E731
     peer, peer_ms, peer_out = fastest_sdpa(torch, sdpa)
     ref = peer_out.transpose(1, 2).float() if peer_out is not None else None
-    base = dict(batch=b, heads=h, seq_len=s, dim=d, is_causal=causal, dtype="bfloat16")
+    base = dict(batch=b, heads=h, seq_len=s, dim=d, is_causal=causal, dtype=dtype)
 
     def make_run(cfg):
         kern = build("fwd", dict(base, **cfg), arch)
@@ -133,7 +141,7 @@ def case_fwd(torch, arch, d, s, causal, configs):
     gflop = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0) / 1e9
     return row(
         "attention-fwd",
-        f"attention fwd bf16 b{b} h{h} s{s} d{d}{' causal' if causal else ''}",
+        f"attention fwd {dtype} b{b} h{h} s{s} d{d}{' causal' if causal else ''}",
         timed,
         notes,
         f"SDPA ({peer})",
@@ -143,7 +151,7 @@ def case_fwd(torch, arch, d, s, causal, configs):
     )
 
 
-def case_bwd(torch, arch, d, s, causal, configs):
+def case_bwd(torch, arch, configs, d, s, causal):
     b, h = fwd_shape(d, s)
     q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
     qt, kt, vt = (x.transpose(1, 2).contiguous().requires_grad_() for x in (q, k, v))
@@ -201,7 +209,7 @@ def case_bwd(torch, arch, d, s, causal, configs):
     )
 
 
-def case_decode(torch, arch, kv_len, configs, paged):
+def case_decode(torch, arch, configs, kv_len, paged):
     b, h, hk, d = 32, 32, 8, 128
     q = torch.randn(b, h, d, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(b, kv_len, hk, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
@@ -257,7 +265,7 @@ def case_decode(torch, arch, kv_len, configs, paged):
     return r
 
 
-def case_mla(torch, arch, kv_len, configs):
+def case_mla(torch, arch, configs, kv_len):
     b, h, dl, dp = 32, 128, 512, 64
     q, qpe = (torch.randn(b, h, x, device="cuda", dtype=torch.bfloat16) for x in (dl, dp))
     kv, kpe = (torch.randn(b, kv_len, x, device="cuda", dtype=torch.bfloat16) for x in (dl, dp))
