@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tilecore
-from tilecore.example_protocol import example_files, sizes_for
+from tilecore.example_protocol import assert_outputs_match, example_files, sizes_for
 from tilecore.ir.thread import find_kernel
 
 EXAMPLES = [p.stem for p in example_files()]
@@ -36,11 +36,7 @@ def test_example_on_toy_matches_reference(name, sizes, target):
     ref = mod.reference(*args, **sizes_for(mod.reference, sizes))
     lowered = find_kernel(kernel.stages[-1][1].func.body)
     assert lowered is not None and lowered.warp_size == int(target.split(":w")[1])
-    assert not np.isnan(out.astype(np.float32)).any()
-    if mod.TOLERANCE["rtol"] == 0 and mod.TOLERANCE["atol"] == 0:
-        np.testing.assert_array_equal(out, ref)
-    else:
-        np.testing.assert_allclose(out.astype(np.float32), ref.astype(np.float32), **mod.TOLERANCE)
+    assert_outputs_match(out, ref, mod.TOLERANCE)
     if "T.gemm(" in kernel.get_ir("input") and "float8" not in kernel.get_ir("input"):
         # every fp16 gemm in the examples has an fp32 accumulator: the toy mma takes it (the
         # toy has no fp8 instruction; gemm_fp8 runs as SIMT multiply-adds there)

@@ -43,3 +43,27 @@ def sizes_for(fn, sizes: dict) -> dict:
     parameters). Every example-driven test uses this one rule."""
     params = inspect.signature(fn).parameters
     return {k: v for k, v in sizes.items() if k in params}
+
+
+def as_outputs(value) -> list:
+    """A kernel call's (or a reference's) result as a list of arrays: one output comes back as
+    an array, several (out_idx with more than one entry) as a list or tuple."""
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def assert_outputs_match(out, ref, tolerance: dict, check_nan: bool = True) -> None:
+    """Every output of `out` equals the matching one of `ref`: exactly when the example's
+    TOLERANCE is (0, 0), else within it (compared in float32); no output may hold a NaN."""
+    import numpy as np
+
+    outs, refs = as_outputs(out), as_outputs(ref)
+    assert len(outs) == len(refs), f"{len(outs)} outputs, but the reference has {len(refs)}"
+    exact = tolerance["rtol"] == 0 and tolerance["atol"] == 0
+    for o, r in zip(outs, refs):
+        if check_nan:
+            assert not np.isnan(np.asarray(o).astype(np.float32)).any()
+        if exact:
+            np.testing.assert_array_equal(o, r)
+        else:
+            np.testing.assert_allclose(np.asarray(o).astype(np.float32), np.asarray(r).astype(np.float32),
+                                       **tolerance)

@@ -29,7 +29,8 @@ class Options:
       the passes that will produce the others must check theirs;
     - ``fast_math``: float32 division by a non-constant may be approximate (CUDA `__fdividef`,
       2 ulp; inside every inexact tolerance, and conformance compares exactly only divisions by
-      powers of two); off by default, as in TileLang;
+      powers of two), and so may float32 exp2 / exp (CUDA: one MUFU.EX2, subnormal results
+      flushed to zero); off by default, as in TileLang;
     - ``enable_async_copy``: global-to-shared copies may become asynchronous copies (cp.async);
     - ``disable_vectorize``: no vector memory accesses (every access one element): T.Parallel
       runs and T.copy move scalars, so no 16-byte copy is left for `async-pipeline` to make

@@ -89,6 +89,13 @@ for stage in $STAGES; do
     timeout "${BENCH_TIMEOUT:-240}" $PY benchmarks/gpu.py --out "$OUT/bench.json" >"$OUT/bench.log" 2>&1
     rc=$?
     row benchmarks "$([ $rc = 0 ] && echo done || echo "FAIL (rc $rc)")" "bench.log, bench.json" $(($(date +%s) - t0))
+    # attention (forward, backward, decoding, MLA): cases stop starting after ATTN_BENCH_BUDGET_S
+    t0=$(date +%s)
+    ATTN_BENCH_BUDGET_S=${ATTN_BENCH_BUDGET_S:-170} timeout "${ATTN_BENCH_TIMEOUT:-240}" $PY benchmarks/attention.py \
+      --out "$OUT/attention.json" >"$OUT/attention.log" 2>&1
+    rc=$?
+    row "attention benchmarks" "$([ $rc = 0 ] && echo done || echo "FAIL (rc $rc)")" "attention.log, attention.json" \
+      $(($(date +%s) - t0))
     ;;
   sass)
     # The SASS of what the benchmark chose (bench.json), or of its default configs without it.
@@ -123,5 +130,6 @@ done
 
 echo
 [ -f "$OUT/bench.log" ] && sed -n '/^| case/,$p' "$OUT/bench.log"
+[ -f "$OUT/attention.log" ] && sed -n '/^| case/,$p' "$OUT/attention.log"
 echo
 cat "$SUMMARY"

@@ -280,12 +280,29 @@ def lower_copy(ctx: LowerCtx, copy: Copy) -> Stmt:
     shape = src.squeezed_shape or (1,)
     if (dst.squeezed_shape or (1,)) != shape:
         raise TileShapeError(f"copy shapes differ: {src.extents} vs {dst.extents}", copy.loc)
+    copy = _loads_in_starts_lowered(ctx, copy)
     staged = stage_epilogue(ctx, copy, lower_copy, _vector_width)
     if staged is not None:
         return staged
     if dst.buffer.scope == "global" and src.buffer.scope != "global":
         return split_interior(ctx, dst, lambda guard: _lower_copy(ctx, copy, guard), copy.loc)
     return _lower_copy(ctx, copy, True)
+
+
+def _loads_in_starts_lowered(ctx: LowerCtx, copy: Copy) -> Copy:
+    """`copy` with element reads nested in its region starts (a paged cache's
+    `K[table[b, p], ...]`) turned into memory loads: the copy's addresses are computed from the
+    starts as they are, so a tile-level Load left there would reach the thread IR."""
+    from dataclasses import replace
+
+    def lowered(r: Region) -> Region:
+        if not any(isinstance(n, Load) for st in r.starts for n in walk(st)):
+            return r
+        bl = BodyLowerer(ctx, False, copy.loc)
+        return replace(r, starts=tuple(bl.expr(st) for st in r.starts))
+
+    src, dst = lowered(copy.src), lowered(copy.dst)
+    return copy if (src is copy.src and dst is copy.dst) else replace(copy, src=src, dst=dst)
 
 
 def _lower_copy(ctx: LowerCtx, copy: Copy, guard: bool) -> Stmt:

@@ -9,7 +9,7 @@ import pytest
 from metal_test_util import needs_clang
 
 import tilecore
-from tilecore.example_protocol import example_files, sizes_for
+from tilecore.example_protocol import assert_outputs_match, example_files, sizes_for
 
 EXAMPLES = [p.stem for p in example_files()]
 
@@ -31,12 +31,7 @@ def _check(name, sizes, target):
     t0 = time.perf_counter()
     out = tilecore.jit(func, out_idx=mod.OUT_IDX, target=target)(*args)
     print(f"{name} {sizes}: {target} compile+run {time.perf_counter() - t0:.2f}s")
-    assert not np.isnan(np.asarray(out).astype(np.float32)).any()
-    if mod.TOLERANCE["rtol"] == 0 and mod.TOLERANCE["atol"] == 0:
-        np.testing.assert_array_equal(out, ref)
-    else:
-        np.testing.assert_allclose(np.asarray(out).astype(np.float32), np.asarray(ref).astype(np.float32),
-                                   **mod.TOLERANCE)
+    assert_outputs_match(out, ref, mod.TOLERANCE)
 
 
 @needs_clang

@@ -1,0 +1,104 @@
+"""The attention kernels end to end on `emu:sm_80` against float64 NumPy: the forward's
+log-sum-exp, the whole backward (forward -> delta preprocess -> dQ/dK/dV), split-KV decoding
+with its combine kernel (contiguous and paged caches), MLA decoding, and the lowering of a
+copy whose start reads another tensor (the paged gather). The examples' own protocol tests
+check the single kernels on every backend; these check what chains them."""
+
+import flash_attention
+import flash_attention_bwd
+import flash_decoding
+import mla_decoding
+import numpy as np
+import pytest
+
+import tilecore
+import tilecore.language as T
+from tilecore.example_protocol import sizes_for
+
+EMU = "emu:sm_80"
+
+
+@pytest.mark.parametrize("sizes", [
+    dict(batch=1, heads=2, kv_heads=1, seq_len=72, dim=128, is_causal=False, dtype="bfloat16"),
+    dict(batch=1, heads=2, seq_len=64, dim=64, is_causal=True, block_M=32, block_N=32, num_stages=2),
+], ids=["d128-gqa-ragged-bf16", "d64-causal-pipelined"])
+def test_forward_returns_output_and_lse(sizes):
+    k = tilecore.jit(flash_attention.program(**sizes, return_lse=True), out_idx=[-2, -1], target=EMU)
+    q, kk, v = flash_attention.make_inputs(np.random.default_rng(4),
+                                           **sizes_for(flash_attention.make_inputs, sizes))
+    o, lse = k(q, kk, v)
+    want_o, want_lse, _ = flash_attention.attention64(q, kk, v, sizes["is_causal"])
+    np.testing.assert_allclose(o.astype(np.float32), want_o, rtol=2e-2, atol=2e-2)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-3, atol=1e-3)
+
+
+def test_backward_chain_non_causal_fp16():
+    """forward (LSE) -> preprocess (delta) -> dQ/dK/dV, grouped heads, ragged length."""
+    sizes = dict(batch=1, heads=2, kv_heads=1, seq_len=48, dim=64)
+    q, k, v = flash_attention.make_inputs(np.random.default_rng(5), **sizes)
+    do = np.random.default_rng(6).standard_normal(q.shape).astype(q.dtype)
+    fwd = tilecore.jit(flash_attention.program(**sizes, return_lse=True), out_idx=[-2, -1], target=EMU)
+    o, lse = fwd(q, k, v)
+    got = flash_attention_bwd.backward(q, k, v, o, do, lse, False, EMU)
+    for g, w in zip(got, flash_attention_bwd.gradients64(q, k, v, do, False)):
+        np.testing.assert_allclose(np.asarray(g, np.float32), w, **flash_attention_bwd.TOLERANCE)
+
+
+def test_preprocess_delta_is_rowsum_of_o_times_do():
+    rng = np.random.default_rng(7)
+    o, do = (rng.standard_normal((1, 40, 2, 64)).astype(np.float16) for _ in range(2))
+    func = flash_attention_bwd.preprocess_program(1, 2, 40, 64, block_M=32)
+    k = tilecore.jit(func, out_idx=[-1], target=EMU)
+    want = (o.astype(np.float64) * do.astype(np.float64)).sum(-1).transpose(0, 2, 1)
+    np.testing.assert_allclose(k(o, do), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("sizes", [
+    dict(batch=2, heads=4, kv_heads=1, seq_kv=100, dim=64, num_split=4, block_N=32),
+    dict(batch=2, heads=4, kv_heads=2, seq_kv=128, dim=64, num_split=2, block_N=32, paged=True, page_size=64),
+], ids=["contiguous-empty-split", "paged"])
+def test_decoding_split_and_combine(sizes):
+    """Split partials merged by the combine kernel equal one softmax over the whole cache; the
+    contiguous case has a split with no keys (LSE -inf), the paged one shorter sequences."""
+    inputs = flash_decoding.make_inputs(np.random.default_rng(8),
+                                        **sizes_for(flash_decoding.make_inputs, sizes))
+    out = flash_decoding.decode(EMU, inputs, **sizes)
+    q, k, v = inputs[:3]
+    lens = [sizes["seq_kv"]] * q.shape[0]
+    if sizes.get("paged"):
+        lens = inputs[4]
+        k, v = (flash_decoding.contiguous_cache(x, inputs[3], lens, sizes["seq_kv"]) for x in (k, v))
+    want, _ = flash_decoding.partials64(q, k, v, lens, 1)
+    np.testing.assert_allclose(out.astype(np.float32), want[:, :, 0], rtol=1e-2, atol=1e-2)
+
+
+def test_paged_copies_are_pipelined_asynchronously():
+    """The gather's page index is a load inside the copy's start; the copy still stages."""
+    func = flash_decoding.program(batch=1, heads=2, kv_heads=1, seq_kv=128, dim=64, block_N=32, paged=True,
+                                  page_size=32, num_stages=2)
+    staged = tilecore.compile(func, out_idx=flash_decoding.OUT_IDX, target=EMU).get_ir("async-pipeline")
+    assert "async K_shared[" in staged and "async V_shared[" in staged
+
+
+def test_mla_split_and_combine():
+    sizes = dict(batch=1, heads=16, seq_kv=70, dim=512, pe_dim=64, num_split=2, block_H=16, threads=128)
+    inputs = mla_decoding.make_inputs(np.random.default_rng(9), **sizes_for(mla_decoding.make_inputs, sizes))
+    out = mla_decoding.decode(EMU, inputs, **sizes)
+    want, _ = mla_decoding.partials64(*inputs, 1, 32)
+    np.testing.assert_allclose(out.astype(np.float32), want[:, :, 0], rtol=1e-2, atol=1e-2)
+
+
+def test_copy_start_reading_a_tensor_is_lowered():
+    """`T.copy(A[Idx[b], :], s)`: a gather of rows chosen by an index tensor."""
+    @T.prim_func
+    def gather(A: T.Tensor((8, 32), "float16"), Idx: T.Tensor((4,), "int32"),
+               B: T.Tensor((4, 32), "float16")):
+        with T.Kernel(4, threads=32) as bx:
+            s = T.alloc_shared((1, 32), "float16")
+            T.copy(A[Idx[bx]:Idx[bx] + 1, :], s)
+            T.copy(s, B[bx:bx + 1, :])
+
+    a = np.arange(256, dtype=np.float16).reshape(8, 32)
+    idx = np.array([5, 0, 7, 2], dtype=np.int32)
+    for target in ("interp", EMU):
+        np.testing.assert_array_equal(tilecore.jit(gather, out_idx=[-1], target=target)(a, idx), a[idx])
