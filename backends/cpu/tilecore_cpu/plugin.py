@@ -88,7 +88,31 @@ def tile_build(target, module):
         return None
     from .artifact import CpuArtifact
 
-    return CpuArtifact(module)
+    return CpuArtifact.build(module)
+
+
+@hookimpl
+def tile_cache_token(target):
+    """numba's version (package metadata: no import) for the compile-cache key; the runtime
+    helpers are covered by the backend's source fingerprint."""
+    if target.kind != "cpu":
+        return None
+    from importlib import metadata
+
+    try:
+        return f"numba={metadata.version('numba')} llvmlite={metadata.version('llvmlite')}"
+    except metadata.PackageNotFoundError:
+        return "numba=?"
+
+
+@hookimpl
+def tile_artifact_load(target, meta, blobs):
+    """A CpuArtifact from a compile-cache entry (its source; numba loads the machine code)."""
+    if target.kind != "cpu" or meta.get("backend") != "cpu":
+        return None
+    from .artifact import CpuArtifact
+
+    return CpuArtifact.from_cache_entry(meta, blobs)
 
 
 @hookimpl

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import glob
 import importlib.util
+import os
+import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tilecore import dtypes as dt
@@ -37,7 +42,7 @@ def check(res, what: str):
     err = res[0] if isinstance(res, tuple) else res
     if int(err) != 0:
         driver = _driver()
-        _, name = driver.cuGetErrorName(err)
+        _, name = driver.cuGetErrorName(driver.CUresult(int(err)))
         raise TileInternalError(f"CUDA driver call {what} failed: "
                                 f"{name.decode() if isinstance(name, bytes) else err}")
     if isinstance(res, tuple):
@@ -78,6 +83,25 @@ def device_arch(index: int) -> str:
     return arch + "a" if arch == "sm_90" else arch
 
 
+def gpu_visible() -> tuple[bool, str]:
+    """Whether an NVIDIA GPU is visible to this process, answered without initialising CUDA
+    (no cuInit, no torch): CUDA_VISIBLE_DEVICES, the driver library, and on Linux the device
+    nodes /dev/nvidia<N>. Elsewhere (or under WSL, where there are no such nodes) the driver is
+    asked (`device_count`)."""
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if vis is not None and vis.strip() in ("", "-1"):
+        return False, "CUDA_VISIBLE_DEVICES hides every GPU"
+    if sys.platform.startswith("linux") and not os.path.exists("/dev/dxg"):
+        if not glob.glob("/dev/nvidia[0-9]*"):
+            return False, "no CUDA device on this machine (no /dev/nvidia<N>)"
+        if _libcuda() is None:
+            return False, "the CUDA driver library (libcuda.so.1) cannot be loaded"
+        return True, ""
+    if device_count() == 0:
+        return False, "no CUDA device (or no cuda-bindings / driver) on this machine"
+    return True, ""
+
+
 def device_count() -> int:
     """Number of CUDA devices the driver sees (0 when there is no usable driver)."""
     try:
@@ -100,6 +124,159 @@ class ParamSpec:
     name: str
     dtype: dt.DType
     is_pointer: bool
+
+
+# ----------------------------------------------------------------------------- parameter buffer
+@dataclass(frozen=True)
+class Packer:
+    """How one kernel parameter sits in the parameter buffer: `size` bytes aligned to `align`,
+    written by `make_setter(slot_address) -> setter(value)`; `per_call` parameters (pointers)
+    are written on every launch, the others (sizes) once per call signature."""
+
+    size: int
+    align: int
+    make_setter: Callable[[int], Callable[[object], None]]
+    per_call: bool
+
+
+def _pointer_setter(address: int):
+    slot = ctypes.c_uint64.from_address(address)
+
+    def set_pointer(t, _slot=slot):
+        _slot.value = t.data_ptr()
+
+    return set_pointer
+
+
+def _scalar_setter(ctype):
+    def make(address: int):
+        slot = ctype.from_address(address)
+
+        def set_scalar(v, _slot=slot):
+            _slot.value = v
+
+        return set_scalar
+
+    return make
+
+
+def pointer_packer(spec: ParamSpec) -> Packer | None:
+    """A global tensor: its device address (8 bytes), written per launch."""
+    return Packer(8, 8, _pointer_setter, True) if spec.is_pointer else None
+
+
+def scalar_packer(spec: ParamSpec) -> Packer | None:
+    """A by-value scalar (a symbolic size) of its C type."""
+    if spec.is_pointer:
+        return None
+    ctype = _CTYPES[spec.dtype.name]
+    return Packer(ctypes.sizeof(ctype), ctypes.alignment(ctype), _scalar_setter(ctype), False)
+
+
+# Asked in order for each parameter; the first non-None Packer lays it out. A new kind of
+# parameter (a CUtensorMap descriptor: 128 bytes, 64-aligned) is one function inserted here.
+PACKERS: list[Callable[[ParamSpec], Packer | None]] = [pointer_packer, scalar_packer]
+
+
+class ParamBuffer:
+    """The memory `cuLaunchKernel` reads a kernel's arguments from, laid out once per call
+    signature: one aligned slot per parameter and the array of slot addresses (`address`).
+
+    The driver copies the arguments when the launch is enqueued, so one buffer serves every
+    launch (a CUDA graph capture included); `setters[i]` writes parameter i."""
+
+    def __init__(self, specs: tuple[ParamSpec, ...], packers=None):
+        packers = PACKERS if packers is None else packers
+        layout, offset = [], 0
+        for s in specs:
+            pk = next((p for p in (f(s) for f in packers) if p is not None), None)
+            if pk is None:
+                raise TileInternalError(f"no packer lays out kernel parameter {s.name} ({s.dtype})")
+            offset = -(-offset // pk.align) * pk.align
+            layout.append((pk, offset))
+            offset += pk.size
+        # 64 bytes of slack so the first slot can be aligned to 64 whatever malloc returned
+        self._memory = ctypes.create_string_buffer(max(offset, 8) + 64)
+        base = -(-ctypes.addressof(self._memory) // 64) * 64
+        self.specs = specs
+        self.packers = tuple(pk for pk, _ in layout)
+        self.setters = tuple(pk.make_setter(base + off) for pk, off in layout)
+        self._ptrs = (ctypes.c_void_p * max(1, len(specs)))(*[base + off for _, off in layout])
+        self.address = ctypes.addressof(self._ptrs)
+
+
+# ----------------------------------------------------------------------------- the launch call
+_CU_ERROR_INVALID_CONTEXT = 201
+
+
+@functools.lru_cache(maxsize=1)
+def _libcuda():
+    """cuLaunchKernel of the driver library itself (ctypes: ~1 us a call, against several for
+    the cuda-bindings wrapper); None where it cannot be loaded (the bindings are used then)."""
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        fn = lib.cuLaunchKernel
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+        return fn
+    return None
+
+
+def raw_stream_getter():
+    """`index -> cudaStream_t` (an int) of torch's current stream on device `index`; the private
+    fast accessor when torch has it (0.2 us against 3 us for torch.cuda.current_stream)."""
+    import torch
+
+    fast = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if fast is not None:
+        return fast
+    return lambda index: torch.cuda.current_stream(index).cuda_stream
+
+
+class Launch:
+    """One prepared launch of a kernel for one call signature: function, grid, block, shared
+    memory and parameter buffer fixed; `__call__(args)` writes the tensor pointers and enqueues
+    the kernel on torch's current stream of `device` (capturable into a CUDA graph)."""
+
+    def __init__(self, function, device: int, grid, block, smem_bytes: int,
+                 specs: tuple[ParamSpec, ...], static: dict[int, object]):
+        self.device = device
+        self.params = ParamBuffer(specs)
+        for i, v in static.items():
+            self.params.setters[i](v)
+        self.per_call = tuple((i, self.params.setters[i]) for i, pk in enumerate(self.params.packers)
+                              if pk.per_call)
+        self._function = function
+        self._handle = int(function)
+        self._dims = (*grid, *block, smem_bytes)
+        self._empty = min(grid) == 0  # a zero-size dimension: nothing to do
+        self._stream = raw_stream_getter()
+        self._cu = _libcuda()
+        self._lock = threading.Lock()  # the buffer is shared: fill + enqueue is one step
+
+    def __call__(self, args: list) -> None:
+        """Launch on `args` (every parameter that is a tensor, in order; sizes are fixed)."""
+        if self._empty:
+            return
+        with self._lock:
+            for i, setter in self.per_call:
+                setter(args[i])
+            stream = self._stream(self.device)
+            if self._cu is not None:
+                rc = self._cu(self._handle, *self._dims, stream, self.params.address, None)
+                if rc == _CU_ERROR_INVALID_CONTEXT:  # a thread where torch made no context current
+                    make_current(self.device)
+                    rc = self._cu(self._handle, *self._dims, stream, self.params.address, None)
+                if rc != 0:
+                    check(rc, "cuLaunchKernel")
+                return
+            driver = _driver()
+            make_current(self.device)
+            check(driver.cuLaunchKernel(self._function, *self._dims, driver.CUstream(stream),
+                                        self.params.address, 0), "cuLaunchKernel")
 
 
 class LoadedKernel:
@@ -126,27 +303,18 @@ class LoadedKernel:
         self._funcs[index] = f
         return f
 
+    def prepare(self, index: int, grid, block, specs: tuple[ParamSpec, ...],
+                static: dict[int, object]) -> Launch:
+        """A Launch on device `index` with `static` parameter values (position -> value)."""
+        return Launch(self.function(index), index, grid, block, self.smem_bytes, specs, static)
+
     def launch(self, grid: tuple[int, int, int], block: tuple[int, int, int], params: list,
                specs: tuple[ParamSpec, ...]) -> None:
-        """Launch on torch's current stream of the tensors' device; `params` follow `specs`."""
-        import torch
-
+        """Launch once on `params` (checked: CUDA tensors on one device, contiguous), following
+        `specs`; the per-signature path is `prepare`."""
         index = _tensor_device(params, specs)
-        f = self.function(index)
-        make_current(index)
-        holders = []
-        for p, s in zip(params, specs):
-            if s.is_pointer:
-                holders.append(ctypes.c_void_p(p.data_ptr()))
-            else:
-                holders.append(_CTYPES[s.dtype.name](p))
-        ptrs = (ctypes.c_void_p * max(1, len(holders)))(*[ctypes.addressof(h) for h in holders])
-        stream = torch.cuda.current_stream(index).cuda_stream
-        driver = _driver()
-        if min(grid) == 0:
-            return  # an empty grid (a zero-size dimension) has nothing to do
-        check(driver.cuLaunchKernel(f, *grid, *block, self.smem_bytes, driver.CUstream(stream),
-                                    ctypes.addressof(ptrs), 0), "cuLaunchKernel")
+        static = {i: p for i, (p, s) in enumerate(zip(params, specs)) if not s.is_pointer}
+        self.prepare(index, grid, block, specs, static)(params)
 
 
 def _tensor_device(params: list, specs: tuple[ParamSpec, ...]) -> int:
