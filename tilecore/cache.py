@@ -338,16 +338,26 @@ def package_fingerprint(path: str | Path) -> str:
     key = str(path)
     fp = _fingerprints.get(key)
     if fp is None:
-        h = hashlib.sha256()
-        for dirpath, dirnames, filenames in os.walk(key):
-            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
-            for name in sorted(filenames):
-                if name.endswith(".py"):
-                    try:
-                        st = os.stat(os.path.join(dirpath, name))
-                    except OSError:
-                        continue
-                    rel = os.path.relpath(os.path.join(dirpath, name), key)
-                    h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-        fp = _fingerprints[key] = h.hexdigest()[:32]
+        rows: list[str] = []
+        _scan(key, "", rows)
+        rows.sort()
+        fp = _fingerprints[key] = hashlib.sha256("\n".join(rows).encode()).hexdigest()[:32]
     return fp
+
+
+def _scan(directory: str, prefix: str, rows: list[str]) -> None:
+    """Append `relpath size mtime_ns` of every .py file under `directory` (no __pycache__)."""
+    try:
+        it = os.scandir(directory)
+    except OSError:
+        return
+    with it:
+        for e in it:
+            if e.name.endswith(".py"):
+                try:
+                    st = e.stat()
+                except OSError:
+                    continue
+                rows.append(f"{prefix}{e.name} {st.st_size} {st.st_mtime_ns}")
+            elif e.name != "__pycache__" and not e.name.startswith(".") and e.is_dir():
+                _scan(e.path, f"{prefix}{e.name}/", rows)

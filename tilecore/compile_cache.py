@@ -134,12 +134,13 @@ def lookup(key: str, target: Target):
 
 
 def store(key: str, artifact, diagnostics: tuple) -> None:
-    """Remember `artifact` in memory and, when it provides `cache_entry()`, on disk."""
-    _remember(key, artifact, diagnostics)
+    """Remember `artifact` in memory and on disk when it opts in (`cache_entry()` returns an
+    entry); an artifact that does not is never reused, as before the cache existed."""
     entry = getattr(artifact, "cache_entry", None)
     got = entry() if entry is not None else None
     if got is None:
         return
+    _remember(key, artifact, diagnostics)
     meta, blobs = got
     STORE.put_record(key, {"artifact": meta, "diagnostics": _diagnostics_to_json(diagnostics)}, blobs)
 

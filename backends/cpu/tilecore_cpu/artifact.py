@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import time
 import warnings
-
 from dataclasses import dataclass
 
 import numpy as np
