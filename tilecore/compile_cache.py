@@ -5,7 +5,8 @@ The key is taken before lowering, from what determines the build (`compile_key`)
 - the printed input tile IR (`PrimFunc.script()`), its attribute names and the source line of
   every statement (faults and errors name them);
 - `str(target)` and the `TargetDesc` the pipeline would run with: lowering target, facts, the
-  backends' gemm answers, the extra passes, the options; the names of the passes that would run;
+  backends' gemm answers, the backends' extra passes (by name and function), the options (the
+  core passes are tilecore's code, in the fingerprint);
 - tilecore's version and a fingerprint of the sources of tilecore and of every registered
   backend (`tilecore.cache.package_fingerprint`), and each backend's `tile_cache_token`
   (its compiler and version).
@@ -94,20 +95,13 @@ def _desc_text(desc: TargetDesc) -> str:
     return repr((desc.target, desc.lowering, desc.facts, desc.options, desc.gemms, passes))
 
 
-def _pass_names(desc: TargetDesc) -> str:
-    from .passes.pipeline import build_pass_list
-
-    return ",".join(f"{p.name}:{getattr(p.fn, '__module__', '')}.{getattr(p.fn, '__qualname__', '')}"
-                    for p in build_pass_list(desc))
-
-
 def compile_key(func: PrimFunc, target: Target, desc: TargetDesc) -> str:
     """The cache key of compiling `func` for `target` with description `desc` (hex SHA-256)."""
     tokens = plugins.manager().hook.tile_cache_token(target=target)
     if desc.lowering != target:
         tokens = tokens + plugins.manager().hook.tile_cache_token(target=desc.lowering)
     return cache.digest(FORMAT, _code_fingerprint(), func.script(), _attrs(func), _locations(func),
-                        str(target), _desc_text(desc), _pass_names(desc),
+                        str(target), _desc_text(desc),
                         "|".join(sorted(t for t in tokens if t)))
 
 

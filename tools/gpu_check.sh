@@ -122,6 +122,13 @@ PYEOF
     timeout "${BENCH_TIMEOUT:-240}" $PY benchmarks/gpu.py --out "$OUT/bench.json" >"$OUT/bench.log" 2>&1
     rc=$?
     row benchmarks "$([ $rc = 0 ] && echo done || echo "FAIL (rc $rc)")" "bench.log, bench.json" $(($(date +%s) - t0))
+    # host-side costs: compile-cache hit in a new process, cold compile, Kernel.__call__, targets()
+    t1=$(date +%s)
+    timeout "${HOST_BENCH_TIMEOUT:-120}" $PY benchmarks/host_overhead.py --target cuda --cases gemm,call \
+      --out "$OUT/host_overhead.json" >"$OUT/host_overhead.log" 2>&1
+    rc=$?
+    row "host overhead" "$([ $rc = 0 ] && echo done || echo "FAIL (rc $rc)")" "host_overhead.log, host_overhead.json" \
+      $(($(date +%s) - t1))
     ;;
   sass)
     # The SASS of what the benchmark chose (bench.json), or of its default configs without it.
