@@ -10,8 +10,7 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
-from cuda_test_util import needs_gpu
+from cuda_test_util import EXAMPLES, needs_gpu
 from hand_kernels import mma_module
 from tilecore_cuda import launch
 from tilecore_cuda.artifact import CudaArtifact, grid_from_json, grid_to_json
@@ -94,13 +93,12 @@ def test_the_cache_entry_rebuilds_the_same_artifact():
 def test_a_cuda_compile_hit_skips_lowering_and_rendering(tmp_path, monkeypatch):
     """Source generation only (no GPU needed): the second process renders nothing."""
     env = dict(os.environ, TILECORE_CACHE_DIR=str(tmp_path))
-    code = ("import sys, json; sys.path.insert(0, %r); import tilecore, elementwise_add; "
+    code = (f"import sys, json; sys.path.insert(0, {EXAMPLES!r}); import tilecore, elementwise_add; "
             "import tilecore.compiler as c; runs = []; run = c.run_pipeline; "
             "c.run_pipeline = lambda *a: runs.append(1) or run(*a); "
             "k = tilecore.jit(elementwise_add.program(), out_idx=[-1], target='cuda:sm_90a'); "
             "print(json.dumps({'rendered': 'tilecore_cuda.render' in sys.modules, "
-            "'lowered': bool(runs), 'src': len(k.get_kernel_source())}))"
-            % os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples"))
+            "'lowered': bool(runs), 'src': len(k.get_kernel_source())}))")
     runs = [json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                                       text=True, check=True).stdout.splitlines()[-1]) for _ in range(2)]
     assert runs[0]["rendered"] and runs[0]["lowered"]
@@ -163,12 +161,11 @@ def test_a_kernel_call_is_captured_and_replayed_by_a_cuda_graph():
 @needs_gpu
 def test_a_new_process_hit_loads_the_cubin_and_runs(tmp_path):
     env = dict(os.environ, TILECORE_CACHE_DIR=str(tmp_path))
-    code = ("import sys, json, torch; sys.path.insert(0, %r); import tilecore, elementwise_add; "
+    code = (f"import sys, json, torch; sys.path.insert(0, {EXAMPLES!r}); import tilecore, elementwise_add; "
             "a = torch.randn(3000, device='cuda'); "
             "k = tilecore.jit(elementwise_add.program(), out_idx=[-1], target='cuda'); "
             "ok = bool(torch.equal(k(a, a), a + a)); "
-            "print(json.dumps({'ok': ok, 'rendered': 'tilecore_cuda.render' in sys.modules}))"
-            % os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples"))
+            "print(json.dumps({'ok': ok, 'rendered': 'tilecore_cuda.render' in sys.modules}))")
     runs = [json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                                       text=True, check=True).stdout.splitlines()[-1]) for _ in range(2)]
     assert runs == [{"ok": True, "rendered": True}, {"ok": True, "rendered": False}]
