@@ -242,6 +242,19 @@ class Kernel:
                   and all(_is_torch(a) and a.is_contiguous() and a.device == dev for a in tensors))
         launch = launcher(dyn, dev) if direct else None
         single = len(outs) == 1
+        # the common layout (tensor inputs first, in order, outputs after them, no scalars):
+        # the parameter list is the arguments plus the new outputs
+        plain = (len(tensor_pos) == len(args) and [i for i, _ in in_map] == list(range(len(args)))
+                 and [i for i, _, _ in outs] == list(range(len(args), n)))
+        if plain and launch is not None and single:
+            (_, shape1, dtype1), = outs
+
+            def plan_one(args):
+                out = alloc(0, shape1, dtype1)
+                launch([*args, out])
+                return out
+
+            return plan_one
 
         def plan(args):
             full = [None] * n
@@ -314,17 +327,23 @@ class Kernel:
         return f"<tilecore.Kernel {self.func.name} target={self.target}>"
 
 
+_tensor_types: set = set()  # torch.Tensor (and subclasses seen), once torch is in use
+
+
 def _signature(args) -> tuple | None:
     """What a call's checks and plan depend on, hashable; None when an argument is of a kind
     with no cheap signature (the call then takes the checked path every time)."""
     out = []
     for a in args:
         t = type(a)
-        if t is int:
+        if t in _tensor_types:
+            out.append((t, a.shape, a.dtype, a.device, a.is_contiguous()))
+        elif t is int:
             out.append(a)
         elif t is np.ndarray:
             out.append((a.shape, a.dtype.str, a.flags.c_contiguous, a.flags.writeable))
         elif hasattr(a, "data_ptr") and t.__module__.startswith("torch"):
+            _tensor_types.add(t)
             out.append((t, a.shape, a.dtype, a.device, a.is_contiguous()))
         else:
             return None
