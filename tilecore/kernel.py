@@ -248,11 +248,22 @@ class Kernel:
                  and [i for i, _, _ in outs] == list(range(len(args), n)))
         if plain and launch is not None and single:
             (_, shape1, dtype1), = outs
+            # an input of the output's shape and dtype (contiguous: the signature says so)
+            # makes the allocation torch.empty_like, the cheapest call torch has
+            like = next((j for j, (a, p) in enumerate(zip(args, self.inputs))
+                         if tuple(a.shape) == tuple(shape1) and a.dtype == dtype1), None)
+            if like is not None:
+                empty_like = torch.empty_like
 
-            def plan_one(args):
-                out = alloc(0, shape1, dtype1)
-                launch([*args, out])
-                return out
+                def plan_one(args):
+                    out = empty_like(args[like])
+                    launch([*args, out])
+                    return out
+            else:
+                def plan_one(args):
+                    out = alloc(0, shape1, dtype1)
+                    launch([*args, out])
+                    return out
 
             return plan_one
 
@@ -332,19 +343,21 @@ _tensor_types: set = set()  # torch.Tensor (and subclasses seen), once torch is 
 
 def _signature(args) -> tuple | None:
     """What a call's checks and plan depend on, hashable; None when an argument is of a kind
-    with no cheap signature (the call then takes the checked path every time)."""
-    out = []
+    with no cheap signature (the call then takes the checked path every time). Flat: a tensor
+    adds (type, shape, dtype, device, contiguous), an int its value (a shape never equals an
+    int, so the flattening is unambiguous)."""
+    out: list = []
     for a in args:
         t = type(a)
         if t in _tensor_types:
-            out.append((t, a.shape, a.dtype, a.device, a.is_contiguous()))
+            out += (t, a.shape, a.dtype, a.device, a.is_contiguous())
         elif t is int:
             out.append(a)
         elif t is np.ndarray:
-            out.append((a.shape, a.dtype.str, a.flags.c_contiguous, a.flags.writeable))
+            out += (t, a.shape, a.dtype.str, a.flags.c_contiguous, a.flags.writeable)
         elif hasattr(a, "data_ptr") and t.__module__.startswith("torch"):
             _tensor_types.add(t)
-            out.append((t, a.shape, a.dtype, a.device, a.is_contiguous()))
+            out += (t, a.shape, a.dtype, a.device, a.is_contiguous())
         else:
             return None
     return tuple(out)

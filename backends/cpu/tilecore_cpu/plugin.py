@@ -33,10 +33,12 @@ def tile_targets():
 
 
 def _available():
-    try:
-        import numba  # noqa: F401
-    except ImportError as e:  # pragma: no cover - numba is a dependency
-        return False, f"numba is not importable: {e}"
+    """numba is installed (found, not imported: target discovery stays cheap; importing it is
+    the first compile's business)."""
+    import importlib.util
+
+    if importlib.util.find_spec("numba") is None:  # pragma: no cover - numba is a dependency
+        return False, "numba is not installed (pip install numba)"
     return True, ""
 
 
@@ -93,16 +95,14 @@ def tile_build(target, module):
 
 @hookimpl
 def tile_cache_token(target):
-    """numba's version (package metadata: no import) for the compile-cache key; the runtime
-    helpers are covered by the backend's source fingerprint."""
+    """numba's and llvmlite's versions for the compile-cache key (numba is imported anyway to
+    load the kernel); the runtime helpers are covered by the backend's source fingerprint."""
     if target.kind != "cpu":
         return None
-    from importlib import metadata
+    import llvmlite
+    import numba
 
-    try:
-        return f"numba={metadata.version('numba')} llvmlite={metadata.version('llvmlite')}"
-    except metadata.PackageNotFoundError:
-        return "numba=?"
+    return f"numba={numba.__version__} llvmlite={llvmlite.__version__}"
 
 
 @hookimpl

@@ -22,6 +22,9 @@ from tilecore import compile_cache
 from tilecore import dtypes as dt
 from tilecore.codegen.spec import host_int
 
+if EXAMPLES not in sys.path:
+    sys.path.insert(0, EXAMPLES)
+
 
 def _slot(buf: ParamBuffer, i: int, ctype):
     return ctype.from_address(buf._ptrs[i]).value

@@ -150,19 +150,19 @@ def compiler_id(compiler: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def toolchain_token() -> str:
-    """The CUDA toolchain's identity for the compile-cache key, without loading a compiler:
-    $TILECORE_CUDA_COMPILER, $CUDA_HOME, and the installed versions of cuda-bindings and of
-    the NVRTC wheels (package metadata)."""
-    from importlib import metadata
+    """The CUDA toolchain's identity for the compile-cache key, without loading a compiler or
+    scanning package metadata: $TILECORE_CUDA_COMPILER, $CUDA_HOME and the cuda-bindings
+    version. (An NVRTC upgrade alone keeps serving cubins the previous one built: they are
+    still valid machine code for their arch; `compile_cuda`'s own cache keys on NVRTC.)"""
+    try:
+        import cuda.bindings as cb
 
-    parts = [f"compiler={os.environ.get('TILECORE_CUDA_COMPILER', '')}",
-             f"cuda_home={os.environ.get('CUDA_HOME') or os.environ.get('CUDA_PATH') or ''}"]
-    for dist in ("cuda-bindings", "nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu12", "nvidia-cuda-nvrtc-cu13"):
-        try:
-            parts.append(f"{dist}={metadata.version(dist)}")
-        except metadata.PackageNotFoundError:
-            pass
-    return " ".join(parts)
+        version = getattr(cb, "__version__", "?")
+    except ImportError:
+        version = "none"
+    return (f"compiler={os.environ.get('TILECORE_CUDA_COMPILER', '')} "
+            f"cuda_home={os.environ.get('CUDA_HOME') or os.environ.get('CUDA_PATH') or ''} "
+            f"cuda-bindings={version}")
 
 
 def default_compiler() -> str:

@@ -249,6 +249,16 @@ class Launch:
             self.params.setters[i](v)
         self.per_call = tuple((i, self.params.setters[i]) for i, pk in enumerate(self.params.packers)
                               if pk.per_call)
+        # the usual layout (tensor pointers first, then sizes): the pointer slots are one
+        # 8-byte array written in a single loop, without a setter call per tensor
+        n_ptr = len(self.per_call)
+        offsets = [self.params._ptrs[i] - self.params._ptrs[0] for i in range(n_ptr)]
+        self._pointers = None
+        plain = all(pk.make_setter is _pointer_setter for pk in self.params.packers[:n_ptr])
+        if n_ptr and plain and [i for i, _ in self.per_call] == list(range(n_ptr)) and \
+                offsets == [8 * i for i in range(n_ptr)]:
+            self._pointers = (ctypes.c_uint64 * n_ptr).from_address(self.params._ptrs[0])
+            self._n_ptr = n_ptr
         self._function = function
         self._handle = int(function)
         self._dims = (*grid, *block, smem_bytes)
@@ -262,8 +272,13 @@ class Launch:
         if self._empty:
             return
         with self._lock:
-            for i, setter in self.per_call:
-                setter(args[i])
+            ptrs = self._pointers
+            if ptrs is not None:
+                for i in range(self._n_ptr):
+                    ptrs[i] = args[i].data_ptr()
+            else:
+                for i, setter in self.per_call:
+                    setter(args[i])
             stream = self._stream(self.device)
             if self._cu is not None:
                 rc = self._cu(self._handle, *self._dims, stream, self.params.address, None)
