@@ -73,6 +73,36 @@ def test_a_new_parameter_kind_is_one_packer():
     assert ctypes.string_at(buf._ptrs[1], 128) == bytes(range(128))
 
 
+def test_a_prepared_launch_passes_the_driver_its_arguments(monkeypatch):
+    """What Launch hands cuLaunchKernel (a recording stand-in for the driver function), and the
+    retry after making the context current when the calling thread had none."""
+    calls, current = [], []
+
+    def fake_launch(*args):
+        calls.append([getattr(a, "value", a) for a in args])
+        ptrs = ctypes.cast(args[9].value, ctypes.POINTER(ctypes.c_void_p))
+        calls[-1].append(ctypes.c_uint64.from_address(ptrs[0]).value)
+        return 201 if len(calls) == 1 else 0  # CUDA_ERROR_INVALID_CONTEXT once
+
+    class FakeTensor:
+        def __init__(self, p):
+            self.p = p
+
+        def data_ptr(self):
+            return self.p
+
+    monkeypatch.setattr(launch, "_libcuda", lambda: fake_launch)
+    monkeypatch.setattr(launch, "raw_stream_getter", lambda: (lambda index: 0x5000 + index))
+    monkeypatch.setattr(launch, "make_current", current.append)
+    specs = (ParamSpec("A", dt.float16, True), ParamSpec("C", dt.float32, True),
+             ParamSpec("n", dt.int32, False))
+    go = launch.Launch(0xF00D, 3, (70001, 2, 1), (128, 1, 1), 1024, specs, {2: 77})
+    go([FakeTensor(0xA0), FakeTensor(0xC0)])
+    assert current == [3] and len(calls) == 2
+    assert calls[1] == [0xF00D, 70001, 2, 1, 128, 1, 1, 1024, 0x5003, go.params.address, None, 0xA0]
+    assert _slot(go.params, 1, ctypes.c_uint64) == 0xC0 and _slot(go.params, 2, ctypes.c_int32) == 77
+
+
 def test_grid_expressions_round_trip_through_json():
     r = render_cuda(mma_module())
     grid = [grid_from_json(json.loads(json.dumps(grid_to_json(g)))) for g in r.grid]

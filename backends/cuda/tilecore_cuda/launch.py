@@ -16,9 +16,12 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from tilecore import dtypes as dt
 from tilecore.errors import TileCallError, TileInternalError, caller_loc
+
+if TYPE_CHECKING:  # tilecore.dtypes imports NumPy: target discovery (gpu_visible) must not
+    from tilecore import dtypes as dt
 
 # Largest dynamic shared memory a block may use without opting in (cuFuncSetAttribute).
 DEFAULT_SMEM_LIMIT = 48 * 1024
@@ -70,7 +73,15 @@ def make_current(index: int) -> None:
 
 @functools.cache
 def device_arch(index: int) -> str:
-    """`sm_XY` of device `index`; Hopper (9.0) gets `sm_90a` so wgmma-era code may be used."""
+    """`sm_XY` of device `index`; Hopper (9.0) gets `sm_90a` so wgmma-era code may be used.
+
+    Asked of torch when it has initialised CUDA already (a script that made tensors: no
+    cuda-bindings import on a compile-cache hit), else of the driver."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        major, minor = torch.cuda.get_device_capability(index)
+        arch = f"sm_{major}{minor}"
+        return arch + "a" if arch == "sm_90" else arch
     driver = _driver()
     check(driver.cuInit(0), "cuInit")
     dev = check(driver.cuDeviceGet(index), "cuDeviceGet")
@@ -211,16 +222,18 @@ _CU_ERROR_INVALID_CONTEXT = 201
 
 @functools.lru_cache(maxsize=1)
 def _libcuda():
-    """cuLaunchKernel of the driver library itself (ctypes: ~1 us a call, against several for
-    the cuda-bindings wrapper); None where it cannot be loaded (the bindings are used then)."""
+    """cuLaunchKernel of the driver library itself, or None where it cannot be loaded (the
+    cuda-bindings wrapper is used then). Loaded as a PyDLL: the call keeps the GIL (releasing
+    and retaking it would cost more than the microseconds the driver takes to enqueue), and it
+    is called with ready-made ctypes arguments (no per-call conversion of the fixed ones)."""
     for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
         try:
-            lib = ctypes.CDLL(name)
+            lib = ctypes.PyDLL(name)
         except OSError:
             continue
         fn = lib.cuLaunchKernel
         fn.restype = ctypes.c_int
-        fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+        fn.argtypes = None  # arguments are passed as ctypes instances (see Launch)
         return fn
     return None
 
@@ -260,8 +273,10 @@ class Launch:
             self._pointers = (ctypes.c_uint64 * n_ptr).from_address(self.params._ptrs[0])
             self._n_ptr = n_ptr
         self._function = function
-        self._handle = int(function)
         self._dims = (*grid, *block, smem_bytes)
+        # cuLaunchKernel(f, gridDim xyz, blockDim xyz, sharedMemBytes, ...) as C values, once
+        self._head = (ctypes.c_void_p(int(function)), *(ctypes.c_uint(int(v)) for v in self._dims))
+        self._params_arg = ctypes.c_void_p(self.params.address)
         self._empty = min(grid) == 0  # a zero-size dimension: nothing to do
         self._stream = raw_stream_getter()
         self._cu = _libcuda()
@@ -281,10 +296,10 @@ class Launch:
                     setter(args[i])
             stream = self._stream(self.device)
             if self._cu is not None:
-                rc = self._cu(self._handle, *self._dims, stream, self.params.address, None)
+                rc = self._cu(*self._head, ctypes.c_void_p(stream), self._params_arg, None)
                 if rc == _CU_ERROR_INVALID_CONTEXT:  # a thread where torch made no context current
                     make_current(self.device)
-                    rc = self._cu(self._handle, *self._dims, stream, self.params.address, None)
+                    rc = self._cu(*self._head, ctypes.c_void_p(stream), self._params_arg, None)
                 if rc != 0:
                     check(rc, "cuLaunchKernel")
                 return
