@@ -76,9 +76,20 @@ def digest(*parts) -> str:
 
 
 def ensure_dir(path: Path) -> bool:
-    """Create `path` (and parents) with mode 0700; False when it is not a usable directory."""
+    """Create `path` and every missing parent with mode 0700 (a per-user cache: other users
+    can neither read entries nor plant them); False when it is not a usable directory."""
+    path = Path(path)
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        missing = []
+        p = path
+        while not p.exists() and p != p.parent:
+            missing.append(p)
+            p = p.parent
+        for d in reversed(missing):
+            try:
+                d.mkdir(mode=0o700)
+            except FileExistsError:  # a concurrent creator
+                pass
     except OSError:
         return False
     return path.is_dir() and os.access(path, os.W_OK | os.X_OK)

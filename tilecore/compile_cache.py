@@ -105,6 +105,17 @@ def compile_key(func: PrimFunc, target: Target, desc: TargetDesc) -> str:
                         "|".join(sorted(t for t in tokens if t)))
 
 
+def key_or_none(func: PrimFunc, target: Target, desc: TargetDesc) -> str | None:
+    """`compile_key`, or None when the cache is off or the key cannot be formed (a program the
+    printer cannot spell: it is then compiled uncached, exactly as without the cache)."""
+    if not enabled():
+        return None
+    try:
+        return compile_key(func, target, desc)
+    except Exception:  # the cache is an optimisation: never the reason a compile fails
+        return None
+
+
 def lookup(key: str, target: Target):
     """(artifact, diagnostics) for `key`, or None on a miss (or an entry no backend loads)."""
     art = _memory.get(key)

@@ -30,7 +30,7 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
     if reason:
         raise TileTargetError(f"target {t} cannot compile {func.name}: {reason}", func.loc)
     desc = plugins.describe(t, func, options)
-    key = compile_cache.compile_key(func, t, desc) if compile_cache.enabled() else None
+    key = compile_cache.key_or_none(func, t, desc)
     hit = compile_cache.lookup(key, t) if key is not None else None
     if hit is not None:
         artifact, diagnostics = hit
