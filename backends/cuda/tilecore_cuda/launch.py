@@ -217,9 +217,6 @@ class ParamBuffer:
 
 
 # ----------------------------------------------------------------------------- the launch call
-_CU_ERROR_INVALID_CONTEXT = 201
-
-
 @functools.lru_cache(maxsize=1)
 def _libcuda():
     """cuLaunchKernel of the driver library itself, or None where it cannot be loaded (the
@@ -297,7 +294,7 @@ class Launch:
             stream = self._stream(self.device)
             if self._cu is not None:
                 rc = self._cu(*self._head, ctypes.c_void_p(stream), self._params_arg, None)
-                if rc == _CU_ERROR_INVALID_CONTEXT:  # a thread where torch made no context current
+                if rc != 0:  # a thread where torch made no (or another device's) context current
                     make_current(self.device)
                     rc = self._cu(*self._head, ctypes.c_void_p(stream), self._params_arg, None)
                 if rc != 0:
