@@ -1,28 +1,44 @@
 """tilecore: a tile-programming language and multi-backend compiler for AI kernels.
 
-`import tilecore` loads the core only: no backend, torch or numba is imported until a kernel
-is compiled for a target (backends are discovered through entry points at that moment).
-`tilecore.torch` (torch custom ops) and `tilecore.plot_layout` are imported on first use.
+`import tilecore` loads almost nothing: `tilecore.jit`, `tilecore.compile`, `tilecore.Kernel`,
+`tilecore.targets` and every submodule (`tilecore.plugins`, ...) are imported on first use
+(PEP 562), and no backend, torch, numba or CUDA is touched until a kernel is compiled for a
+target (backends are discovered through entry points at that moment). `tilecore.torch`
+(torch custom ops) imports torch and `tilecore.plot_layout` may import matplotlib, on first use.
 """
 
-from .autotuner import autotune
-from .compiler import compile, jit  # noqa: A004 - tilecore.compile mirrors tilelang.compile
+from __future__ import annotations
+
+import importlib
+
 from .errors import TileError
-from .kernel import Kernel
-from .plugins import targets
 
 __version__ = "0.1.0"
+
+# public name -> (submodule, attribute), imported when first asked for
+_LAZY = {"compile": ("compiler", "compile"), "jit": ("compiler", "jit"),
+         "Kernel": ("kernel", "Kernel"), "targets": ("plugins", "targets"),
+         "autotune": ("autotuner", "autotune"), "plot_layout": ("visual", "plot_layout")}
 
 __all__ = ["TileError", "jit", "compile", "targets", "Kernel", "autotune", "plot_layout",
            "__version__"]
 
 
 def __getattr__(name: str):
-    """Lazy attributes: `tilecore.torch` imports torch, `plot_layout` may import matplotlib."""
-    import importlib
-
-    if name == "torch":
-        return importlib.import_module(".torch", __name__)
-    if name == "plot_layout":
-        return importlib.import_module(".visual", __name__).plot_layout
+    """Import a public function or a submodule on first access (`tilecore.jit`, `tilecore.plugins`)."""
+    if name in _LAZY:
+        mod, attr = _LAZY[name]
+        value = getattr(importlib.import_module(f".{mod}", __name__), attr)
+        globals()[name] = value
+        return value
+    if not name.startswith("__"):
+        try:
+            return importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
     raise AttributeError(f"module 'tilecore' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -6,7 +6,7 @@ import functools
 import inspect
 import warnings
 
-from . import plugins
+from . import compile_cache, plugins
 from .errors import TileCallError, TileError, TilePerformanceWarning, TileTargetError, caller_loc
 from .ir.module import Module, ModuleAttrs, PrimFunc
 from .kernel import Kernel
@@ -30,14 +30,28 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
     if reason:
         raise TileTargetError(f"target {t} cannot compile {func.name}: {reason}", func.loc)
     desc = plugins.describe(t, func, options)
-    module = Module(func, ModuleAttrs(target=t, options=options))
-    stages = run_pipeline(module, desc)
+    key = compile_cache.key_or_none(func, t, desc)
+    hit = compile_cache.lookup(key, t) if key is not None else None
+    if hit is not None:
+        artifact, diagnostics = hit
+        _warn(diagnostics)
+        # the pipeline did not run: Kernel.get_ir() runs it when asked
+        return Kernel(func, t, out_idx, artifact, functools.partial(_stages, func, t, options, desc),
+                      desc, diagnostics=diagnostics)
+    stages = _stages(func, t, options, desc)
     final = stages[-1][1]
     _warn(final.attrs.diagnostics)
     artifact = plugins.manager().hook.tile_build(target=t, module=final)
     if artifact is None:
         raise TileTargetError(f"no installed backend builds target {t}")
+    if key is not None:
+        compile_cache.store(key, artifact, final.attrs.diagnostics)
     return Kernel(func, t, out_idx, artifact, stages, desc)
+
+
+def _stages(func: PrimFunc, t, options, desc) -> list:
+    """The pipeline's [(stage name, Module)] for `func` on `t`."""
+    return run_pipeline(Module(func, ModuleAttrs(target=t, options=options)), desc)
 
 
 _warned: set = set()

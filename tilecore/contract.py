@@ -94,6 +94,13 @@ class Artifact(Protocol):
       moved to and outputs allocated on when no tensor argument names one;
     - ``run(args, dyn)``: execute once; ``args`` are all parameters in order (outputs included,
       written in place), ``dyn`` maps each symbolic dimension's name to its int value.
+
+    Optional: ``cache_entry() -> (meta: dict, blobs: dict[str, bytes]) | None`` makes the
+    artifact storable in the compile cache (JSON-serialisable `meta`, no pickle); the backend's
+    ``tile_artifact_load`` hook turns it back into an artifact in a later process. Optional:
+    ``launcher(dyn) -> callable(args)`` returns a function doing what ``run(args, dyn)`` does
+    for those sizes with every per-size decision taken once (the Kernel caches it per call
+    signature, see `tilecore.kernel`).
     """
 
     source: str

@@ -12,7 +12,10 @@ How the core calls them, per compile (``tilecore.compile``):
 2. ``tile_lowering_target``, ``tile_target_facts``, ``tile_passes`` and, for thread-lowered
    targets, ``tile_gemm_tensorize`` once per distinct gemm: the answers are frozen into a
    ``TargetDesc`` **before** the pipeline runs; passes only read that description;
-3. ``tile_unsupported``, then the pipeline, then ``tile_build``;
+3. ``tile_unsupported``; then ``tile_cache_token`` and the compile cache
+   (:mod:`tilecore.compile_cache`): on a hit ``tile_artifact_load`` rebuilds the artifact from
+   stored data and the pipeline does not run; on a miss the pipeline, then ``tile_build``, and
+   the artifact's ``cache_entry()`` (when it has one) is stored;
 4. ``tile_tolerance`` is asked by conformance and tests, never by compile.
 
 Every hook but ``tile_targets`` receives the parsed ``target``; an implementation returns
@@ -161,4 +164,38 @@ def tile_tolerance(target, dtype):
 
     firstresult. Exact programs (inputs chosen so every summation order is exact) are compared
     with ``==`` whatever this returns.
+    """
+
+
+@hookspec
+def tile_cache_token(target):
+    """Contribute to the compile-cache key everything outside the tile IR, the target and its
+    description that changes what ``tile_build`` produces for ``target``.
+
+    :param target: the compile target (asked again for its lowering target when different).
+    :return: a string (e.g. ``"nvrtc=13.0.88 cuda-bindings=13.3.0"``: the compiler's identity
+        and version), or None for targets that are not yours.
+
+    All answers are collected. The core already keys on tilecore's and every registered
+    backend's source (:func:`tilecore.cache.package_fingerprint`), the printed input IR,
+    ``str(target)``, the ``TargetDesc`` (facts, gemm answers, extra passes) and the options;
+    a token adds the toolchain. Keep it cheap (no compiler import): it is computed on every
+    compile, hits included, once per process.
+    """
+
+
+@hookspec(firstresult=True)
+def tile_artifact_load(target, meta, blobs):
+    """Rebuild an artifact from a compile-cache entry that ``Artifact.cache_entry()`` made.
+
+    :param target: the compile target.
+    :param meta: the entry's JSON object (a ``dict`` of JSON values: launch shape, parameter
+        layout, fault sites, ...); it carries ``"backend"`` as written by ``cache_entry``.
+    :param blobs: ``{name: bytes}`` (a cubin, the generated source as UTF-8, ...).
+    :return: an object satisfying :class:`tilecore.contract.Artifact`, or None when the entry is
+        not yours or is not usable (it is then rebuilt from scratch).
+
+    firstresult. Nothing in an entry may be unpickled or executed as Python: it is data that
+    the backend interprets (machine code is loaded by the driver, as on a miss). An artifact
+    opts into caching by defining ``cache_entry() -> (meta, blobs) | None``.
     """

@@ -48,14 +48,18 @@ class Kernel:
     """A PrimFunc compiled for one target; call it like a function on arrays or tensors."""
 
     def __init__(self, func: PrimFunc, target: Target, out_idx, artifact: Artifact, stages,
-                 desc: TargetDesc | None = None):
+                 desc: TargetDesc | None = None, diagnostics: tuple | None = None):
         """`artifact` satisfies `tilecore.contract.Artifact`; `stages` are the pipeline's
-        [(stage name, Module)]; `desc` the target description the pipeline ran with."""
+        [(stage name, Module)], or a function returning them (a compile-cache hit runs the
+        pipeline only when the IR is asked for); `desc` the target description the pipeline ran
+        with; `diagnostics` the final stage's, when `stages` is a function."""
         self.func = func
         self.target = target
         self.artifact = artifact
-        self.stages: list[tuple[str, Module]] = stages
+        self._stages = stages
+        self._diagnostics = diagnostics
         self.desc = desc
+        self._plans: dict = {}  # call signature -> a function running a call (see __call__)
         # The user's parameter order: tensors (Buffers) and scalar parameters (Vars); out_idx
         # counts in it, as TileLang's does. out_idx / in_idx below index func.params (tensors).
         signature = tuple(func.attr("signature") or func.params)
@@ -96,6 +100,13 @@ class Kernel:
         raise TileError(f"no stage {stage!r}; stages: {', '.join(n for n, _ in self.stages)}")
 
     @property
+    def stages(self) -> list[tuple[str, Module]]:
+        """The pipeline's [(stage name, Module)], 'input' first (run now on a cache hit)."""
+        if callable(self._stages):
+            self._stages = self._stages()
+        return self._stages
+
+    @property
     def stage_names(self) -> list[str]:
         """The pipeline's stage names, 'input' first."""
         return [n for n, _ in self.stages]
@@ -104,6 +115,8 @@ class Kernel:
     def diagnostics(self) -> tuple[Diagnostic, ...]:
         """Notes the compiler made about this kernel (e.g. why a gemm runs without tensor cores);
         also printed at the top of `get_ir()`."""
+        if callable(self._stages) and self._diagnostics is not None:
+            return tuple(self._diagnostics)
         return self.stages[-1][1].attrs.diagnostics
 
     def get_profiler(self, tensor_supply_type: str = "auto"):
@@ -186,28 +199,95 @@ class Kernel:
         return tuple(dyn[s.name] if isinstance(s, Var) else s for s in p.shape)
 
     def __call__(self, *args):
+        """Run on `args` (the inputs, in the user's parameter order); returns the outputs.
+
+        The first call with a given signature (each tensor's type, shape, dtype, device and
+        contiguity; each scalar's value) checks the arguments and builds a *plan*: the output
+        shapes, and for artifacts with a `launcher` the prepared launch; later calls with that
+        signature run the plan directly (the checks it needs are implied by the signature)."""
+        key = _signature(args)
+        plan = self._plans.get(key) if key is not None else None
+        if plan is None:
+            plan = self._plan(args)
+            if key is not None:
+                if len(self._plans) >= 64:  # many scalar values: keep the table small
+                    self._plans.clear()
+                self._plans[key] = plan
+        return plan(args)
+
+    def _plan(self, args):
+        """Check `args` and return a function running a call with their signature."""
         dyn = self._check(args)
         tensors = [a for p, a in zip(self.inputs, args) if not isinstance(p, Var)]
         use_torch = any(_is_torch(a) for a in tensors) or (not tensors and self.artifact.array_api == "torch")
         device = next((a.device for a in tensors if _is_torch(a)), None)
-        full: list = [None] * len(self.func.params)
-        for i, a in zip(self.in_idx, tensors):
-            full[i] = a
-        for i in self.out_idx:
-            p = self.func.params[i]
-            shape = self._out_shape(p, dyn)
-            if use_torch:
-                import torch
+        tensor_pos = [j for j, p in enumerate(self.inputs) if not isinstance(p, Var)]
+        n = len(self.func.params)
+        in_map = list(zip(self.in_idx, tensor_pos))
+        out_idx = self.out_idx
+        if use_torch:
+            import torch
 
-                full[i] = torch.zeros(shape, dtype=dt.torch_dtype(p.dtype),
-                                      device=device if device is not None else "cuda")
+            dev = device if device is not None else torch.device("cuda")
+            outs = [(i, self._out_shape(self.func.params[i], dyn),
+                     dt.torch_dtype(self.func.params[i].dtype)) for i in out_idx]
+            empty = torch.empty
+
+            def alloc(i, shape, dtype):
+                return empty(shape, dtype=dtype, device=dev)
+        else:
+            outs = [(i, self._out_shape(self.func.params[i], dyn), self.func.params[i].dtype.np)
+                    for i in out_idx]
+
+            # NumPy outputs start at zero (parts a kernel leaves unwritten read as 0, which
+            # callers rely on); torch outputs are torch.empty, as torch's own operators allocate
+            def alloc(i, shape, dtype):
+                return np.zeros(shape, dtype=dtype)
+        launcher = getattr(self.artifact, "launcher", None)
+        direct = (launcher is not None and self.artifact.array_api == "torch" and use_torch
+                  and all(_is_torch(a) and a.is_contiguous() and a.device == dev for a in tensors))
+        launch = launcher(dyn, dev) if direct else None
+        single = len(outs) == 1
+        # the common layout (tensor inputs first, in order, outputs after them, no scalars):
+        # the parameter list is the arguments plus the new outputs
+        plain = (len(tensor_pos) == len(args) and [i for i, _ in in_map] == list(range(len(args)))
+                 and [i for i, _, _ in outs] == list(range(len(args), n)))
+        if plain and launch is not None and single:
+            (_, shape1, dtype1), = outs
+            # an input of the output's shape and dtype (contiguous: the signature says so)
+            # makes the allocation torch.empty_like, the cheapest call torch has
+            like = next((j for j, (a, p) in enumerate(zip(args, self.inputs))
+                         if tuple(a.shape) == tuple(shape1) and a.dtype == dtype1), None)
+            if like is not None:
+                empty_like = torch.empty_like
+
+                def plan_one(args):
+                    out = empty_like(args[like])
+                    launch([*args, out])
+                    return out
             else:
-                full[i] = np.zeros(shape, dtype=p.dtype.np)
-        self._run(full, dyn)
-        outs = [full[i] for i in self.out_idx]
-        if not outs:
-            return None
-        return outs[0] if len(outs) == 1 else outs
+                def plan_one(args):
+                    out = alloc(0, shape1, dtype1)
+                    launch([*args, out])
+                    return out
+
+            return plan_one
+
+        def plan(args):
+            full = [None] * n
+            for i, j in in_map:
+                full[i] = args[j]
+            for i, shape, dtype in outs:
+                full[i] = alloc(i, shape, dtype)
+            if launch is not None:
+                launch(full)
+            else:
+                self._run(full, dyn)
+            if not outs:
+                return None
+            return full[outs[0][0]] if single else [full[i] for i, _, _ in outs]
+
+        return plan
 
     def _run(self, full: list, dyn: dict) -> None:
         api = self.artifact.array_api
@@ -262,3 +342,28 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<tilecore.Kernel {self.func.name} target={self.target}>"
+
+
+_tensor_types: set = set()  # torch.Tensor (and subclasses seen), once torch is in use
+
+
+def _signature(args) -> tuple | None:
+    """What a call's checks and plan depend on, hashable; None when an argument is of a kind
+    with no cheap signature (the call then takes the checked path every time). Flat: a tensor
+    adds (type, shape, dtype, device, contiguous), an int its value (a shape never equals an
+    int, so the flattening is unambiguous)."""
+    out: list = []
+    for a in args:
+        t = type(a)
+        if t in _tensor_types:
+            out += (t, a.shape, a.dtype, a.device, a.is_contiguous())
+        elif t is int:
+            out.append(a)
+        elif t is np.ndarray:
+            out += (t, a.shape, a.dtype.str, a.flags.c_contiguous, a.flags.writeable)
+        elif hasattr(a, "data_ptr") and t.__module__.startswith("torch"):
+            _tensor_types.add(t)
+            out += (t, a.shape, a.dtype, a.device, a.is_contiguous())
+        else:
+            return None
+    return tuple(out)

@@ -8,10 +8,11 @@ from importlib.metadata import entry_points
 import pluggy
 
 from . import hookspec
-from .contract import Declined, GemmQuery, MmaPlan
 from .errors import TileInternalError, TileTargetError
-from .options import Options
 from .target import Target, TargetDesc, TargetFacts, TargetInfo
+
+# tilecore.contract (NumPy, ml_dtypes) and tilecore.options are imported where used: discovering
+# targets (`targets()`, `python -m tilecore targets`) must stay a fraction of a second
 
 ENTRY_POINT_GROUP = "tilecore.backends"
 
@@ -144,7 +145,7 @@ def unsupported(target: Target, func) -> str | None:
     return hook(target=target, func=func) or (hook(target=real, func=func) if real != target else None)
 
 
-def describe(target: Target, func=None, options: Options | None = None) -> TargetDesc:
+def describe(target: Target, func=None, options=None) -> TargetDesc:
     """The frozen TargetDesc for compiling `func` (a PrimFunc, or None) for `target`.
 
     This is the one place the pipeline's questions reach the hooks: the lowering target
@@ -160,12 +161,16 @@ def describe(target: Target, func=None, options: Options | None = None) -> Targe
         for group in pm.hook.tile_passes(target=t) or ():
             extra.extend(group or ())
     gemms = _gemm_answers(real, f, func) if func is not None and f.lowers_to_threads else ()
-    return TargetDesc(target, real, f, options if options is not None else Options(), gemms,
-                      tuple(extra))
+    if options is None:
+        from .options import Options
+
+        options = Options()
+    return TargetDesc(target, real, f, options, gemms, tuple(extra))
 
 
 def _gemm_answers(real: Target, f: TargetFacts, func) -> tuple:
     """((GemmQuery, MmaPlan | Declined), ...) for the distinct gemms of `func`."""
+    from .contract import Declined, MmaPlan
     from .lower.tensorize import gemm_queries
 
     hook = manager().hook.tile_gemm_tensorize
@@ -183,7 +188,7 @@ def _gemm_answers(real: Target, f: TargetFacts, func) -> tuple:
     return tuple(out)
 
 
-def describe_query(q: GemmQuery) -> str:
+def describe_query(q) -> str:
     """A gemm query as words: `gemm(float32 x float32 -> float32, 64x64x32, transpose_B)`."""
     flags = "".join(f", {n}" for n, on in (("transpose_A", q.transpose_a), ("transpose_B", q.transpose_b))
                     if on)

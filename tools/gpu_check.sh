@@ -96,6 +96,13 @@ for stage in $STAGES; do
     rc=$?
     row "attention benchmarks" "$([ $rc = 0 ] && echo done || echo "FAIL (rc $rc)")" "attention.log, attention.json" \
       $(($(date +%s) - t0))
+    # host-side costs: compile-cache hit in a new process, cold compile, Kernel.__call__, targets()
+    t1=$(date +%s)
+    timeout "${HOST_BENCH_TIMEOUT:-120}" $PY benchmarks/host_overhead.py --target cuda --cases gemm,call \
+      --out "$OUT/host_overhead.json" >"$OUT/host_overhead.log" 2>&1
+    rc=$?
+    row "host overhead" "$([ $rc = 0 ] && echo done || echo "FAIL (rc $rc)")" "host_overhead.log, host_overhead.json" \
+      $(($(date +%s) - t1))
     ;;
   sass)
     # The SASS of what the benchmark chose (bench.json), or of its default configs without it.

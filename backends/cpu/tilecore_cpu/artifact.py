@@ -6,14 +6,16 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
-from tilecore.errors import TileRuntimeError
+from tilecore import dtypes as dt
+from tilecore.errors import SourceLoc, TileRuntimeError
 
 from . import debug
 from .blas import single_threaded
-from .cache import load, runtime_tag
+from .cache import load, load_compiled, runtime_tag
 from .codegen import Codegen
 from .emit import Fault
 from .exprs import NARROW_BITS, storage_np
@@ -26,6 +28,12 @@ PARALLEL_BYTES = 1 << 18
 # for time slices and the serial launcher wins (measured 2-10x on a loaded 2-core machine), on an
 # idle one prange wins. "always" / "never" override (env TILECORE_CPU_PARALLEL, or tests).
 PARALLEL = os.environ.get("TILECORE_CPU_PARALLEL", "auto")
+# "auto" compiles the parallel (prange) launcher, which costs about a second, only once this
+# kernel's serial runs of large calls have taken this long in the process: a kernel run once or
+# twice (the quickstart) never pays for a compile worth more than its runs (ski rental: at worst
+# twice the best total).
+PARALLEL_COMPILE_AFTER = float(os.environ.get("TILECORE_CPU_PARALLEL_AFTER", "0.5"))
+ENTRY_FORMAT = 1
 _HINT = "guard the access with `if` or T.if_then_else, or size the grid to the tensor"
 
 
@@ -59,55 +67,91 @@ class LaunchChooser:
         self.cost[mode] = c if old is None else 0.5 * old + 0.5 * c
 
 
-def _numba_signature(func, prints: bool = False):
+def _numba_signature(params, prints: bool = False):
+    """numba's signature of a launcher for `params` ([(DType, rank)]): C arrays of the storage
+    dtypes, then the int64 error record, then (when the kernel prints) the T.print logs."""
     import numba
     from numba import types
 
-    arrays = [types.Array(numba.from_dtype(storage_np(p.dtype)), len(p.shape), "C") for p in func.params]
+    arrays = [types.Array(numba.from_dtype(storage_np(d)), rank, "C") for d, rank in params]
     log = (types.Array(types.int64, 2, "C"), types.Array(types.float64, 2, "C")) if prints else ()
     return tuple(arrays) + (types.Array(types.int64, 1, "C"),) + log
 
 
+@dataclass(frozen=True)
+class FaultBuffer:
+    """What a fault message says about a buffer (a cache entry's stand-in for the Buffer)."""
+
+    name: str
+    scope: str
+    shape: tuple
+
+
 class CpuArtifact:
-    """A kernel compiled by numba; `run` executes it on NumPy arrays in place."""
+    """A kernel compiled by numba; `run` executes it on NumPy arrays in place.
+
+    Built from the generated source, its fault sites, whether its launcher may run blocks in
+    parallel, and each parameter's (DType, rank): `build(module)` generates them, a compile-cache
+    entry stores them (`cache_entry`, `from_cache_entry`)."""
 
     array_api = "numpy"
 
-    def __init__(self, module):
-        self.func = module.func
-        gen = Codegen(self.func, runtime_tag()).generate()
-        self.source = gen.source
-        self.faults = gen.faults
-        self.parallel = gen.parallel
-        self.prints = gen.prints  # T.print sites (tilecore_cpu.debug)
+    def __init__(self, source: str, faults: list, parallel: bool, params: list, prints: tuple = ()):
+        self.source = source
+        self.faults = faults  # [Fault], numbered from 1 in the generated code
+        self.parallel = parallel
+        self.params = params
+        self.prints = tuple(prints)  # T.print sites (tilecore_cpu.debug)
         self.module, self.path = load(self.source)
         self.launch_serial = self.module.launch_serial
-        # the parallel launcher compiles on first use: small calls never need it
+        # the parallel launcher is compiled only once serial calls have cost about as much as
+        # compiling it would (PARALLEL_COMPILE_AFTER): a kernel called once never pays for it
         self.launch = getattr(self.module, "launch", None)
+        self.serial_seconds = 0.0
         self.uses_blas = "np.dot(" in self.source
         self.chooser = LaunchChooser()
         self._compile(self.launch_serial)
 
+    @classmethod
+    def build(cls, module) -> CpuArtifact:
+        """Generate and compile the tile-level `module`."""
+        func = module.func
+        gen = Codegen(func, runtime_tag()).generate()
+        return cls(gen.source, list(gen.faults.sites), gen.parallel,
+                   [(p.dtype, len(p.shape)) for p in func.params], gen.prints)
+
     def _compile(self, dispatcher) -> None:
-        with warnings.catch_warnings():
-            # np.dot on transposed (Fortran-order) tiles is fine: BLAS takes them as they are
-            warnings.simplefilter("ignore", category=_perf_warning())
-            dispatcher.compile(_numba_signature(self.func, bool(self.prints)))
+        def compile_it():
+            with warnings.catch_warnings():
+                # np.dot on transposed (Fortran-order) tiles is fine: BLAS takes them as they are
+                warnings.simplefilter("ignore", category=_perf_warning())
+                dispatcher.compile(_numba_signature(self.params, bool(self.prints)))
+
+        load_compiled(self.path, compile_it)
+
+    def _want_parallel(self, nbytes: int) -> int:
+        """0 (serial) or 1 (parallel launcher) for a call moving `nbytes`."""
+        if self.launch is None:
+            return 0
+        if not self.launch.signatures and PARALLEL != "always":
+            if nbytes < PARALLEL_BYTES or PARALLEL == "never" or self.serial_seconds < PARALLEL_COMPILE_AFTER:
+                return 0
+        return self.chooser.pick(nbytes)
 
     def run(self, args, dyn) -> None:
         """Execute on arrays in parameter order (outputs included, written in place)."""
         views = []
-        for a, p in zip(args, self.func.params):
-            if p.dtype.name in NARROW_BITS:
-                a = a.view(NARROW_BITS[p.dtype.name])
+        for a, (d, _) in zip(args, self.params):
+            if d.name in NARROW_BITS:
+                a = a.view(NARROW_BITS[d.name])
             views.append(a)
         err = np.zeros(8, dtype=np.int64)
         nbytes = sum(a.nbytes for a in views)
-        mode = self.chooser.pick(nbytes) if self.launch is not None else 0
+        mode = self._want_parallel(nbytes)
         fn = self.launch if mode else self.launch_serial
         compiled_now = mode and not self.launch.signatures
         if compiled_now:
-            self._compile(self.launch)  # compiled on first use: small calls never need it
+            self._compile(self.launch)
         log = debug.new_log(self.prints) if self.prints else ()
         t = time.perf_counter()
         if self.uses_blas:
@@ -115,28 +159,74 @@ class CpuArtifact:
                 fn(*views, err, *log)
         else:
             fn(*views, err, *log)
+        spent = time.perf_counter() - t
+        if not mode:
+            self.serial_seconds += spent
         if self.prints:
             debug.flush(self.prints, log, err)
         if nbytes >= PARALLEL_BYTES and not compiled_now:
-            self.chooser.record(mode, nbytes, time.perf_counter() - t)
+            self.chooser.record(mode, nbytes, spent)
         if err[0]:
             raise self._fault(int(err[0]), [int(i) for i in err[1:5]])
 
     def _fault(self, code: int, idx: list[int]) -> TileRuntimeError:
-        f: Fault = self.faults.sites[code - 1]
+        f: Fault = self.faults[code - 1]
         if f.kind == "assert":
             return debug.fault_error(f, idx)
         if f.kind == "divzero":
             return TileRuntimeError("integer division by zero", f.loc)
         b = f.buffer
         where = tuple(idx[: min(f.rank, 4)])
+        shape = _shape_text(b.shape)
         if f.kind == "region":
             return TileRuntimeError(
-                f"tile region starting at {where} lies outside {b.scope} buffer {b.name}{tuple(b.shape)}",
+                f"tile region starting at {where} lies outside {b.scope} buffer {b.name}{shape}",
                 f.loc, hint="tile regions of shared/fragment buffers must stay inside the buffer")
         return TileRuntimeError(
-            f"out-of-bounds {f.kind} of {b.scope} buffer {b.name}{tuple(b.shape)} at index {where}",
+            f"out-of-bounds {f.kind} of {b.scope} buffer {b.name}{shape} at index {where}",
             f.loc, hint=_HINT)
+
+    # ------------------------------------------------------------------ compile cache
+    def cache_entry(self):
+        """(meta, blobs): the generated source (a blob), fault sites, parallelism and parameter
+        layout (JSON). numba's machine code stays in numba's own cache beside the source.
+        Kernels with T.print / T.device_assert are not cached (their print sites and assertion
+        messages have no JSON form yet): None."""
+        if self.prints or any(f.kind == "assert" for f in self.faults):
+            return None
+        faults = [{"kind": f.kind, "rank": f.rank,
+                   "loc": [f.loc.file, f.loc.line] if f.loc is not None else None,
+                   "buffer": None if f.buffer is None else
+                   [f.buffer.name, f.buffer.scope, [_dim(s) for s in f.buffer.shape]]}
+                  for f in self.faults]
+        meta = {"backend": "cpu", "format": ENTRY_FORMAT, "parallel": self.parallel,
+                "params": [[d.name, rank] for d, rank in self.params], "faults": faults}
+        return meta, {"source": self.source.encode()}
+
+    @classmethod
+    def from_cache_entry(cls, meta: dict, blobs: dict) -> CpuArtifact | None:
+        """The artifact a `cache_entry` describes (loading numba's cached machine code), or None
+        when it is not a usable cpu entry."""
+        if meta.get("backend") != "cpu" or meta.get("format") != ENTRY_FORMAT:
+            return None
+        faults = []
+        for f in meta["faults"]:
+            b = f["buffer"]
+            loc = SourceLoc(f["loc"][0], int(f["loc"][1])) if f["loc"] else None
+            faults.append(Fault(f["kind"], FaultBuffer(b[0], b[1], tuple(b[2])) if b else None, loc,
+                                int(f["rank"])))
+        params = [(dt.as_dtype(d), int(rank)) for d, rank in meta["params"]]
+        return cls(blobs["source"].decode(), faults, bool(meta["parallel"]), params)
+
+
+def _dim(s):
+    return s if isinstance(s, int) else getattr(s, "name", str(s))
+
+
+def _shape_text(shape) -> str:
+    """`(64, n)`: a buffer's shape as a fault message spells it (symbolic sizes by name)."""
+    dims = [str(_dim(s)) for s in shape]
+    return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
 
 
 def _perf_warning():

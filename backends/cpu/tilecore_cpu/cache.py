@@ -3,7 +3,13 @@ generated module is written once under a directory keyed by a hash of its source
 helpers' source and the numba version; numba keeps its compiled objects beside it (`__pycache__`),
 so a second process importing the same file loads machine code instead of compiling.
 
-The directory is `$TILECORE_CACHE_DIR/cpu` when that variable is set, else `~/.cache/tilecore/cpu`.
+The directory is `tilecore.cache.root()/cpu` (`$TILECORE_CACHE_DIR/cpu`, else
+`~/.cache/tilecore/cpu`, created 0700). numba's cache files are pickles that numba loads: a
+cache directory must be trusted like code (it is per user by default). A damaged numba cache
+file (truncated, garbage) is detected when loading fails, the kernel's cache files are deleted,
+reported once, and the kernel is compiled again (`load_compiled`). A cache path that is not a
+usable directory (a file, no permission) is replaced by a private temporary directory for the
+process, with a warning.
 """
 
 from __future__ import annotations
@@ -13,16 +19,27 @@ import importlib.util
 import os
 import sys
 import tempfile
+import warnings
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 
+from tilecore import cache as tcache
+
+_fallback: list[Path] = []
+
 
 def cache_dir() -> Path:
     """Where generated kernel modules (and numba's cache of them) live."""
-    root = os.environ.get("TILECORE_CACHE_DIR")
-    base = Path(root) if root else Path.home() / ".cache" / "tilecore"
-    return base / "cpu"
+    d = tcache.root() / "cpu"
+    if tcache.ensure_dir(d):
+        return d
+    if not _fallback:
+        _fallback.append(Path(tempfile.mkdtemp(prefix="tilecore_cpu_")))
+        warnings.warn(f"tilecore cpu cache: {d} is not a writable directory; using {_fallback[0]} "
+                      f"for this process (set {tcache.ENV_DIR} to a directory)",
+                      tcache.TileCacheWarning, stacklevel=3)
+    return _fallback[0]
 
 
 @lru_cache(maxsize=1)
@@ -46,9 +63,8 @@ def load(source: str) -> tuple[ModuleType, Path]:
         mod = sys.modules[modname]
         return mod, Path(mod.__file__)
     d = cache_dir()
-    d.mkdir(parents=True, exist_ok=True)
     path = d / f"{modname}.py"
-    if not path.exists() or path.read_text() != source:
+    if not _same_text(path, source):
         # write-then-rename: a concurrent process never imports a half-written file; the file
         # is never rewritten afterwards, so numba's index (keyed by its mtime) stays valid
         fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
@@ -64,3 +80,63 @@ def load(source: str) -> tuple[ModuleType, Path]:
         del sys.modules[modname]
         raise
     return mod, path
+
+
+def _same_text(path: Path, source: str) -> bool:
+    try:
+        return path.read_text() == source
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+# What numba raises when one of its cache files is damaged: pickle's errors, a short read, a
+# bad zlib stream, a header of the wrong shape.
+def _damage_errors() -> tuple:
+    import pickle
+    import zlib
+
+    return (EOFError, pickle.UnpicklingError, zlib.error, ValueError, TypeError, AttributeError,
+            IndexError, KeyError, ImportError, OSError)
+
+
+_reported: set[str] = set()
+
+
+def numba_cache_files(path: Path) -> list[Path]:
+    """numba's index and data files for the generated module at `path` (wherever numba keeps
+    them: NUMBA_CACHE_DIR or `__pycache__` beside the file)."""
+    stem = path.stem
+    dirs = [path.parent / "__pycache__"]
+    env = os.environ.get("NUMBA_CACHE_DIR")
+    if env:
+        dirs += [p for p in Path(env).rglob("*") if p.is_dir() and p.name == path.parent.name]
+        dirs.append(Path(env))
+    out = []
+    for d in dirs:
+        if d.is_dir():
+            out += [p for p in d.iterdir() if p.name.startswith(stem + ".") and p.suffix in (".nbi", ".nbc")]
+    return out
+
+
+def load_compiled(path: Path, compile_fn) -> None:
+    """Run `compile_fn()` (a numba dispatcher's compile, which loads from numba's cache); when
+    a damaged cache file makes it fail, delete this module's numba cache files, report it once,
+    and compile again from the source."""
+    try:
+        compile_fn()
+        return
+    except _damage_errors() as e:
+        files = numba_cache_files(path)
+        if not files:
+            raise  # not a cache problem: a real error, shown as it is
+        for f in files:
+            try:
+                f.unlink()
+            except OSError:
+                pass
+        if path.stem not in _reported:
+            _reported.add(path.stem)
+            warnings.warn(f"tilecore cpu cache: numba's cache of {path.name} was damaged "
+                          f"({type(e).__name__}: {e}); deleted {len(files)} file(s) and compiled "
+                          "again", tcache.TileCacheWarning, stacklevel=3)
+    compile_fn()

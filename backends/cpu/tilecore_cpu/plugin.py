@@ -33,10 +33,12 @@ def tile_targets():
 
 
 def _available():
-    try:
-        import numba  # noqa: F401
-    except ImportError as e:  # pragma: no cover - numba is a dependency
-        return False, f"numba is not importable: {e}"
+    """numba is installed (found, not imported: target discovery stays cheap; importing it is
+    the first compile's business)."""
+    import importlib.util
+
+    if importlib.util.find_spec("numba") is None:  # pragma: no cover - numba is a dependency
+        return False, "numba is not installed (pip install numba)"
     return True, ""
 
 
@@ -88,7 +90,29 @@ def tile_build(target, module):
         return None
     from .artifact import CpuArtifact
 
-    return CpuArtifact(module)
+    return CpuArtifact.build(module)
+
+
+@hookimpl
+def tile_cache_token(target):
+    """numba's and llvmlite's versions for the compile-cache key (numba is imported anyway to
+    load the kernel); the runtime helpers are covered by the backend's source fingerprint."""
+    if target.kind != "cpu":
+        return None
+    import llvmlite
+    import numba
+
+    return f"numba={numba.__version__} llvmlite={llvmlite.__version__}"
+
+
+@hookimpl
+def tile_artifact_load(target, meta, blobs):
+    """A CpuArtifact from a compile-cache entry (its source; numba loads the machine code)."""
+    if target.kind != "cpu" or meta.get("backend") != "cpu":
+        return None
+    from .artifact import CpuArtifact
+
+    return CpuArtifact.from_cache_entry(meta, blobs)
 
 
 @hookimpl

@@ -68,7 +68,7 @@ def test_cubin_cache_hits_and_keys_on_arch(tmp_path, monkeypatch):
     assert build.compile_cuda(src, "sm_90a", name="m", compiler="nvcc") == b"never"  # new key
     assert len(calls) == 1
     assert build.compile_cuda(src + "\n", "sm_80", name="m", compiler="nvcc") == b"never"  # source
-    assert len(list((tmp_path / "cuda").glob("*.cubin"))) == 3
+    assert len(list((tmp_path / "cuda").glob("*.tcc"))) == 3  # tilecore.cache entries
 
 
 @pytest.mark.skipif(build._nvrtc() is None or not build.cuda_include_dirs(),

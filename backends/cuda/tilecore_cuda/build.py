@@ -26,6 +26,7 @@ import struct
 import subprocess
 import tempfile
 
+from tilecore import cache
 from tilecore.errors import TileInternalError
 
 STD = "c++17"
@@ -42,10 +43,14 @@ class CudaCompileError(TileInternalError):
 
 
 def cache_dir() -> str:
-    """Where cubins are cached: $TILECORE_CACHE_DIR/cuda, else ~/.cache/tilecore/cuda."""
-    root = os.environ.get("TILECORE_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "tilecore")
-    return os.path.join(root, "cuda")
+    """Where cubins are cached: `tilecore.cache.root()`/cuda ($TILECORE_CACHE_DIR/cuda, else
+    ~/.cache/tilecore/cuda)."""
+    return str(cache.root() / "cuda")
+
+
+# Checksummed entries (tilecore.cache): a truncated or foreign file is deleted and recompiled,
+# never handed to the driver.
+CUBINS = cache.Store("cuda")
 
 
 def gencode(arch: str) -> str:
@@ -143,6 +148,23 @@ def compiler_id(compiler: str) -> str:
     return f"nvcc:{_nvcc_version(path)}"
 
 
+@functools.lru_cache(maxsize=1)
+def toolchain_token() -> str:
+    """The CUDA toolchain's identity for the compile-cache key, without loading a compiler or
+    scanning package metadata: $TILECORE_CUDA_COMPILER, $CUDA_HOME and the cuda-bindings
+    version. (An NVRTC upgrade alone keeps serving cubins the previous one built: they are
+    still valid machine code for their arch; `compile_cuda`'s own cache keys on NVRTC.)"""
+    try:
+        import cuda.bindings as cb
+
+        version = getattr(cb, "__version__", "?")
+    except ImportError:
+        version = "none"
+    return (f"compiler={os.environ.get('TILECORE_CUDA_COMPILER', '')} "
+            f"cuda_home={os.environ.get('CUDA_HOME') or os.environ.get('CUDA_PATH') or ''} "
+            f"cuda-bindings={version}")
+
+
 def default_compiler() -> str:
     """'nvrtc' when cuda-bindings' NVRTC loads, else 'nvcc'; $TILECORE_CUDA_COMPILER overrides."""
     forced = os.environ.get("TILECORE_CUDA_COMPILER")
@@ -220,19 +242,15 @@ def compile_cuda(source: str, arch: str, *, name: str = "kernel", compiler: str 
         raise TileInternalError(f"unknown CUDA compiler {compiler!r}")
     key = hashlib.sha256("\x00".join(
         [source, arch, compiler_id(compiler), *options]).encode()).hexdigest()[:32]
-    path = os.path.join(cache_dir(), f"{name}-{arch}-{key}.cubin")
-    if use_cache and os.path.isfile(path):
-        with open(path, "rb") as f:
-            return f.read()
+    entry = f"{name}-{arch}-{key}"
+    if use_cache:
+        cubin = CUBINS.get(entry)
+        if cubin is not None and cubin[:4] == b"\x7fELF":
+            return cubin
     fn = _compile_nvrtc if compiler == "nvrtc" else _compile_nvcc
     cubin = fn(source, arch, tuple(options), name)
     if use_cache:
-        os.makedirs(cache_dir(), exist_ok=True)
-        # Write then rename, so a concurrent reader never sees half a cubin.
-        fd, tmp = tempfile.mkstemp(dir=cache_dir(), suffix=".part")
-        with os.fdopen(fd, "wb") as f:
-            f.write(cubin)
-        os.replace(tmp, path)
+        CUBINS.put(entry, cubin)  # atomic (write, then rename), checksummed
     return cubin
 
 

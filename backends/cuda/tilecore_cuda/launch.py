@@ -9,11 +9,19 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import glob
 import importlib.util
+import os
+import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from tilecore import dtypes as dt
 from tilecore.errors import TileCallError, TileInternalError, caller_loc
+
+if TYPE_CHECKING:  # tilecore.dtypes imports NumPy: target discovery (gpu_visible) must not
+    from tilecore import dtypes as dt
 
 # Largest dynamic shared memory a block may use without opting in (cuFuncSetAttribute).
 DEFAULT_SMEM_LIMIT = 48 * 1024
@@ -37,7 +45,7 @@ def check(res, what: str):
     err = res[0] if isinstance(res, tuple) else res
     if int(err) != 0:
         driver = _driver()
-        _, name = driver.cuGetErrorName(err)
+        _, name = driver.cuGetErrorName(driver.CUresult(int(err)))
         raise TileInternalError(f"CUDA driver call {what} failed: "
                                 f"{name.decode() if isinstance(name, bytes) else err}")
     if isinstance(res, tuple):
@@ -65,7 +73,15 @@ def make_current(index: int) -> None:
 
 @functools.cache
 def device_arch(index: int) -> str:
-    """`sm_XY` of device `index`; Hopper (9.0) gets `sm_90a` so wgmma-era code may be used."""
+    """`sm_XY` of device `index`; Hopper (9.0) gets `sm_90a` so wgmma-era code may be used.
+
+    Asked of torch when it has initialised CUDA already (a script that made tensors: no
+    cuda-bindings import on a compile-cache hit), else of the driver."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        major, minor = torch.cuda.get_device_capability(index)
+        arch = f"sm_{major}{minor}"
+        return arch + "a" if arch == "sm_90" else arch
     driver = _driver()
     check(driver.cuInit(0), "cuInit")
     dev = check(driver.cuDeviceGet(index), "cuDeviceGet")
@@ -76,6 +92,25 @@ def device_arch(index: int) -> str:
                   "cuDeviceGetAttribute")
     arch = f"sm_{major}{minor}"
     return arch + "a" if arch == "sm_90" else arch
+
+
+def gpu_visible() -> tuple[bool, str]:
+    """Whether an NVIDIA GPU is visible to this process, answered without initialising CUDA
+    (no cuInit, no torch): CUDA_VISIBLE_DEVICES, the driver library, and on Linux the device
+    nodes /dev/nvidia<N>. Elsewhere (or under WSL, where there are no such nodes) the driver is
+    asked (`device_count`)."""
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if vis is not None and vis.strip() in ("", "-1"):
+        return False, "CUDA_VISIBLE_DEVICES hides every GPU"
+    if sys.platform.startswith("linux") and not os.path.exists("/dev/dxg"):
+        if not glob.glob("/dev/nvidia[0-9]*"):
+            return False, "no CUDA device on this machine (no /dev/nvidia<N>)"
+        if _libcuda() is None:
+            return False, "the CUDA driver library (libcuda.so.1) cannot be loaded"
+        return True, ""
+    if device_count() == 0:
+        return False, "no CUDA device (or no cuda-bindings / driver) on this machine"
+    return True, ""
 
 
 def device_count() -> int:
@@ -102,6 +137,175 @@ class ParamSpec:
     is_pointer: bool
 
 
+# ----------------------------------------------------------------------------- parameter buffer
+@dataclass(frozen=True)
+class Packer:
+    """How one kernel parameter sits in the parameter buffer: `size` bytes aligned to `align`,
+    written by `make_setter(slot_address) -> setter(value)`; `per_call` parameters (pointers)
+    are written on every launch, the others (sizes) once per call signature."""
+
+    size: int
+    align: int
+    make_setter: Callable[[int], Callable[[object], None]]
+    per_call: bool
+
+
+def _pointer_setter(address: int):
+    slot = ctypes.c_uint64.from_address(address)
+
+    def set_pointer(t, _slot=slot):
+        _slot.value = t.data_ptr()
+
+    return set_pointer
+
+
+def _scalar_setter(ctype):
+    def make(address: int):
+        slot = ctype.from_address(address)
+
+        def set_scalar(v, _slot=slot):
+            _slot.value = v
+
+        return set_scalar
+
+    return make
+
+
+def pointer_packer(spec: ParamSpec) -> Packer | None:
+    """A global tensor: its device address (8 bytes), written per launch."""
+    return Packer(8, 8, _pointer_setter, True) if spec.is_pointer else None
+
+
+def scalar_packer(spec: ParamSpec) -> Packer | None:
+    """A by-value scalar (a symbolic size) of its C type."""
+    if spec.is_pointer:
+        return None
+    ctype = _CTYPES[spec.dtype.name]
+    return Packer(ctypes.sizeof(ctype), ctypes.alignment(ctype), _scalar_setter(ctype), False)
+
+
+# Asked in order for each parameter; the first non-None Packer lays it out. A new kind of
+# parameter (a CUtensorMap descriptor: 128 bytes, 64-aligned) is one function inserted here.
+PACKERS: list[Callable[[ParamSpec], Packer | None]] = [pointer_packer, scalar_packer]
+
+
+class ParamBuffer:
+    """The memory `cuLaunchKernel` reads a kernel's arguments from, laid out once per call
+    signature: one aligned slot per parameter and the array of slot addresses (`address`).
+
+    The driver copies the arguments when the launch is enqueued, so one buffer serves every
+    launch (a CUDA graph capture included); `setters[i]` writes parameter i."""
+
+    def __init__(self, specs: tuple[ParamSpec, ...], packers=None):
+        packers = PACKERS if packers is None else packers
+        layout, offset = [], 0
+        for s in specs:
+            pk = next((p for p in (f(s) for f in packers) if p is not None), None)
+            if pk is None:
+                raise TileInternalError(f"no packer lays out kernel parameter {s.name} ({s.dtype})")
+            offset = -(-offset // pk.align) * pk.align
+            layout.append((pk, offset))
+            offset += pk.size
+        # 64 bytes of slack so the first slot can be aligned to 64 whatever malloc returned
+        self._memory = ctypes.create_string_buffer(max(offset, 8) + 64)
+        base = -(-ctypes.addressof(self._memory) // 64) * 64
+        self.specs = specs
+        self.packers = tuple(pk for pk, _ in layout)
+        self.setters = tuple(pk.make_setter(base + off) for pk, off in layout)
+        self._ptrs = (ctypes.c_void_p * max(1, len(specs)))(*[base + off for _, off in layout])
+        self.address = ctypes.addressof(self._ptrs)
+
+
+# ----------------------------------------------------------------------------- the launch call
+@functools.lru_cache(maxsize=1)
+def _libcuda():
+    """cuLaunchKernel of the driver library itself, or None where it cannot be loaded (the
+    cuda-bindings wrapper is used then). Loaded as a PyDLL: the call keeps the GIL (releasing
+    and retaking it would cost more than the microseconds the driver takes to enqueue), and it
+    is called with ready-made ctypes arguments (no per-call conversion of the fixed ones)."""
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            lib = ctypes.PyDLL(name)
+        except OSError:
+            continue
+        fn = lib.cuLaunchKernel
+        fn.restype = ctypes.c_int
+        fn.argtypes = None  # arguments are passed as ctypes instances (see Launch)
+        return fn
+    return None
+
+
+def raw_stream_getter():
+    """`index -> cudaStream_t` (an int) of torch's current stream on device `index`; the private
+    fast accessor when torch has it (0.2 us against 3 us for torch.cuda.current_stream)."""
+    import torch
+
+    fast = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if fast is not None:
+        return fast
+    return lambda index: torch.cuda.current_stream(index).cuda_stream
+
+
+class Launch:
+    """One prepared launch of a kernel for one call signature: function, grid, block, shared
+    memory and parameter buffer fixed; `__call__(args)` writes the tensor pointers and enqueues
+    the kernel on torch's current stream of `device` (capturable into a CUDA graph)."""
+
+    def __init__(self, function, device: int, grid, block, smem_bytes: int,
+                 specs: tuple[ParamSpec, ...], static: dict[int, object]):
+        self.device = device
+        self.params = ParamBuffer(specs)
+        for i, v in static.items():
+            self.params.setters[i](v)
+        self.per_call = tuple((i, self.params.setters[i]) for i, pk in enumerate(self.params.packers)
+                              if pk.per_call)
+        # the usual layout (tensor pointers first, then sizes): the pointer slots are one
+        # 8-byte array written in a single loop, without a setter call per tensor
+        n_ptr = len(self.per_call)
+        offsets = [self.params._ptrs[i] - self.params._ptrs[0] for i in range(n_ptr)]
+        self._pointers = None
+        plain = all(pk.make_setter is _pointer_setter for pk in self.params.packers[:n_ptr])
+        if n_ptr and plain and [i for i, _ in self.per_call] == list(range(n_ptr)) and \
+                offsets == [8 * i for i in range(n_ptr)]:
+            self._pointers = (ctypes.c_uint64 * n_ptr).from_address(self.params._ptrs[0])
+            self._n_ptr = n_ptr
+        self._function = function
+        self._dims = (*grid, *block, smem_bytes)
+        # cuLaunchKernel(f, gridDim xyz, blockDim xyz, sharedMemBytes, ...) as C values, once
+        self._head = (ctypes.c_void_p(int(function)), *(ctypes.c_uint(int(v)) for v in self._dims))
+        self._params_arg = ctypes.c_void_p(self.params.address)
+        self._empty = min(grid) == 0  # a zero-size dimension: nothing to do
+        self._stream = raw_stream_getter()
+        self._cu = _libcuda()
+        self._lock = threading.Lock()  # the buffer is shared: fill + enqueue is one step
+
+    def __call__(self, args: list) -> None:
+        """Launch on `args` (every parameter that is a tensor, in order; sizes are fixed)."""
+        if self._empty:
+            return
+        with self._lock:
+            ptrs = self._pointers
+            if ptrs is not None:
+                for i in range(self._n_ptr):
+                    ptrs[i] = args[i].data_ptr()
+            else:
+                for i, setter in self.per_call:
+                    setter(args[i])
+            stream = self._stream(self.device)
+            if self._cu is not None:
+                rc = self._cu(*self._head, ctypes.c_void_p(stream), self._params_arg, None)
+                if rc != 0:  # a thread where torch made no (or another device's) context current
+                    make_current(self.device)
+                    rc = self._cu(*self._head, ctypes.c_void_p(stream), self._params_arg, None)
+                if rc != 0:
+                    check(rc, "cuLaunchKernel")
+                return
+            driver = _driver()
+            make_current(self.device)
+            check(driver.cuLaunchKernel(self._function, *self._dims, driver.CUstream(stream),
+                                        self.params.address, 0), "cuLaunchKernel")
+
+
 class LoadedKernel:
     """A cubin's entry point, loaded lazily once per device."""
 
@@ -126,13 +330,24 @@ class LoadedKernel:
         self._funcs[index] = f
         return f
 
+    def prepare(self, index: int, grid, block, specs: tuple[ParamSpec, ...],
+                static: dict[int, object]) -> Launch:
+        """A Launch on device `index` with `static` parameter values (position -> value)."""
+        return Launch(self.function(index), index, grid, block, self.smem_bytes, specs, static)
+
     def launch(self, grid: tuple[int, int, int], block: tuple[int, int, int], params: list,
                specs: tuple[ParamSpec, ...], extra: list = ()) -> None:
-        """Launch on torch's current stream of the tensors' device; `params` follow `specs`.
-        `extra`: ctypes objects passed by value after them (TMA tensor maps, tensormap.py)."""
+        """Launch once on `params` (checked: CUDA tensors on one device, contiguous), following
+        `specs`; the per-signature path is `prepare`. `extra`: ctypes objects passed by value
+        after the ordinary parameters (TMA tensor maps, tensormap.py), which change with the
+        tensors' addresses, so such launches take this general path."""
+        index = _tensor_device(params, specs)
+        if not extra:
+            static = {i: p for i, (p, s) in enumerate(zip(params, specs)) if not s.is_pointer}
+            self.prepare(index, grid, block, specs, static)(params)
+            return
         import torch
 
-        index = _tensor_device(params, specs)
         f = self.function(index)
         make_current(index)
         holders = []

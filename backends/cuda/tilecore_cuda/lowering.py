@@ -6,13 +6,15 @@ renderer or a GPU, and `emu:<arch>` can ask for exactly these answers through th
 
 from __future__ import annotations
 
-from tilecore import dtypes as dt
-from tilecore.contract import Declined, GemmQuery, MmaPlan
+from typing import TYPE_CHECKING
+
 from tilecore.hookspec import hookimpl
-from tilecore.lower.tensorize import warp_grid
 from tilecore.target import Target, TargetFacts
 
-from .intrinsics import WGMMA_LANES, WGMMA_M, WGMMA_NS, ldmatrix, mma_m16n8k16, wgmma, wgmma_k
+# The tensorization imports (tilecore.lower, the intrinsics, NumPy) happen in the hook that needs
+# them: loading this entry point is part of every target discovery, which must stay cheap.
+if TYPE_CHECKING:
+    from tilecore.contract import Declined, GemmQuery, MmaPlan
 
 # Usable shared memory per block (opt-in maximum) by arch family, in bytes.
 _SHARED = {"sm_80": 163 * 1024, "sm_86": 99 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024,
@@ -55,12 +57,18 @@ def tile_target_facts(target):
 
 
 @hookimpl
-def tile_gemm_tensorize(target, query: GemmQuery):
+def tile_gemm_tensorize(target, query):
     """`mma.sync` m16n8k16 (f16/bf16 in, f32 accumulate) on sm_80+, loaded with `ldmatrix`; the
     warp grid follows the gemm's policy. Declined (with the reason) for other dtypes and shapes;
     None for other targets."""
     if target.kind != "cuda":
         return None
+    from tilecore import dtypes as dt
+    from tilecore.contract import Declined, MmaPlan
+    from tilecore.lower.tensorize import warp_grid
+
+    from .intrinsics import ldmatrix, mma_m16n8k16
+
     if _sm(target) < 80:
         return Declined(f"{target} predates the sm_80 tensor-core instructions tilecore uses")
     q = query
@@ -93,6 +101,12 @@ def wgmma_plan(q: GemmQuery) -> MmaPlan | Declined:
     (<= 256) that divides its columns. B is read through a descriptor (K- or, for 16-bit
     types, MN-major); A too, or from registers when it is a fragment. Declined with the
     reason when the gemm does not fit (the caller then offers mma.sync for 16-bit types)."""
+    from tilecore import dtypes as dt
+    from tilecore.contract import Declined, MmaPlan
+    from tilecore.lower.tensorize import warp_grid
+
+    from .intrinsics import WGMMA_LANES, WGMMA_M, WGMMA_NS, wgmma, wgmma_k
+
     fp8 = q.a_dtype == q.b_dtype and q.a_dtype.name in _FP8
     if not fp8 and (q.a_dtype != q.b_dtype or q.a_dtype.name not in _MMA_DTYPES):
         return Declined(f"wgmma needs float16, bfloat16 or fp8 A and B of one dtype, got "

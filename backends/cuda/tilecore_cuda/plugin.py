@@ -17,14 +17,19 @@ ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
 
 @functools.lru_cache(maxsize=1)
 def _available() -> tuple[bool, str]:
-    """A CUDA device is usable when the driver sees one and torch (for tensors) is importable."""
-    from .launch import device_count
+    """A CUDA device is usable when the driver sees one and torch (for tensors) is importable.
 
-    if device_count() == 0:
-        return False, "no CUDA device (or no cuda-bindings / driver) on this machine"
+    Answered without importing torch or initialising CUDA (`launch.gpu_visible`), so
+    `tilecore.plugins.targets(runnable_only=True)` stays fast; the first cuda compile asks the
+    driver itself (the device's arch)."""
+    from .launch import gpu_visible
+
+    if importlib.util.find_spec("cuda") is None or importlib.util.find_spec("cuda.bindings") is None:
+        return False, "cuda-bindings is not installed (pip install cuda-bindings)"
     if importlib.util.find_spec("torch") is None:
         return False, "torch is not installed (the cuda target runs on torch CUDA tensors)"
-    return True, ""
+    ok, why = gpu_visible()
+    return (True, "") if ok else (False, why)
 
 
 @functools.lru_cache(maxsize=1)
@@ -60,3 +65,25 @@ def tile_build(target, module):
     if arch == "sm_90" and "wgmma." in rendered.source:
         arch = "sm_90a"  # wgmma is in the arch-specific feature set (lowering.has_wgmma)
     return CudaArtifact(rendered, arch, eager=_available()[0], tensor_maps=module_tensor_maps(module))
+
+
+@hookimpl
+def tile_cache_token(target):
+    """The CUDA toolchain a build would use (compiler choice, cuda-bindings and NVRTC wheel
+    versions, CUDA_HOME), read from package metadata: no compiler is loaded on a cache hit."""
+    if target.kind != "cuda":
+        return None
+    from .build import toolchain_token
+
+    return toolchain_token()
+
+
+@hookimpl
+def tile_artifact_load(target, meta, blobs):
+    """A CudaArtifact from a compile-cache entry (launch description and cubins; see
+    `tilecore_cuda.artifact`)."""
+    if target.kind != "cuda" or meta.get("backend") != "cuda":
+        return None
+    from .artifact import CudaArtifact
+
+    return CudaArtifact.from_cache_entry(meta, blobs)

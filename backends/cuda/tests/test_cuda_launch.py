@@ -1,0 +1,214 @@
+"""The launch path (parameter buffer, per-signature plans, CUDA graphs) and the cuda compile-cache
+entry. The layout, entry and discovery tests run anywhere; the launch tests need a GPU."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+from cuda_test_util import EXAMPLES, needs_gpu
+from hand_kernels import mma_module
+from tilecore_cuda import launch
+from tilecore_cuda.artifact import CudaArtifact, grid_from_json, grid_to_json
+from tilecore_cuda.launch import Packer, ParamBuffer, ParamSpec
+from tilecore_cuda.render import render_cuda
+
+import tilecore
+from tilecore import compile_cache
+from tilecore import dtypes as dt
+from tilecore.codegen.spec import host_int
+
+if EXAMPLES not in sys.path:
+    sys.path.insert(0, EXAMPLES)
+
+
+def _slot(buf: ParamBuffer, i: int, ctype):
+    return ctype.from_address(buf._ptrs[i]).value
+
+
+def test_parameter_buffer_lays_out_and_writes_each_slot():
+    class FakeTensor:
+        def __init__(self, p):
+            self.p = p
+
+        def data_ptr(self):
+            return self.p
+
+    specs = (ParamSpec("A", dt.float16, True), ParamSpec("n", dt.int32, False),
+             ParamSpec("B", dt.float32, True), ParamSpec("m", dt.int64, False))
+    buf = ParamBuffer(specs)
+    offsets = [buf._ptrs[i] - buf._ptrs[0] for i in range(4)]
+    assert offsets == [0, 8, 16, 24]  # the int32 slot is padded to the next pointer's alignment
+    buf.setters[0](FakeTensor(0xDEAD0000))
+    buf.setters[1](-5)
+    buf.setters[2](FakeTensor(0xBEEF0000))
+    buf.setters[3](1 << 40)
+    assert _slot(buf, 0, ctypes.c_uint64) == 0xDEAD0000 and _slot(buf, 1, ctypes.c_int32) == -5
+    assert _slot(buf, 2, ctypes.c_uint64) == 0xBEEF0000 and _slot(buf, 3, ctypes.c_int64) == 1 << 40
+    assert [p.per_call for p in buf.packers] == [True, False, True, False]
+
+
+def test_a_new_parameter_kind_is_one_packer():
+    """What a CUtensorMap parameter needs: 128 bytes aligned to 64, before the default packers."""
+    def descriptor(spec):
+        if spec.name != "desc":
+            return None
+
+        def make(address):
+            def write(value):
+                ctypes.memmove(address, value, 128)
+            return write
+
+        return Packer(128, 64, make, True)
+
+    specs = (ParamSpec("n", dt.int32, False), ParamSpec("desc", dt.uint8, False),
+             ParamSpec("A", dt.float16, True))
+    buf = ParamBuffer(specs, [descriptor, *launch.PACKERS])
+    assert buf._ptrs[1] % 64 == 0 and buf._ptrs[2] - buf._ptrs[1] == 128
+    buf.setters[1](bytes(range(128)))
+    assert ctypes.string_at(buf._ptrs[1], 128) == bytes(range(128))
+
+
+def test_a_prepared_launch_passes_the_driver_its_arguments(monkeypatch):
+    """What Launch hands cuLaunchKernel (a recording stand-in for the driver function), and the
+    retry after making the context current when the calling thread had none."""
+    calls, current = [], []
+
+    def fake_launch(*args):
+        calls.append([getattr(a, "value", a) for a in args])
+        ptrs = ctypes.cast(args[9].value, ctypes.POINTER(ctypes.c_void_p))
+        calls[-1].append(ctypes.c_uint64.from_address(ptrs[0]).value)
+        return 201 if len(calls) == 1 else 0  # CUDA_ERROR_INVALID_CONTEXT once
+
+    class FakeTensor:
+        def __init__(self, p):
+            self.p = p
+
+        def data_ptr(self):
+            return self.p
+
+    monkeypatch.setattr(launch, "_libcuda", lambda: fake_launch)
+    monkeypatch.setattr(launch, "raw_stream_getter", lambda: (lambda index: 0x5000 + index))
+    monkeypatch.setattr(launch, "make_current", current.append)
+    specs = (ParamSpec("A", dt.float16, True), ParamSpec("C", dt.float32, True),
+             ParamSpec("n", dt.int32, False))
+    go = launch.Launch(0xF00D, 3, (70001, 2, 1), (128, 1, 1), 1024, specs, {2: 77})
+    go([FakeTensor(0xA0), FakeTensor(0xC0)])
+    assert current == [3] and len(calls) == 2
+    assert calls[1] == [0xF00D, 70001, 2, 1, 128, 1, 1, 1024, 0x5003, go.params.address, None, 0xA0]
+    assert _slot(go.params, 1, ctypes.c_uint64) == 0xC0 and _slot(go.params, 2, ctypes.c_int32) == 77
+
+
+def test_grid_expressions_round_trip_through_json():
+    r = render_cuda(mma_module())
+    grid = [grid_from_json(json.loads(json.dumps(grid_to_json(g)))) for g in r.grid]
+    for n in (1, 16, 33, 1000):
+        assert [host_int(g, {"N": n}) for g in grid] == [host_int(g, {"N": n}) for g in r.grid]
+
+
+def test_the_cache_entry_rebuilds_the_same_artifact():
+    r = render_cuda(mma_module())
+    art = CudaArtifact(r, "sm_90a", eager=False, cubins={"sm_90a": b"\x7fELF fake"})
+    meta, blobs = art.cache_entry()
+    back = CudaArtifact.from_cache_entry(json.loads(json.dumps(meta)), blobs)
+    assert back.source == art.source and back.rendered.entry == r.entry
+    assert back.rendered.params == r.params
+    assert back.rendered.block == r.block and back.rendered.smem_bytes == r.smem_bytes
+    assert back.cubin("sm_90a") == b"\x7fELF fake"
+    blobs["cubin:sm_90a"] = b"garbage"
+    assert CudaArtifact.from_cache_entry(meta, blobs) is None  # not a cubin: rebuilt
+
+
+def test_a_cuda_compile_hit_skips_lowering_and_rendering(tmp_path, monkeypatch):
+    """Source generation only (no GPU needed): the second process renders nothing."""
+    env = dict(os.environ, TILECORE_CACHE_DIR=str(tmp_path))
+    code = (f"import sys, json; sys.path.insert(0, {EXAMPLES!r}); import tilecore, elementwise_add; "
+            "import tilecore.compiler as c; runs = []; run = c.run_pipeline; "
+            "c.run_pipeline = lambda *a: runs.append(1) or run(*a); "
+            "k = tilecore.jit(elementwise_add.program(), out_idx=[-1], target='cuda:sm_90a'); "
+            "print(json.dumps({'rendered': 'tilecore_cuda.render' in sys.modules, "
+            "'lowered': bool(runs), 'src': len(k.get_kernel_source())}))")
+    runs = [json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                      text=True, check=True).stdout.splitlines()[-1]) for _ in range(2)]
+    assert runs[0]["rendered"] and runs[0]["lowered"]
+    assert not runs[1]["rendered"] and not runs[1]["lowered"] and runs[1]["src"] == runs[0]["src"]
+
+
+def test_target_discovery_imports_neither_torch_nor_the_driver():
+    code = ("import sys, json, tilecore; t = tilecore.plugins.targets(runnable_only=True); "
+            "print(json.dumps([t, 'torch' in sys.modules, 'cuda.bindings.driver' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    _, torch_loaded, driver_loaded = json.loads(out.stdout.splitlines()[-1])
+    assert not torch_loaded and not driver_loaded
+
+
+def test_hidden_devices_are_not_visible(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert launch.gpu_visible()[0] is False
+
+
+# ----------------------------------------------------------------------------- on a GPU
+@needs_gpu
+def test_plans_follow_pointers_and_sizes_and_outputs_are_uninitialised(monkeypatch):
+    import elementwise_add
+    import torch
+
+    k = tilecore.jit(elementwise_add.program(), out_idx=[-1], target="cuda")
+    for n in (1000, 4096, 1000, 77):  # dynamic length: a plan per size, reused when it recurs
+        a, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+        assert torch.equal(k(a, b), a + b)
+    assert len(k._plans) == 3
+    zeros = []
+    monkeypatch.setattr(torch, "zeros", lambda *a, **kw: zeros.append(a) or torch.empty(*a, **kw))
+    k2 = tilecore.jit(elementwise_add.program(), out_idx=[-1], target="cuda")
+    k2(a, b)
+    assert zeros == []
+
+
+@needs_gpu
+def test_a_kernel_call_is_captured_and_replayed_by_a_cuda_graph():
+    import elementwise_add
+    import torch
+
+    k = tilecore.jit(elementwise_add.program(), out_idx=[-1], target="cuda")
+    a, b = torch.randn(4096, device="cuda"), torch.randn(4096, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm up (plan, module load) outside the capture
+        k(a, b)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        c = k(a, b)
+    for _ in range(3):
+        a.copy_(torch.randn(4096, device="cuda"))
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(c, a + b)
+
+
+@needs_gpu
+def test_a_new_process_hit_loads_the_cubin_and_runs(tmp_path):
+    env = dict(os.environ, TILECORE_CACHE_DIR=str(tmp_path))
+    code = (f"import sys, json, torch; sys.path.insert(0, {EXAMPLES!r}); import tilecore, elementwise_add; "
+            "a = torch.randn(3000, device='cuda'); "
+            "k = tilecore.jit(elementwise_add.program(), out_idx=[-1], target='cuda'); "
+            "ok = bool(torch.equal(k(a, a), a + a)); "
+            "print(json.dumps({'ok': ok, 'rendered': 'tilecore_cuda.render' in sys.modules}))")
+    runs = [json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                      text=True, check=True).stdout.splitlines()[-1]) for _ in range(2)]
+    assert runs == [{"ok": True, "rendered": True}, {"ok": True, "rendered": False}]
+    compile_cache.clear_memory()
+
+
+@needs_gpu
+def test_numpy_inputs_still_round_trip():
+    import elementwise_add
+
+    k = tilecore.jit(elementwise_add.program(), out_idx=[-1], target="cuda")
+    a, b = elementwise_add.make_inputs(np.random.default_rng(1), n=3000)
+    np.testing.assert_array_equal(k(a, b), a + b)

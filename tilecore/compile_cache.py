@@ -1,0 +1,182 @@
+"""The compile cache: a kernel compiled once is *loaded*, not lowered, by any later compile.
+
+The key is taken before lowering, from what determines the build (`compile_key`):
+
+- the printed input tile IR (`PrimFunc.script()`), its attribute names and the source line of
+  every statement (faults and errors name them);
+- `str(target)` and the `TargetDesc` the pipeline would run with: lowering target, facts, the
+  backends' gemm answers, the backends' extra passes (by name and function), the options (the
+  core passes are tilecore's code, in the fingerprint);
+- tilecore's version and a fingerprint of the sources of tilecore and of every registered
+  backend (`tilecore.cache.package_fingerprint`), and each backend's `tile_cache_token`
+  (its compiler and version).
+
+On a hit the backend's `tile_artifact_load` rebuilds the artifact from the stored entry (JSON
+plus blobs such as a cubin, no pickle), and the pipeline, rendering and compilation are
+skipped; `Kernel.get_ir()` runs the pipeline on demand. Hits are served from memory within a
+process (the live artifact) and from `$TILECORE_CACHE_DIR/kernels` across processes.
+
+`TILECORE_COMPILE_CACHE=0` turns the cache off; `TILECORE_DUMP_IR` bypasses it (the dump is
+made by running the pipeline).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections import OrderedDict
+
+from . import cache, plugins
+from .ir.module import PrimFunc
+from .ir.visit import walk
+from .target import Target, TargetDesc
+
+FORMAT = "kernels-1"  # bump when the key's recipe or the entry layout changes
+STORE = cache.Store("kernels")
+MEMORY_ENTRIES = 256
+_memory: OrderedDict[str, object] = OrderedDict()  # key -> live artifact (this process)
+
+
+def enabled() -> bool:
+    """Whether compiles consult the cache (off with TILECORE_COMPILE_CACHE=0, and while
+    TILECORE_DUMP_IR asks for the per-pass dump)."""
+    if os.environ.get("TILECORE_COMPILE_CACHE", "1").lower() in ("0", "false", "off", "no"):
+        return False
+    return not os.environ.get("TILECORE_DUMP_IR")
+
+
+def _code_fingerprint() -> str:
+    """tilecore's version and the sources of tilecore and of every registered backend (module
+    plugins by their file, object plugins by their class's module)."""
+    from . import __version__
+
+    dirs = {os.path.dirname(os.path.abspath(__file__))}
+    for plugin in plugins.manager().get_plugins():
+        path = getattr(plugin, "__file__", None)
+        if path is None:
+            path = getattr(sys.modules.get(type(plugin).__module__), "__file__", None)
+        if path:
+            dirs.add(os.path.dirname(os.path.abspath(path)))
+    return _fingerprint_dirs(tuple(sorted(dirs)), __version__)
+
+
+@functools.lru_cache(maxsize=8)
+def _fingerprint_dirs(dirs: tuple, version: str) -> str:
+    return cache.digest(version, *(f"{d}={cache.package_fingerprint(d)}" for d in dirs))
+
+
+def _locations(func: PrimFunc) -> str:
+    """Every statement's source line, in walk order: a kernel moved within its file still
+    hits only if its fault messages would name the same lines."""
+    lines = []
+    for n in walk(func.body):
+        loc = getattr(n, "loc", None)
+        if loc is not None:
+            lines.append(loc.line)
+    file = func.loc.file if func.loc is not None else ""
+    return f"{file}:{func.loc.line if func.loc else 0}:{','.join(map(str, lines))}"
+
+
+def _attrs(func: PrimFunc) -> str:
+    """The function attributes by name and by the names of the objects they hold (the printed
+    signature already spells the objects themselves)."""
+    out = []
+    for k, v in func.attrs:
+        items = v if isinstance(v, tuple) else (v,)
+        out.append(f"{k}=" + ",".join(getattr(x, "name", None) or repr(x) for x in items))
+    return ";".join(out)
+
+
+def _desc_text(desc: TargetDesc) -> str:
+    """The description with passes named (a Pass's repr holds function addresses)."""
+    passes = [(a, p.name, getattr(p.fn, "__module__", ""), getattr(p.fn, "__qualname__", ""))
+              for a, p in desc.passes]
+    return repr((desc.target, desc.lowering, desc.facts, desc.options, desc.gemms, passes))
+
+
+def compile_key(func: PrimFunc, target: Target, desc: TargetDesc) -> str:
+    """The cache key of compiling `func` for `target` with description `desc` (hex SHA-256)."""
+    tokens = plugins.manager().hook.tile_cache_token(target=target)
+    if desc.lowering != target:
+        tokens = tokens + plugins.manager().hook.tile_cache_token(target=desc.lowering)
+    return cache.digest(FORMAT, _code_fingerprint(), func.script(), _attrs(func), _locations(func),
+                        str(target), _desc_text(desc),
+                        "|".join(sorted(t for t in tokens if t)))
+
+
+def key_or_none(func: PrimFunc, target: Target, desc: TargetDesc) -> str | None:
+    """`compile_key`, or None when the cache is off or the key cannot be formed (a program the
+    printer cannot spell: it is then compiled uncached, exactly as without the cache)."""
+    if not enabled():
+        return None
+    try:
+        return compile_key(func, target, desc)
+    except Exception:  # the cache is an optimisation: never the reason a compile fails
+        return None
+
+
+def lookup(key: str, target: Target):
+    """(artifact, diagnostics) for `key`, or None on a miss (or an entry no backend loads)."""
+    art = _memory.get(key)
+    if art is not None:
+        _memory.move_to_end(key)
+        return art, getattr(art, "_tilecore_diagnostics", ())
+    rec = STORE.get_record(key)
+    if rec is None:
+        return None
+    meta, blobs = rec
+    try:
+        art = plugins.manager().hook.tile_artifact_load(target=target, meta=meta.get("artifact", {}),
+                                                        blobs=blobs)
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError):
+        art = None  # an entry from an older layout: rebuilt and overwritten
+    if art is None:
+        return None
+    diags = _diagnostics_from_json(meta.get("diagnostics", []))
+    _remember(key, art, diags)
+    return art, diags
+
+
+def store(key: str, artifact, diagnostics: tuple) -> None:
+    """Remember `artifact` in memory and on disk when it opts in (`cache_entry()` returns an
+    entry); an artifact that does not is never reused, as before the cache existed."""
+    entry = getattr(artifact, "cache_entry", None)
+    got = entry() if entry is not None else None
+    if got is None:
+        return
+    _remember(key, artifact, diagnostics)
+    meta, blobs = got
+    STORE.put_record(key, {"artifact": meta, "diagnostics": _diagnostics_to_json(diagnostics)}, blobs)
+
+
+def clear_memory() -> None:
+    """Forget the in-process layer (tests: what a new process would see)."""
+    _memory.clear()
+    STORE.clear_memory()
+
+
+def _remember(key: str, artifact, diagnostics: tuple) -> None:
+    try:
+        artifact._tilecore_diagnostics = diagnostics
+    except AttributeError:  # an artifact with __slots__: diagnostics are then re-read from disk
+        pass
+    _memory[key] = artifact
+    _memory.move_to_end(key)
+    while len(_memory) > MEMORY_ENTRIES:
+        _memory.popitem(last=False)
+
+
+def _diagnostics_to_json(diagnostics) -> list:
+    return [{"category": d.category, "message": d.message,
+             "file": d.loc.file if d.loc else None, "line": d.loc.line if d.loc else None}
+            for d in diagnostics]
+
+
+def _diagnostics_from_json(items) -> tuple:
+    from .contract import Diagnostic
+    from .errors import SourceLoc
+
+    return tuple(Diagnostic(d["category"], d["message"],
+                            SourceLoc(d["file"], int(d["line"])) if d.get("file") else None)
+                 for d in items)
