@@ -139,6 +139,9 @@ def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None,
             f"T.Pipelined: {', '.join(given)} {'is' if len(given) == 1 else 'are'} not supported",
             hint="drop them and give num_stages only: the compiler derives the schedule (stage "
                  "buffers, prologue, waits) from the loop body")
+    if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 0:
+        raise TileShapeError(f"T.Pipelined: num_stages={num_stages!r} is not a non-negative int",
+                             hint="use num_stages=0 or 1 for no pipelining, 2..4 for a pipeline")
     s, e = _range_args(start, stop, "T.Pipelined")
     return LoopSpec("pipelined", (s,), (e,), 1, (("num_stages", int(num_stages)),))
 

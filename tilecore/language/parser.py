@@ -125,6 +125,11 @@ class Parser:
         raise TileNameError(f"name {name!r} is not defined", self.loc(node),
                             hint=f"did you mean {close[0]!r}?" if close else None)
 
+    def lookup_local(self, name: str):
+        """The kernel-scope binding of `name` (not closure, globals or builtins), or None."""
+        idx = self._scope_of(name)
+        return self.scopes[idx].vars[name] if idx is not None else None
+
     def _scope_of(self, name: str) -> int | None:
         for i in range(len(self.scopes) - 1, -1, -1):
             if name in self.scopes[i].vars:
@@ -321,25 +326,47 @@ class Parser:
             return
         if isinstance(value, Ref):
             value = value.as_expr()
+        self._check_rebind(name, existing, idx, value)
         if isinstance(value, Buffer) and value.is_var:
             value = Load(value, (as_expr(0),)) if isinstance(existing, (Var, Expr)) else value
         if isinstance(value, Expr) and not isinstance(value, Const):
-            if isinstance(existing, Var) and existing in self.let_vars:
-                inner = max((i for i, s in enumerate(self.scopes) if s.kind in ("loop", "if")), default=-1)
-                if idx is not None and idx < inner:
-                    raise TileBindingError(
-                        f"{name!r} is reassigned inside a loop or branch but was defined outside it",
-                        hint=f"declare it with `{name} = T.alloc_var(dtype)` to make it mutable",
-                    )
             if isinstance(value, Var) and value not in self.let_vars:
-                self.scopes[-1].vars[name] = value
+                self._bind_scope().vars[name] = value
                 return
             var = Var(name, value.dtype)
             self.let_vars.add(var)
             self.b.emit(LetStmt(var, value, self.b.loc))
-            self.scopes[-1].vars[name] = var
+            self._bind_scope().vars[name] = var
             return
-        self.scopes[-1].vars[name] = value
+        self._bind_scope().vars[name] = value
+
+    def _bind_scope(self) -> _Scope:
+        """Where an assignment binds: the innermost scope that is not a parse-time unrolled
+        loop over a Python sequence (an assignment there must outlive the iteration, as in
+        Python, or `acc = acc + A[x]` over a tuple would keep only the first value)."""
+        return next(s for s in reversed(self.scopes) if s.kind != "static")
+
+    def _check_rebind(self, name: str, existing, idx, value) -> None:
+        """A value name defined outside a kernel loop or branch and reassigned inside it: the
+        reassignment would be invisible after the loop (each iteration binds a new immutable
+        name), so `s = 0.0` then `for i in T.serial(n): s = s + A[i]` would leave `s` 0.0."""
+        if idx is None:
+            return
+        scalar = (int, float, bool, Expr)
+        if not isinstance(existing, scalar) or not isinstance(value, scalar + (Ref,)):
+            return
+        inner = max((i for i, s in enumerate(self.scopes) if s.kind in ("loop", "if")), default=-1)
+        if idx >= inner:
+            return
+        if isinstance(existing, Var) and existing not in self.let_vars:
+            what = "a loop or block index"
+        else:
+            what = "a value"
+        raise TileBindingError(
+            f"{name!r} is {what} defined outside this loop or branch and is reassigned inside it; "
+            "kernel names are immutable, so the new value would be lost after the loop",
+            hint=f"declare it with `{name} = T.alloc_var(dtype)` (and `{name} = init`) to make it "
+            "mutable, or use a new name inside the loop")
 
     def for_(self, node: ast.For):
         if node.orelse:
@@ -374,6 +401,13 @@ class Parser:
             )
         if it.kind != "parallel" and self.b.parallel_depth:
             pass  # a serial loop inside T.Parallel runs per element
+        for n in names:
+            outer = self.lookup_local(n.id)
+            if isinstance(outer, Var) and outer not in self.let_vars:
+                raise TileBindingError(
+                    f"loop variable {n.id!r} reuses the name of an enclosing loop or block index "
+                    "(or a scalar parameter)", self.loc(node.target),
+                    hint=f"give the inner loop its own name, e.g. `{n.id}2`")
         vars_ = [Var(n.id, dt.int32) for n in names]
         self.b.blocks.append([])
         self.scopes.append(_Scope("loop"))
