@@ -25,7 +25,10 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
         raise TileError(f"tilecore.compile needs a @T.prim_func kernel, got {type(func).__name__}",
                         caller_loc(), hint="decorate the kernel with @T.prim_func")
     options = options_from_pass_configs(pass_configs)
-    t = plugins.resolve(target)
+    try:
+        t = plugins.resolve(target)
+    except TileError as e:
+        raise e.with_loc(caller_loc()) from None
     reason = plugins.unsupported(t, func)
     if reason:
         raise TileTargetError(f"target {t} cannot compile {func.name}: {reason}", func.loc)
@@ -66,7 +69,7 @@ class JITFactory:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs) -> Kernel:
-        key = (args, tuple(sorted(kwargs.items())))
+        key = (args, tuple(sorted(kwargs.items())), _read_values(self.fn))
         try:
             hash(key)
         except TypeError:
@@ -155,7 +158,7 @@ class EagerJIT:
                                 "is called; pass them only to .compile(...)")
         pr = self._probe(config)
         binding = eager.bind_shapes(pr, tensors, given, where)
-        key = _key((config, binding))
+        key = _key((config, binding, _read_values(self.fn)))
         if key is not None and key in self._cache:
             return self._cache[key], tensors
         func = eager.build(self.fn, config, binding)
@@ -186,6 +189,54 @@ class EagerJIT:
     def get_kernel_source(self, *args, **kwargs) -> str:
         """The generated code for these tensors and/or constants (see Kernel.get_kernel_source)."""
         return self._kernel(args, kwargs, caller_loc(), need_tensors=False)[0].get_kernel_source()
+
+
+def _global_names(code) -> frozenset:
+    """Every global name `code` and the functions nested in it (the kernel) may read."""
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if hasattr(c, "co_names"):
+            names |= _global_names(c)
+    return frozenset(names)
+
+
+def _read_values(fn) -> tuple:
+    """The current values of the module globals and closure cells a factory's body (and the
+    kernel inside it) reads, as part of its cache key: a kernel built from `TILE = 64` must be
+    rebuilt after `TILE = 128`. Modules, functions and classes count by identity, containers
+    by their contents, other unhashable values (an array) by identity."""
+    names = getattr(fn, "_tile_global_names", None)
+    if names is None:
+        names = _global_names(fn.__code__)
+        try:
+            fn._tile_global_names = names
+        except AttributeError:
+            pass
+    g = fn.__globals__
+    vals = tuple((n, _hashable(g[n])) for n in sorted(names) if n in g)
+    cells = ()
+    if fn.__closure__:
+        cells = tuple((n, _hashable(c.cell_contents))
+                      for n, c in zip(fn.__code__.co_freevars, fn.__closure__) if _cell_full(c))
+    return vals + cells
+
+
+def _hashable(v):
+    """`v` itself when hashable, its contents for a dict/list/tuple, else its identity."""
+    try:
+        hash(v)
+        return v
+    except TypeError:
+        k = _key(v) if isinstance(v, (dict, list, tuple)) else None
+        return k if k is not None else ("<object>", id(v))
+
+
+def _cell_full(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
 
 
 def _key(obj):

@@ -10,6 +10,7 @@ from .errors import TileCallError, TileError, caller_loc
 from .ir.buffer import Buffer
 from .ir.expr import Var
 from .ir.module import Module, PrimFunc
+from .ir.static_checks import check_call
 from .passes.pipeline import render
 from .target import Target, TargetDesc
 
@@ -66,6 +67,9 @@ class Kernel:
             out_idx = [out_idx]
         norm = []
         for i in out_idx:
+            if isinstance(i, bool):
+                raise TileCallError(f"out_idx entry {i!r} is a bool, not a parameter index",
+                                    caller_loc(), hint="list parameter positions, e.g. out_idx=[-1]")
             if not isinstance(i, int) or not -n <= i < n:
                 raise TileCallError(
                     f"out_idx {i!r} is out of range for kernel {func.name} with {n} parameters",
@@ -74,6 +78,9 @@ class Kernel:
             if isinstance(signature[i % n], Var):
                 raise TileCallError(f"out_idx {i!r} names the scalar parameter {signature[i].name}; "
                                     "outputs are tensors", caller_loc())
+            if i % n in norm:
+                raise TileCallError(f"out_idx {out_idx!r} names parameter {signature[i].name} twice",
+                                    caller_loc(), hint="list each output once")
             norm.append(i % n)
         outs = {id(signature[i]) for i in norm}
         self.out_idx = [i for i, p in enumerate(func.params) if id(p) in outs]
@@ -181,6 +188,7 @@ class Kernel:
 
     def __call__(self, *args):
         dyn = self._check(args)
+        check_call(self.func, dyn, caller_loc)
         tensors = [a for p, a in zip(self.inputs, args) if not isinstance(p, Var)]
         use_torch = any(_is_torch(a) for a in tensors) or (not tensors and self.artifact.array_api == "torch")
         device = next((a.device for a in tensors if _is_torch(a)), None)

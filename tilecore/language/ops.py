@@ -92,7 +92,11 @@ def Kernel(*grid, threads=128, prelude=None, is_cpu=False) -> KernelSpec:
     for x in g:
         if not x.dtype.is_int:
             raise TileTypeError("grid dimensions must be integers")
-    return KernelSpec(g, threads)
+    if prelude is not None:
+        raise TileSyntaxError("T.Kernel(prelude=...) (C source injected into the kernel) is not "
+                              "supported", hint="drop prelude; write the helper as a @T.macro")
+    # is_cpu=True opts a CPU-only kernel out of the portable GPU limits (ir/static_checks.py)
+    return KernelSpec(g, threads, (("is_cpu", True),) if is_cpu else ())
 
 
 @dataclass(frozen=True)
@@ -508,10 +512,17 @@ def min_value(dtype):
 
 @builtin
 def ceildiv(a, b):
-    """(a + b - 1) // b for non-negative integers."""
-    if isinstance(a, int) and isinstance(b, int):
-        return -(-a // b)
-    return binop("div", binop("sub", binop("add", a, b), 1), b)
+    """`a / b` rounded toward positive infinity, for every sign: `-floordiv(-a, b)`, one
+    definition for Python ints and kernel values (`(a + b - 1) / b` is wrong for a negative
+    operand under C's truncating division)."""
+    from .intops import floordiv
+
+    def neg(x):
+        if isinstance(x, (int, float)) and not isinstance(x, bool):
+            return -x
+        return unary("neg", x.as_expr() if isinstance(x, Ref) else as_expr(x))
+
+    return neg(floordiv(neg(a), b))
 
 
 @builtin

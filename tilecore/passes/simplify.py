@@ -9,6 +9,7 @@ from .. import semantics as S
 from ..ir.expr import Cast, Const
 from ..ir.module import Module
 from ..ir.stmt import SeqStmt
+from ..ir.static_checks import check_program
 from ..ir.verifier import verify
 from ..ir.visit import rewrite
 from ..target import TargetDesc
@@ -17,8 +18,10 @@ from .base import tile_pass
 
 @tile_pass("verify")
 def verify_pass(module: Module, desc: TargetDesc) -> Module:
-    """Invariant: every variable is defined before use and every buffer is allocated."""
+    """Invariant: every variable is defined before use and every buffer is allocated; the
+    user-facing static checks (`tilecore.ir.static_checks`) pass."""
     verify(module.func)
+    check_program(module.func)
     return module
 
 
