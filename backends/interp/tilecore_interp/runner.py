@@ -369,7 +369,9 @@ class Program:
                 r = np.max(x, axis=dim)
             else:
                 r = np.min(x, axis=dim)
-            r = cast_value(r, acc, d_dst).reshape(shape)
+            # a full reduction of a 1-D tile gives a NumPy scalar, which cast_value may turn into
+            # a Python int: make it an array again before reshaping
+            r = np.asarray(cast_value(r, acc, d_dst)).reshape(shape)
             if not clear:
                 cur = env[dst].astype(compute_np(d_dst))
                 if kind in ("sum", "abssum"):
