@@ -288,9 +288,11 @@ def test_unknown_target_lists_installed():
 
 
 def test_out_of_bounds_global_access_at_runtime():
+    n = T.dynamic("n")  # a symbolic size: not provable at compile time
+
     def build():
         @T.prim_func
-        def k(A: T.Tensor((10,), "float32"), B: T.Tensor((10,), "float32")):
+        def k(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
             with T.Kernel(1, threads=32) as bx:
                 for i in T.Parallel(16):
                     B[i] = A[i]  # <- here

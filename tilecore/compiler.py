@@ -203,8 +203,8 @@ def _global_names(code) -> frozenset:
 def _read_values(fn) -> tuple:
     """The current values of the module globals and closure cells a factory's body (and the
     kernel inside it) reads, as part of its cache key: a kernel built from `TILE = 64` must be
-    rebuilt after `TILE = 128`. Modules, functions and classes count by identity, containers
-    by their contents, other unhashable values (an array) by identity."""
+    rebuilt after `TILE = 128`. Hashable values count by value, others (a list, an array) by
+    identity."""
     names = getattr(fn, "_tile_global_names", None)
     if names is None:
         names = _global_names(fn.__code__)
@@ -222,13 +222,13 @@ def _read_values(fn) -> tuple:
 
 
 def _hashable(v):
-    """`v` itself when hashable, its contents for a dict/list/tuple, else its identity."""
+    """`v` itself when hashable, else its identity (a mutable container the factory may itself
+    append to counts as the same object; rebinding the name is what changes the key)."""
     try:
         hash(v)
         return v
     except TypeError:
-        k = _key(v) if isinstance(v, (dict, list, tuple)) else None
-        return k if k is not None else ("<object>", id(v))
+        return ("<object>", id(v))
 
 
 def _cell_full(cell) -> bool:

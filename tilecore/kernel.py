@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import call_args
 from . import dtypes as dt
 from .contract import Artifact, Diagnostic
 from .errors import TileCallError, TileError, caller_loc
@@ -86,6 +87,8 @@ class Kernel:
         self.out_idx = [i for i, p in enumerate(func.params) if id(p) in outs]
         self.in_idx = [i for i in range(len(func.params)) if i not in self.out_idx]
         self.inputs = [p for p in signature if id(p) not in outs]  # what a call passes, in order
+        self._written = call_args.written_params(func)  # inputs never written are never copied back
+        self._runnable = None
 
     # --------------------------------------------------------------------- introspection
     def get_kernel_source(self) -> str:
@@ -186,10 +189,16 @@ class Kernel:
     def _out_shape(self, p: Buffer, dyn: dict) -> tuple:
         return tuple(dyn[s.name] if isinstance(s, Var) else s for s in p.shape)
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        args = call_args.bind_keywords(self.func.name, self.inputs, args, kwargs, caller_loc)
         dyn = self._check(args)
         check_call(self.func, dyn, caller_loc)
-        tensors = [a for p, a in zip(self.inputs, args) if not isinstance(p, Var)]
+        if self._runnable is None and self.artifact.array_api == "torch":  # a device target
+            call_args.check_runnable(self.target, caller_loc)
+            self._runnable = True
+        written = self._written
+        tensors = [call_args.check_tensor(pos, p, a, id(p) in written, caller_loc)
+                   for pos, (p, a) in enumerate(zip(self.inputs, args)) if not isinstance(p, Var)]
         use_torch = any(_is_torch(a) for a in tensors) or (not tensors and self.artifact.array_api == "torch")
         device = next((a.device for a in tensors if _is_torch(a)), None)
         full: list = [None] * len(self.func.params)
@@ -213,18 +222,21 @@ class Kernel:
 
     def _run(self, full: list, dyn: dict) -> None:
         api = self.artifact.array_api
+        written = [id(p) in self._written for p in self.func.params]
         if api == "numpy":
             conv, back = [], []
-            for a in full:
+            for a, w in zip(full, written):
                 if _is_torch(a):
                     arr = _to_numpy(a)
                     if a.device.type != "cpu" or not arr.flags.c_contiguous:
                         arr = np.ascontiguousarray(arr)
-                        back.append((a, arr))
+                        if w:
+                            back.append((a, arr))
                     conv.append(arr)
                 elif isinstance(a, np.ndarray) and not a.flags.c_contiguous:
                     arr = np.ascontiguousarray(a)
-                    back.append((a, arr))
+                    if w:
+                        back.append((a, arr))
                     conv.append(arr)
                 else:
                     conv.append(a)
@@ -244,14 +256,16 @@ class Kernel:
         import torch
 
         conv, back = [], []
-        for a in full:
+        for a, w in zip(full, written):
             if isinstance(a, np.ndarray):
                 t = _from_numpy(np.ascontiguousarray(a)).to(self.artifact.device)
-                back.append((a, t))
+                if w:
+                    back.append((a, t))
                 conv.append(t)
             elif _is_torch(a) and not a.is_contiguous():
                 t = a.contiguous()
-                back.append((a, t))
+                if w:
+                    back.append((a, t))
                 conv.append(t)
             else:
                 conv.append(a)

@@ -44,8 +44,12 @@ CPU_ONLY_ANNOTATION = "is_cpu"
 
 
 def check_program(func: PrimFunc) -> None:
-    """Raise a located TileError for the first user mistake of the kinds listed above."""
+    """Raise a located TileError for the first user mistake of the kinds listed above (tile IR
+    only: a function already lowered to thread IR is left alone)."""
+    if not any(isinstance(n, KernelLaunch) for n in walk(func.body)):
+        return
     _check_dynamic_names(func)
+    _check_unbound_vars(func)
     ranges: dict[int, tuple[int, int]] = {}
     _walk(func.body, ranges, {}, guarded=False)
 
@@ -62,6 +66,51 @@ def _check_dynamic_names(func: PrimFunc) -> None:
                 hint=f"create it once (`{v.name} = T.dynamic({v.name!r})`) and use that object "
                 "for every dimension that must be equal, or give the others distinct names")
         seen[v.name] = v
+
+
+def _check_unbound_vars(func: PrimFunc) -> None:
+    """A `T.dynamic` that no parameter's shape uses (e.g. only the grid): nothing binds it at
+    call time. (Every other variable the frontend makes is bound by a loop, a block index or a
+    name, so an unbound one here is the user's.)"""
+    defined = {id(v) for v in func.dyn_vars}
+    for n in walk(func.body):
+        if isinstance(n, KernelLaunch):
+            defined |= {id(v) for v in n.block_vars}
+        elif isinstance(n, For):
+            defined.add(id(n.var))
+        elif isinstance(n, LetStmt):
+            defined.add(id(n.var))
+    _find_unbound(func.body, defined, func.loc)
+
+
+def _find_unbound(s, defined: set, loc) -> None:
+    from .stmt import Stmt
+
+    loc = getattr(s, "loc", None) or loc
+    for c in _child_stmts(s):
+        _find_unbound(c, defined, loc)
+    for n in walk(s):
+        if isinstance(n, Stmt) and n is not s:
+            continue
+        if isinstance(n, Var) and id(n) not in defined:
+            raise TileBindingError(
+                f"T.dynamic({n.name!r}) is used in the kernel but no parameter's shape has it, so "
+                "no call can bind it", loc,
+                hint=f"use {n.name} in a parameter's T.Tensor shape, or declare it as a scalar "
+                f"parameter `{n.name}: T.int32`")
+
+
+def _child_stmts(s):
+    from .stmt import Stmt
+
+    if isinstance(s, SeqStmt):
+        return list(s.stmts)
+    out = []
+    for f in ("body", "then_body", "else_body"):
+        c = getattr(s, f, None)
+        if isinstance(c, Stmt):
+            out.append(c)
+    return out
 
 
 def _walk(s, ranges: dict, lets: dict, guarded: bool) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import dtypes as dt
 from ..errors import TileShapeError, TileSyntaxError, TileTypeError
 from ..ir.buffer import Buffer, Region
@@ -25,16 +27,26 @@ class TensorSpec:
 
 def tensor_spec(shape, dtype="float32") -> TensorSpec:
     """Annotate a kernel parameter as a global tensor of `shape` (ints or T.dynamic vars)."""
-    if isinstance(shape, (int, Var)):
-        shape = (shape,)
-    shape = tuple(shape)
-    for s in shape:
-        if isinstance(s, bool) or not isinstance(s, (int, Var)):
-            raise TileShapeError(
-                f"tensor dimension {s!r} is neither an int nor a T.dynamic variable",
-                hint="use T.dynamic('n') for a dimension known only at call time",
-            )
-    return TensorSpec(shape, dt.as_dtype(dtype))
+    from ..errors import TileError, caller_loc
+
+    try:
+        if isinstance(shape, (int, Var)):
+            shape = (shape,)
+        shape = tuple(int(s) if isinstance(s, np.integer) else s for s in shape)
+        for s in shape:
+            if isinstance(s, bool) or not isinstance(s, (int, Var)):
+                raise TileShapeError(
+                    f"tensor dimension {s!r} is neither an int nor a T.dynamic variable",
+                    hint="use T.dynamic('n') for a dimension known only at call time (a float "
+                    "size needs int(...))",
+                )
+            if isinstance(s, int) and s < 1:
+                raise TileShapeError(f"tensor dimension {s} is not positive",
+                                     hint="every tensor dimension must be >= 1")
+        return TensorSpec(shape, dt.as_dtype(dtype))
+    except TileError as e:
+        # annotations are evaluated by Python when the `def` runs: point at that line
+        raise e.with_loc(caller_loc()) from None
 
 
 class _TensorAnnotation:

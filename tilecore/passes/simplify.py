@@ -20,8 +20,8 @@ from .base import tile_pass
 def verify_pass(module: Module, desc: TargetDesc) -> Module:
     """Invariant: every variable is defined before use and every buffer is allocated; the
     user-facing static checks (`tilecore.ir.static_checks`) pass."""
+    check_program(module.func)  # first: a user's unbound T.dynamic is not an internal error
     verify(module.func)
-    check_program(module.func)
     return module
 
 
