@@ -233,7 +233,7 @@ def _hashable(v):
 
 def _cell_full(cell) -> bool:
     try:
-        cell.cell_contents
+        _ = cell.cell_contents
     except ValueError:
         return False
     return True

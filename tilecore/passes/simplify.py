@@ -8,8 +8,8 @@ from .. import dtypes as dt
 from .. import semantics as S
 from ..ir.expr import Cast, Const
 from ..ir.module import Module
-from ..ir.stmt import SeqStmt
 from ..ir.static_checks import check_program
+from ..ir.stmt import SeqStmt
 from ..ir.verifier import verify
 from ..ir.visit import rewrite
 from ..target import TargetDesc
