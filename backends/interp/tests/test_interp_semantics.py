@@ -210,14 +210,14 @@ def test_if_then_else_only_evaluates_taken_side():
 
 def test_out_of_bounds_shared_tile_raises():
     @T.prim_func
-    def k(A: T.Tensor((16,), "float32")):
+    def k(A: T.Tensor((16,), "float32"), off: T.int32):
         with T.Kernel(1, threads=32) as bx:
             s = T.alloc_shared((8,), "float32")
             for i in T.Parallel(16):
-                s[i] = 1.0
+                s[i + off] = 1.0  # a run-time offset: a constant one fails to compile
 
     with pytest.raises(TileRuntimeError):
-        run(k, np.zeros(16, np.float32), out_idx=())
+        run(k, np.zeros(16, np.float32), 0, out_idx=())
 
 
 def test_torch_cpu_tensors_in_and_out():
