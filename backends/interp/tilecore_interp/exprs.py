@@ -15,6 +15,8 @@ from tilecore import semantics as S
 from tilecore.errors import SourceLoc, TileRuntimeError
 from tilecore.ir.expr import BinOp, Cast, Const, Load, Select, Unary, Var
 
+from . import shadow
+
 
 class Slots:
     """Maps Vars and Buffers (by identity) to indices of the environment list."""
@@ -25,6 +27,7 @@ class Slots:
         # id(parallel loop Var) -> (array axis, extent, rank of the nest): lets loads and
         # stores indexed directly by the loop variables use slices instead of fancy indexing.
         self.parallel: dict[int, tuple[int, int, int]] = {}
+        self.shadow: dict[int, int] = {}  # id(buffer) -> slot of its initialization shadow
 
     def axes_of(self, indices) -> tuple[list[int], list[int], int] | None:
         """(axes, extents, rank) when every index is a distinct parallel loop variable in
@@ -118,19 +121,22 @@ def _compile_load(e: Load, slots, loc):
     s = slots(buf)
     idx_fns = [compile_expr(i, slots, loc) for i in e.indices]
     d = buf.dtype
+    sh = slots.shadow.get(id(buf))
     fast = slots.axes_of(e.indices)
     if fast is not None:
-        return _fast_load(buf, s, idx_fns, fast, d, loc)
+        return _fast_load(buf, s, idx_fns, fast, d, loc, sh)
 
     def load(env, mask):
         arr = env[s]
-        idx = check_bounds(arr, buf, [f(env, mask) for f in idx_fns], mask, loc)
-        return S.from_storage(arr[tuple(idx)], d)
+        idx = tuple(check_bounds(arr, buf, [f(env, mask) for f in idx_fns], mask, loc))
+        if sh is not None:
+            shadow.check_index(env[sh], idx, buf, loc, mask)
+        return S.from_storage(arr[idx], d)
 
     return load
 
 
-def _fast_load(buf, s, idx_fns, fast, d, loc):
+def _fast_load(buf, s, idx_fns, fast, d, loc, sh=None):
     """Load indexed exactly by T.Parallel loop variables: a strided view, reshaped onto the
     nest's axes (same values as the general path, without fancy indexing)."""
     axes, exts, rank = fast
@@ -146,12 +152,16 @@ def _fast_load(buf, s, idx_fns, fast, d, loc):
             if lo < 0 or lo + n > size:
                 return _slow(env, mask)
             sl.append(slice(lo, lo + n))
+        if sh is not None and not shadow.box_ok(env[sh], tuple(sl), out_shape, mask):
+            return _slow(env, mask)  # names the uninitialized element
         return S.from_storage(arr[tuple(sl)].reshape(out_shape), d)
 
     def _slow(env, mask):
         arr = env[s]
-        idx = check_bounds(arr, buf, [f(env, mask) for f in idx_fns], mask, loc)
-        return S.from_storage(arr[tuple(idx)], d)
+        idx = tuple(check_bounds(arr, buf, [f(env, mask) for f in idx_fns], mask, loc))
+        if sh is not None:
+            shadow.check_index(env[sh], idx, buf, loc, mask)
+        return S.from_storage(arr[idx], d)
 
     return load
 

@@ -37,6 +37,7 @@ from tilecore.semantics import (
     wrap_int,
 )
 
+from . import shadow
 from .exprs import Slots, check_bounds, compile_expr
 
 _OPTIONS = {"seed": None, "poison": "nan"}
@@ -88,6 +89,7 @@ class Program:
         self.slots = Slots()
         self.param_slots = [self.slots(p) for p in func.params]
         self.dyn_slots = [(v.name, self.slots(v)) for v in func.dyn_vars]
+        shadow.register(func, self.slots)
         self.body = self.stmt(func.body, vec=False)
 
     def run(self, args, dyn):
@@ -127,6 +129,7 @@ class Program:
         grid = [compile_expr(g, self.slots, s.loc) for g in s.grid]
         bslots = [self.slots(v) for v in s.block_vars]
         allocs = [(self.slots(b), b) for b in s.allocs]
+        shadows = [(self.slots.shadow[id(b)], b) for b in s.allocs if id(b) in self.slots.shadow]
         body = self.stmt(s.body, vec=False)
 
         def launch(env, mask):
@@ -146,6 +149,8 @@ class Program:
                 for slot, arr, pv in bufs:
                     arr.fill(pv)
                     env[slot] = arr
+                for slot, b in shadows:
+                    env[slot] = shadow.fresh(b)
                 body(env, None)
 
         return launch
@@ -244,6 +249,7 @@ class Program:
     def _elementwise(self, s, accumulate: bool):
         buf, loc = s.buffer, s.loc
         bslot = self.slots(buf)
+        sh = self.slots.shadow.get(id(buf))
         idx_fns = [compile_expr(i, self.slots, loc) for i in s.indices]
         vf = compile_expr(s.value, self.slots, loc)
         d = buf.dtype
@@ -270,6 +276,8 @@ class Program:
                 else:
                     sel = np.broadcast_to(mask, view.shape)
                     view[sel] = to_storage(np.broadcast_to(val, view.shape))[sel]
+                if sh is not None:
+                    shadow.mark_box(env[sh], tuple(sl), mask)
 
         else:
             fast_store = None
@@ -284,6 +292,8 @@ class Program:
                     cur = arr[idx]
                     val = cast_value(np.asarray(cur).astype(compute_np(d)) + val, d, d)
                 arr[idx] = to_storage(val)
+                if sh is not None:
+                    env[sh][idx] = True
                 return
             shapes = [np.shape(i) for i in raw] + [np.shape(val)]
             if mask is not None:
@@ -300,6 +310,8 @@ class Program:
                 _atomic_add_many(arr, tuple(idx), v, d)
             else:
                 arr[tuple(idx)] = to_storage(v)
+            if sh is not None:
+                env[sh][tuple(idx)] = True
 
         return fast_store or store
 
@@ -356,10 +368,17 @@ class Program:
         d_src, d_dst = s.src.dtype, s.dst.dtype
         kind, dim, clear = s.kind, s.dim, s.clear
         shape = s.dst.static_shape
+        ssh, dsh, loc = self.slots.shadow.get(id(s.src)), self.slots.shadow.get(id(s.dst)), s.loc
 
         acc = accumulator_dtype(d_src)
 
         def reduce(env, mask):
+            if ssh is not None:
+                shadow.check_all(env[ssh], s.src, loc)
+            if dsh is not None:
+                if not clear:
+                    shadow.check_all(env[dsh], s.dst, loc)
+                env[dsh][...] = True
             x = env[src].astype(compute_np(acc))
             if kind in ("abssum", "absmax"):
                 x = np.abs(x)
@@ -389,8 +408,13 @@ class Program:
         d_src, d_dst, dim = s.src.dtype, s.dst.dtype, s.dim
 
         acc = accumulator_dtype(d_src)
+        ssh, dsh = self.slots.shadow.get(id(s.src)), self.slots.shadow.get(id(s.dst))
 
         def cumsum(env, mask):
+            if ssh is not None:
+                shadow.check_all(env[ssh], s.src, s.loc)
+            if dsh is not None:
+                env[dsh][...] = True
             x = env[src].astype(compute_np(acc))
             if s.reverse:
                 x = np.flip(x, axis=dim)
@@ -435,11 +459,15 @@ class Program:
         bounds = self._region_bounds(r, loc)
         buf = r.buffer
         self.slots(buf)
+        sh = self.slots.shadow.get(id(buf))
 
         def read(env):
             arr, bs = bounds(env)
             if all(0 <= lo and hi <= size for lo, hi, size in bs):
-                return arr[tuple(slice(lo, hi) for lo, hi, _ in bs)]
+                box = tuple(slice(lo, hi) for lo, hi, _ in bs)
+                if sh is not None:
+                    shadow.check_box(env[sh], box, buf, loc)
+                return arr[box]
             if buf.scope != "global":
                 raise _region_oob(buf, bs, loc, "read")
             out = np.zeros(r.extents, dtype=arr.dtype)
@@ -458,6 +486,7 @@ class Program:
         buf = r.buffer
         self.slots(buf)
         d = buf.dtype
+        sh = self.slots.shadow.get(id(buf))
 
         def write(env, data):
             arr, bs = bounds(env)
@@ -465,6 +494,8 @@ class Program:
                 data = cast_value(data, _float_dtype(data), d)
             if all(0 <= lo and hi <= size for lo, hi, size in bs):
                 arr[tuple(slice(lo, hi) for lo, hi, _ in bs)] = data
+                if sh is not None:
+                    env[sh][tuple(slice(lo, hi) for lo, hi, _ in bs)] = True
                 return
             if buf.scope != "global":
                 raise _region_oob(buf, bs, loc, "write")
