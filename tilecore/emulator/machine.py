@@ -36,6 +36,7 @@ from ..ir.thread import (
     find_kernel,
 )
 from ..ir.thread_printer import print_thread_func
+from . import uninit
 from .asyncops import AsyncState
 from .intrinsics import run_intrinsic
 from .race import SharedTracker, SyncClock
@@ -77,6 +78,7 @@ class Block:
         self.locs: list[SourceLoc | None] = []
         self._loc_ids: dict = {}
         self.loc_id = self._locid(k.loc)
+        self.check_uninit = uninit.enabled()
 
     def _locid(self, loc) -> int:
         key = id(loc)
@@ -110,6 +112,8 @@ class Block:
                 self.trackers[id(b)] = SharedTracker(b.name, b.shape[0], self.clock)
             self.regs = {id(b): np.full((self.T, b.shape[0]), S.poison_value(b.dtype), dtype=b.dtype.np)
                          for b in k.registers}
+            if self.check_uninit:
+                self.reg_init = uninit.register_shadows(k.registers, self.T)
             self.exec(k.body, np.ones(self.T, dtype=bool))
 
     # ----------------------------------------------------------------- memory
@@ -150,6 +154,8 @@ class Block:
         self._check(buf, off, lanes, n, "read", width)
         idx = np.where(lanes, off, 0)[:, None] + np.arange(width)
         idx = np.where(lanes[:, None], idx, 0)
+        if self.check_uninit:
+            uninit.check_read(self, buf, idx, lanes)
         if buf.scope == "local":
             vals = store[self.tid[:, None], idx]
         else:
@@ -171,6 +177,8 @@ class Block:
         v = vals[lanes]
         if buf.scope == "local":
             store[t[:, None], idx] = v
+            if self.check_uninit:
+                uninit.mark_write(self, buf, t, idx)
         else:
             if buf.scope == "shared":
                 self.trackers[id(buf)].write(idx.reshape(-1), np.repeat(t, width), self.loc_id, self.locs)
