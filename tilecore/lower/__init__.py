@@ -11,7 +11,8 @@ Passes, in order (their names are anchors for backends' `tile_passes`):
 - ``prefetch-pipelined``: the other T.Pipelined loops load the next tile into registers during
   the math;
 - ``insert-barriers``: block barriers wherever shared memory passes between threads (skipped
-  under ``pass_configs={"tl.disable_thread_storage_sync": True}``).
+  under ``pass_configs={"tl.disable_thread_storage_sync": True}``);
+- ``wide-offsets``: int64 offsets into global buffers that may hold 2^31 elements or more.
 
 Every pass is ``(Module, TargetDesc) -> Module`` and reads the backend's answers (facts,
 tensorization) from the description; none calls the plugin manager.
@@ -28,6 +29,7 @@ from ..passes.base import Pass
 from ..target import TargetDesc
 from .async_pipeline import async_pipeline
 from .barrier import insert_barriers
+from .wide_offsets import wide_offsets
 from .context import LayoutMap, LowerCtx
 from .infer import annotate_layouts, plan_gemms, stored_layouts
 from .layout import MmaLayout
@@ -136,4 +138,5 @@ LOWERING_PASSES: list[Pass] = [
     Pass("async-pipeline", async_pipelines, _lowers),
     Pass("prefetch-pipelined", prefetch_pipelined, _lowers),
     Pass("insert-barriers", barriers, _syncs),
+    Pass("wide-offsets", wide_offsets, _lowers),
 ]
