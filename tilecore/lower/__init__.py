@@ -29,13 +29,13 @@ from ..passes.base import Pass
 from ..target import TargetDesc
 from .async_pipeline import async_pipeline
 from .barrier import insert_barriers
-from .wide_offsets import wide_offsets
 from .context import LayoutMap, LowerCtx
 from .infer import annotate_layouts, plan_gemms, stored_layouts
 from .layout import MmaLayout
 from .prefetch import prefetch
 from .tensorize import gemm_answer
 from .threads import lower_launch
+from .wide_offsets import wide_offsets
 
 
 def _lowers(desc: TargetDesc) -> bool:
