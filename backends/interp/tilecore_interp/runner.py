@@ -39,6 +39,7 @@ from tilecore.semantics import (
 
 from . import shadow
 from .exprs import Slots, check_bounds, compile_expr
+from .races import check_unique_writes
 
 _OPTIONS = {"seed": None, "poison": "nan"}
 
@@ -241,12 +242,12 @@ class Program:
         return branch
 
     def s_Store(self, s: Store, vec):
-        return self._elementwise(s, accumulate=False)
+        return self._elementwise(s, accumulate=False, vec=vec)
 
     def s_AtomicAdd(self, s: AtomicAdd, vec):
         return self._elementwise(s, accumulate=True)
 
-    def _elementwise(self, s, accumulate: bool):
+    def _elementwise(self, s, accumulate: bool, vec: bool = False):
         buf, loc = s.buffer, s.loc
         bslot = self.slots(buf)
         sh = self.slots.shadow.get(id(buf))
@@ -309,6 +310,8 @@ class Program:
             if accumulate:
                 _atomic_add_many(arr, tuple(idx), v, d)
             else:
+                if vec:
+                    check_unique_writes(buf, tuple(idx), to_storage(v), loc)
                 arr[tuple(idx)] = to_storage(v)
             if sh is not None:
                 env[sh][tuple(idx)] = True
