@@ -44,7 +44,8 @@ def bind_keywords(name: str, inputs: list, args: tuple, kwargs: dict, where) -> 
                                 "returned, not passed)")
         i = names.index(k)
         if i < len(given) and given[i]:
-            raise TileCallError(f"kernel {name} got {k!r} twice (by position and by name)", where())
+            raise TileCallError(f"kernel {name} got {k!r} twice (by position and by name)", where(),
+                                hint="pass each input once")
         full[i], given[i] = v, True
     missing = [n for n, g in zip(names, given) if not g]
     if missing:

@@ -31,7 +31,8 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
         raise e.with_loc(caller_loc()) from None
     reason = plugins.unsupported(t, func)
     if reason:
-        raise TileTargetError(f"target {t} cannot compile {func.name}: {reason}", func.loc)
+        raise TileTargetError(f"target {t} cannot compile {func.name}: {reason}", func.loc,
+                              hint="pick another target (`python -m tilecore targets`)")
     desc = plugins.describe(t, func, options)
     module = Module(func, ModuleAttrs(target=t, options=options))
     stages = run_pipeline(module, desc)
@@ -39,7 +40,8 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
     _warn(final.attrs.diagnostics)
     artifact = plugins.manager().hook.tile_build(target=t, module=final)
     if artifact is None:
-        raise TileTargetError(f"no installed backend builds target {t}")
+        raise TileTargetError(f"no installed backend builds target {t}", caller_loc(),
+                              hint="install the backend's package (backends/<name>)")
     return Kernel(func, t, out_idx, artifact, stages, desc)
 
 
@@ -79,7 +81,8 @@ class JITFactory:
         func = self.fn(*args, **kwargs)
         if not isinstance(func, PrimFunc):
             raise TileError(f"{self.fn.__name__} must return a @T.prim_func kernel, got "
-                            f"{type(func).__name__}", caller_loc())
+                            f"{type(func).__name__}", caller_loc(),
+                            hint="end the factory with `return <the @T.prim_func>`")
         k = compile(func, self.out_idx, self.target, self.pass_configs)
         if key is not None:
             self._cache[key] = k
@@ -276,4 +279,5 @@ def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, **unknown)
         return EagerJIT(func, target, pass_configs)
     if callable(func):
         return JITFactory(func, out_idx, target, pass_configs)
-    raise TileError(f"tilecore.jit cannot compile a {type(func).__name__}", caller_loc())
+    raise TileError(f"tilecore.jit cannot compile a {type(func).__name__}", caller_loc(),
+                    hint="pass a @T.prim_func kernel, or decorate a function returning one")

@@ -78,7 +78,8 @@ class Kernel:
                 )
             if isinstance(signature[i % n], Var):
                 raise TileCallError(f"out_idx {i!r} names the scalar parameter {signature[i].name}; "
-                                    "outputs are tensors", caller_loc())
+                                    "outputs are tensors", caller_loc(),
+                                    hint="list only tensor parameters in out_idx")
             if i % n in norm:
                 raise TileCallError(f"out_idx {out_idx!r} names parameter {signature[i].name} twice",
                                     caller_loc(), hint="list each output once")
@@ -103,7 +104,8 @@ class Kernel:
         for name, mod in self.stages:
             if name == stage:
                 return render(mod)
-        raise TileError(f"no stage {stage!r}; stages: {', '.join(n for n, _ in self.stages)}")
+        raise TileError(f"no stage {stage!r}", caller_loc(),
+                        hint=f"stages: final, {', '.join(n for n, _ in self.stages)}")
 
     @property
     def stage_names(self) -> list[str]:
@@ -135,24 +137,26 @@ class Kernel:
             dtype = getattr(a, "dtype", None)
             if shape is None or dtype is None:
                 raise TileCallError(f"argument {pos} ({p.name}) is a {type(a).__name__}, not an array",
-                                    caller_loc())
+                                    caller_loc(), hint="pass a NumPy array or a torch tensor")
             shape = tuple(int(s) for s in shape)
             if len(shape) != len(p.shape):
                 raise TileCallError(
                     f"argument {pos} ({p.name}) has shape {shape}, kernel expects rank {len(p.shape)} "
-                    f"shape {self._fmt(p)}", caller_loc())
+                    f"shape {self._fmt(p)}", caller_loc(), hint="reshape the argument")
             for want, got in zip(p.shape, shape):
                 if isinstance(want, Var):
                     prev = dyn.get(id(want))
                     if prev is not None and prev[1] != got:
                         raise TileCallError(
                             f"symbolic dimension {want.name} is {prev[1]} elsewhere but {got} in "
-                            f"argument {pos} ({p.name})", caller_loc())
+                            f"argument {pos} ({p.name})", caller_loc(),
+                            hint=f"every dimension named {want.name} must have one size")
                     dyn[id(want)] = (want.name, got)
                 elif want != got:
                     raise TileCallError(
                         f"argument {pos} ({p.name}) has shape {shape}, kernel expects {self._fmt(p)}",
-                        caller_loc())
+                        caller_loc(), hint="pass a tensor of the annotated shape, or annotate the "
+                        "dimension with T.dynamic")
             try:
                 got_dt = dt.as_dtype(dtype)
             except TileError:
@@ -166,7 +170,8 @@ class Kernel:
                 if isinstance(s, Var) and id(s) not in dyn:
                     raise TileCallError(
                         f"symbolic dimension {s.name} appears only in outputs; it cannot be inferred",
-                        caller_loc())
+                        caller_loc(), hint=f"pass the output as an argument, or give {s.name} to an "
+                        "input's shape too")
         return {name: v for name, v in dyn.values()}
 
     @staticmethod
@@ -179,7 +184,8 @@ class Kernel:
         v = int(a)
         if not dt.min_value(p.dtype) <= v <= dt.max_value(p.dtype):
             raise TileCallError(f"argument {pos} ({p.name}) = {v} does not fit in {p.dtype}",
-                                caller_loc())
+                                caller_loc(), hint=f"declare it wider (`{p.name}: T.int64`) or pass a "
+                                "smaller value")
         return v
 
     @staticmethod
@@ -193,12 +199,12 @@ class Kernel:
         args = call_args.bind_keywords(self.func.name, self.inputs, args, kwargs, caller_loc)
         dyn = self._check(args)
         check_call(self.func, dyn, caller_loc)
-        if self._runnable is None and self.artifact.array_api == "torch":  # a device target
-            call_args.check_runnable(self.target, caller_loc)
-            self._runnable = True
         written = self._written
         tensors = [call_args.check_tensor(pos, p, a, id(p) in written, caller_loc)
                    for pos, (p, a) in enumerate(zip(self.inputs, args)) if not isinstance(p, Var)]
+        if self._runnable is None and self.artifact.array_api == "torch":  # a device target
+            call_args.check_runnable(self.target, caller_loc)
+            self._runnable = True
         use_torch = any(_is_torch(a) for a in tensors) or (not tensors and self.artifact.array_api == "torch")
         device = next((a.device for a in tensors if _is_torch(a)), None)
         full: list = [None] * len(self.func.params)

@@ -117,7 +117,8 @@ def resolve(spec) -> Target:
     if t.arch is None and info.default_arch is not None:
         t = Target(t.kind, info.arch())
     if t.arch is not None and info.archs and t.arch not in info.archs:
-        raise TileTargetError(f"target {t.kind!r} has no arch {t.arch!r}; known: {', '.join(info.archs)}")
+        raise TileTargetError(f"target {t.kind!r} has no arch {t.arch!r}",
+                              hint=f"known archs: {', '.join(info.archs)}")
     return t
 
 

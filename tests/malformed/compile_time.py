@@ -3,7 +3,7 @@ of `tilecore.ir.static_checks` (run for every target) and bad `tilecore.jit` arg
 
 from __future__ import annotations
 
-from . import Mistake
+from . import NO_SCALARS, Mistake
 
 
 def _static(name, error, stmt_lines, match="", header='A: T.Tensor((64,), "float32")',
@@ -15,8 +15,9 @@ def _static(name, error, stmt_lines, match="", header='A: T.Tensor((64,), "float
     return Mistake(name, "compile", error, src, match)
 
 
-def _launch(name, error, launch, match, header='A: T.Tensor((64,), "float32")', pre=""):
-    src = (f"{pre}@T.prim_func\ndef k({header}):\n    with {launch} as bx:  # <- here\n"
+def _launch(name, error, launch, match, header='A: T.Tensor((64,), "float32")', pre="",
+            names="bx"):
+    src = (f"{pre}@T.prim_func\ndef k({header}):\n    with {launch} as {names}:  # <- here\n"
            "        A[0] = 1.0\ntilecore.jit(k, target=target)\n")
     return Mistake(name, "compile", error, src, match)
 
@@ -32,7 +33,8 @@ def _jit(name, error, call, match):
 MISTAKES = [
     _launch("grid_zero", "TileShapeError", "T.Kernel(0, threads=32)", "grid dimension"),
     _launch("grid_negative", "TileShapeError", "T.Kernel(-2, threads=32)", "-2"),
-    _launch("grid_zero_second_dim", "TileShapeError", "T.Kernel(2, 0, threads=32)", "grid dimension 1"),
+    _launch("grid_zero_second_dim", "TileShapeError", "T.Kernel(2, 0, threads=32)", "grid dimension 1",
+            names="(bx, by)"),
     _launch("threads_over_portable_limit", "TileShapeError", "T.Kernel(1, threads=2048)", "2048"),
     _launch("threads_2d_over_limit", "TileShapeError", "T.Kernel(1, threads=(64, 32))", "portable"),
     _launch("dynamic_used_by_no_parameter", "TileBindingError", "T.Kernel(m, threads=32)", "m",
@@ -96,7 +98,7 @@ MISTAKES = [
     Mistake("out_idx_names_scalar", "compile", "TileCallError",
             '@T.prim_func\ndef k(A: T.Tensor((16,), "float32"), s: T.int32):\n'
             "    with T.Kernel(1, threads=32) as bx:\n        A[0] = 1.0\n"
-            "tilecore.jit(k, out_idx=[1], target=target)  # <- here\n", "scalar"),
+            "tilecore.jit(k, out_idx=[1], target=target)  # <- here\n", "scalar", excludes=NO_SCALARS),
     Mistake("factory_returns_non_kernel", "compile", "TileError",
             "@tilecore.jit(target=target)\ndef fac(m):\n    return m\nfac(3)  # <- here\n",
             "prim_func"),

@@ -186,6 +186,6 @@ MISTAKES = [
        pre="@T.macro\ndef helper(A, x):\n    A[0] = x\n\n\n"),
     _k("if_then_else_tile", "TileTypeError",
        "s = T.alloc_shared((16,), 'float32')\nA[0] = T.if_then_else(A[0] > 0.0, s, 1.0)  # <- here"),
-    _k("fill_float_into_int_tile", "TileTypeError",
-       "f = T.alloc_fragment((16,), 'int32')\nT.fill(f, 1.5)  # <- here"),
+    _k("alloc_inside_parallel", "TileSyntaxError",
+       "for i in T.Parallel(16):\n    s = T.alloc_shared((16,), 'float32')  # <- here", "T.Parallel"),
 ]

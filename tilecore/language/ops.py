@@ -91,19 +91,23 @@ class KernelSpec:
 def Kernel(*grid, threads=128, prelude=None, is_cpu=False) -> KernelSpec:
     """Launch a grid of blocks, each running the `with` body with `threads` threads."""
     if not grid:
-        raise TileShapeError("T.Kernel needs at least one grid dimension")
+        raise TileShapeError("T.Kernel needs at least one grid dimension",
+                             hint="write T.Kernel(num_blocks, threads=128)")
     if len(grid) > 3:
-        raise TileShapeError(f"T.Kernel takes at most 3 grid dimensions, got {len(grid)}")
+        raise TileShapeError(f"T.Kernel takes at most 3 grid dimensions, got {len(grid)}",
+                             hint="fold extra dimensions into one and split the block index")
     if isinstance(threads, int):
         threads = (threads,)
     threads = tuple(threads)
     for t in threads:
         if not isinstance(t, int) or t < 1:
-            raise TileShapeError(f"threads must be positive compile-time ints, got {threads!r}")
+            raise TileShapeError(f"threads must be positive compile-time ints, got {threads!r}",
+                                 hint="write threads=128 (or a tuple of positive ints)")
     g = tuple(as_expr(x) for x in grid)
     for x in g:
         if not x.dtype.is_int:
-            raise TileTypeError("grid dimensions must be integers")
+            raise TileTypeError("grid dimensions must be integers",
+                                hint="use T.ceildiv(n, tile) for a size that does not divide")
     if prelude is not None:
         raise TileSyntaxError("T.Kernel(prelude=...) (C source injected into the kernel) is not "
                               "supported", hint="drop prelude; write the helper as a @T.macro")
@@ -132,7 +136,8 @@ def _range_args(start, stop, what):
 def Parallel(*extents, coalesced_width=None, loop_layout=None) -> LoopSpec:
     """An n-d loop whose iterations are independent; the compiler maps it onto threads."""
     if not extents:
-        raise TileShapeError("T.Parallel needs at least one extent")
+        raise TileShapeError("T.Parallel needs at least one extent",
+                             hint="write T.Parallel(m) or T.Parallel(m, n)")
     for e in extents:
         if const_int(e) is None:
             raise TileShapeError(
@@ -179,7 +184,8 @@ def unroll(start, stop=None, step=1, explicit=False, unroll_factor=None) -> Loop
 def _const_step(step) -> int:
     v = const_int(step)
     if v is None or v == 0:
-        raise TileShapeError("a loop step must be a non-zero compile-time integer")
+        raise TileShapeError("a loop step must be a non-zero compile-time integer",
+                             hint="give the step as a Python int other than 0")
     return v
 
 
@@ -200,7 +206,8 @@ def _shape(shape, what) -> tuple[int, ...]:
                 hint="tile shapes are fixed when the kernel is built; pass sizes as Python ints",
             )
         if v < 1:
-            raise TileShapeError(f"the shape of {what} has a non-positive dimension {v}")
+            raise TileShapeError(f"the shape of {what} has a non-positive dimension {v}",
+                                 hint="every tile dimension must be >= 1")
         out.append(v)
     return tuple(out)
 
@@ -300,7 +307,8 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
     ra, rb, rc = region_of(A, None, "gemm A"), region_of(B, None, "gemm B"), region_of(C, None, "gemm C")
     for r, n in ((ra, "A"), (rb, "B"), (rc, "C")):
         if len(r.squeezed_shape) != 2 and not (len(r.extents) >= 2 and len(r.squeezed_shape) < 2):
-            raise TileShapeError(f"gemm {n} ({r.buffer.name}) must be a 2-D tile, got {r.extents}")
+            raise TileShapeError(f"gemm {n} ({r.buffer.name}) must be a 2-D tile, got {r.extents}",
+                                 hint="pass 2-D tiles (or 2-D regions of a larger buffer)")
         if r.buffer.scope == "global":
             raise TileTypeError(
                 f"gemm {n} ({r.buffer.name}) is in global memory",
@@ -308,7 +316,8 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
             )
     if rc.buffer.scope not in ("fragment", "local"):
         raise TileTypeError(
-            f"gemm C ({rc.buffer.name}) must be a fragment (T.alloc_fragment), not {rc.buffer.scope}"
+            f"gemm C ({rc.buffer.name}) must be a fragment (T.alloc_fragment), not {rc.buffer.scope}",
+            hint="accumulate into T.alloc_fragment and T.copy it out afterwards",
         )
     g = Gemm(ra, rb, rc, bool(transpose_A), bool(transpose_B), bool(clear_accum), str(policy), b.loc)
     m, n, k = g.mnk
@@ -322,11 +331,13 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
     cm, cn = rc.extents[-2], rc.extents[-1]
     if (cm, cn) != (m, n):
         raise TileShapeError(
-            f"gemm C {rc.buffer.name}{rc.extents} does not match the product shape ({m}, {n})"
+            f"gemm C {rc.buffer.name}{rc.extents} does not match the product shape ({m}, {n})",
+            hint=f"allocate C as ({m}, {n}), or check transpose_A / transpose_B",
         )
     da, db, dc = ra.buffer.dtype, rb.buffer.dtype, rc.buffer.dtype
     if da != db:
-        raise TileTypeError(f"gemm A is {da} but B is {db}; both operands must have one dtype")
+        raise TileTypeError(f"gemm A is {da} but B is {db}; both operands must have one dtype",
+                            hint="allocate (or T.copy) both tiles in one dtype")
     if dc.name not in _ACCUM_OK.get(da.name, (da.name,)):
         raise TileTypeError(
             f"gemm accumulates {da} into C of dtype {dc}",
@@ -358,13 +369,14 @@ def _reduce(kind, src, dst, dim, clear):
                                 hint="copy it into a fragment or shared buffer first")
     rank = len(s.shape)
     if not isinstance(dim, int) or not -rank <= dim < rank:
-        raise TileShapeError(f"reduce_{kind} dim={dim!r} is out of range for {s.name} of rank {rank}")
+        raise TileShapeError(f"reduce_{kind} dim={dim!r} is out of range for {s.name} of rank {rank}",
+                             hint=f"use a dim in [-{rank}, {rank - 1}]")
     dim = dim % rank
     expect = tuple(x for i, x in enumerate(s.shape) if i != dim) or (1,)
     if squeezed(d.shape) != squeezed(expect):
         raise TileShapeError(
             f"reduce_{kind} of {s.name}{tuple(s.shape)} along dim {dim} gives shape {expect}, "
-            f"but {d.name} has shape {tuple(d.shape)}"
+            f"but {d.name} has shape {tuple(d.shape)}", hint=f"allocate {d.name} with shape {expect}"
         )
     b.emit(Reduce(s, d, kind, dim, bool(clear), b.loc))
 
@@ -407,10 +419,12 @@ def cumsum(src, dst=None, dim=0, reverse=False):
     d = s if dst is None else buffer_of(dst, "cumsum destination")
     if tuple(s.shape) != tuple(d.shape):
         raise TileShapeError(f"cumsum source {s.name}{tuple(s.shape)} and destination "
-                             f"{d.name}{tuple(d.shape)} differ in shape")
+                             f"{d.name}{tuple(d.shape)} differ in shape",
+                             hint="give the destination the source's shape")
     rank = len(s.shape)
     if not isinstance(dim, int) or not -rank <= dim < rank:
-        raise TileShapeError(f"cumsum dim={dim!r} is out of range for rank {rank}")
+        raise TileShapeError(f"cumsum dim={dim!r} is out of range for rank {rank}",
+                             hint=f"use a dim in [-{rank}, {rank - 1}]")
     b.emit(CumSum(s, d, dim % rank, bool(reverse), b.loc))
 
 
@@ -422,12 +436,13 @@ def atomic_add(dst, value, memory_order=None, return_prev=False):
         src = region_of(value, None, "atomic_add value")
         dr = region_of(dst, src.squeezed_shape, "atomic_add destination")
         if dr.squeezed_shape != src.squeezed_shape:
-            raise TileShapeError(f"atomic_add region {dr.extents} does not match the tile {src.extents}")
+            raise TileShapeError(f"atomic_add region {dr.extents} does not match the tile {src.extents}",
+                                 hint="make the destination region the tile's shape")
         b.emit(AtomicAddRegion(dr, src, b.loc))
         return
     if not isinstance(dst, Ref) or not dst.is_element:
         raise TileTypeError("atomic_add destination must be an element like C[i, j] or a region "
-                            "matched by a tile value")
+                            "matched by a tile value", hint="write T.atomic_add(C[i, j], value)")
     v = cast(as_expr(value, dst.buffer.dtype), dst.buffer.dtype)
     b.emit(AtomicAdd(dst.buffer, tuple(as_expr(i) for i in dst.items), v, b.loc))
 
@@ -524,17 +539,21 @@ def min_value(dtype):
 
 @builtin
 def ceildiv(a, b):
-    """`a / b` rounded toward positive infinity, for every sign: `-floordiv(-a, b)`, one
-    definition for Python ints and kernel values (`(a + b - 1) / b` is wrong for a negative
-    operand under C's truncating division)."""
-    from .intops import floordiv
-
-    def neg(x):
-        if isinstance(x, (int, float)) and not isinstance(x, bool):
-            return -x
-        return unary("neg", x.as_expr() if isinstance(x, Ref) else as_expr(x))
-
-    return neg(floordiv(neg(a), b))
+    """`a / b` rounded toward positive infinity, for every sign; one definition for Python ints
+    and kernel values. On kernel values it is C's truncating quotient plus one where the
+    remainder is non-zero and has the divisor's sign (`(a + b - 1) / b`, the usual spelling, is
+    wrong for a negative operand), built from `/`, `%` and a select, which every backend has."""
+    if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool) and not isinstance(b, bool):
+        return -(-a // b)
+    ea = a.as_expr() if isinstance(a, Ref) else as_expr(a)
+    eb = b.as_expr() if isinstance(b, Ref) else as_expr(b, ea.dtype)
+    q, r = binop("div", ea, eb), binop("mod", ea, eb)
+    bc = const_int(eb)
+    if bc is not None and bc > 0:
+        up = binop("gt", r, 0)
+    else:
+        up = binop("and", binop("ne", r, 0), binop("eq", binop("gt", r, 0), binop("gt", eb, 0)))
+    return binop("add", q, select(up, as_expr(1, q.dtype), as_expr(0, q.dtype)))
 
 
 @builtin
@@ -546,7 +565,8 @@ def cast_(value, dtype):
 def region(buffer_ref, access_type, *extents):
     """TileLang's explicit region: `T.region(A[i, j], "r", 64, 64)`."""
     if not isinstance(buffer_ref, Ref):
-        raise TileTypeError("T.region takes an element reference like A[i, j]")
+        raise TileTypeError("T.region takes an element reference like A[i, j]",
+                            hint='write T.region(A[i, j], "r", 64, 64)')
     ext = tuple(int(e) for e in extents)
     rank = len(buffer_ref.buffer.shape)
     ext = (1,) * (rank - len(ext)) + ext

@@ -126,7 +126,8 @@ class Parser:
         known = [n for sc in self.scopes for n in sc.vars] + list(self.closure)
         close = difflib.get_close_matches(name, known, n=1)
         raise TileNameError(f"name {name!r} is not defined", self.loc(node),
-                            hint=f"did you mean {close[0]!r}?" if close else None)
+                            hint=f"did you mean {close[0]!r}?" if close else
+                            "define it before the kernel (a Python value) or assign it above")
 
     def lookup_local(self, name: str):
         """The kernel-scope binding of `name` (not closure, globals or builtins), or None."""
@@ -553,7 +554,8 @@ class Parser:
             names = [n for n in dir(base) if not n.startswith("_")]
             close = difflib.get_close_matches(node.attr, names, n=1)
             raise TileNameError(f"{mod}.{node.attr} does not exist", self.loc(node),
-                                hint=f"did you mean {close[0]!r}?" if close else None) from None
+                                hint=f"did you mean {close[0]!r}?" if close else
+                                "docs/language.md lists every T.* name") from None
 
     def ev_Subscript(self, node):
         base = self.ev(node.value)

@@ -181,9 +181,11 @@ def _compile_binop(e: BinOp, slots, loc):
         try:
             return run(fa(env, mask), fb(env, mask))
         except ZeroDivisionError:
-            raise TileRuntimeError("integer division by zero", loc) from None
+            raise TileRuntimeError("integer division by zero", loc,
+                                   hint="guard the division (`if d != 0:`) or check the divisor") from None
         except S.ShiftCountError as e:  # undefined in C: the oracle reports it
-            raise TileRuntimeError(f"{e} in `{op}` on {t}", loc) from None
+            raise TileRuntimeError(f"{e} in `{op}` on {t}", loc,
+                                   hint="shift by a count in [0, bit width)") from None
 
     return int_op
 
