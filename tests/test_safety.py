@@ -49,18 +49,18 @@ def test_the_lowered_ir_and_generated_code_use_64_bit_offsets_for_symbolic_tenso
     n = T.dynamic("n")
 
     @T.prim_func
-    def k(A: T.Tensor((n, 64), "float32"), C: T.Tensor((64, 64), "float32")):
-        with T.Kernel(T.ceildiv(n, 64), threads=32) as bx:
-            for i, j in T.Parallel(64, 64):
-                if bx * 64 + i < n:
-                    A[bx * 64 + i, j] = A[bx * 64 + i, j] + C[i, j]
+    def k(A: T.Tensor((n, 8), "float32"), C: T.Tensor((16, 8), "float32")):
+        with T.Kernel(T.ceildiv(n, 16), threads=32) as bx:
+            for i, j in T.Parallel(16, 8):
+                if bx * 16 + i < n:
+                    A[bx * 16 + i, j] = A[bx * 16 + i, j] + C[i, j]
 
     kern = tilecore.jit(k, target="toy:w4")
     ir = kern.get_ir("wide-offsets")
-    assert "int64" in ir  # A's offsets are widened, C's (64 x 64) are not
-    a, c = np.ones((100, 64), np.float32), np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
+    assert "int64" in ir  # A's offsets are widened, C's (16 x 8) are not
+    a, c = np.ones((20, 8), np.float32), np.arange(16 * 8, dtype=np.float32).reshape(16, 8)
     kern(a, c)
-    np.testing.assert_array_equal(a, 1 + np.concatenate([c, c[:36]]))
+    np.testing.assert_array_equal(a, 1 + np.concatenate([c, c[:4]]))
 
 
 # ----------------------------------------------------------------------------- item 4
