@@ -35,9 +35,8 @@ def _signature(name: str, obj) -> str:
 
     if isinstance(obj, DType):
         return f"`T.{name}` (a dtype; `T.{name}(x)` casts)"
-    target = getattr(obj, "__call__", None) if not callable(obj) or inspect.isclass(obj) else obj
     try:
-        sig = str(inspect.signature(obj if callable(obj) else target))
+        sig = str(inspect.signature(obj))
     except (TypeError, ValueError):
         return f"`T.{name}`"
     return f"`T.{name}{sig}`".replace("|", "\\|")
