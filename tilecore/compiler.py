@@ -9,7 +9,7 @@ import warnings
 from . import plugins
 from .errors import TileCallError, TileError, TilePerformanceWarning, TileTargetError, caller_loc
 from .ir.module import Module, ModuleAttrs, PrimFunc
-from .kernel import Kernel
+from .kernel import Kernel, normalize_out_idx
 from .language import eager
 from .options import options_from_pass_configs
 from .passes.pipeline import run_pipeline
@@ -25,6 +25,7 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
         raise TileError(f"tilecore.compile needs a @T.prim_func kernel, got {type(func).__name__}",
                         caller_loc(), hint="decorate the kernel with @T.prim_func")
     options = options_from_pass_configs(pass_configs)
+    normalize_out_idx(func, out_idx)  # a bad out_idx fails before any code generation
     try:
         t = plugins.resolve(target)
     except TileError as e:

@@ -46,6 +46,37 @@ def _from_numpy(a: np.ndarray):
     return torch.from_numpy(a)
 
 
+def normalize_out_idx(func: PrimFunc, out_idx) -> list[int]:
+    """`out_idx` as distinct positions in the user's parameter order (tensors and scalar
+    parameters), or a TileCallError at the caller's line; `tilecore.compile` calls it before
+    building, so a bad out_idx costs no code generation."""
+    signature = tuple(func.attr("signature") or func.params)
+    n = len(signature)
+    if out_idx is None:
+        out_idx = []
+    elif isinstance(out_idx, int):
+        out_idx = [out_idx]
+    norm = []
+    for i in out_idx:
+        if isinstance(i, bool):
+            raise TileCallError(f"out_idx entry {i!r} is a bool, not a parameter index",
+                                caller_loc(), hint="list parameter positions, e.g. out_idx=[-1]")
+        if not isinstance(i, int) or not -n <= i < n:
+            raise TileCallError(
+                f"out_idx {i!r} is out of range for kernel {func.name} with {n} parameters",
+                caller_loc(), hint=f"use indices in [-{n}, {n - 1}]",
+            )
+        if isinstance(signature[i % n], Var):
+            raise TileCallError(f"out_idx {i!r} names the scalar parameter {signature[i].name}; "
+                                "outputs are tensors", caller_loc(),
+                                hint="list only tensor parameters in out_idx")
+        if i % n in norm:
+            raise TileCallError(f"out_idx {out_idx!r} names parameter {signature[i].name} twice",
+                                caller_loc(), hint="list each output once")
+        norm.append(i % n)
+    return norm
+
+
 class Kernel:
     """A PrimFunc compiled for one target; call it like a function on arrays or tensors."""
 
@@ -61,29 +92,7 @@ class Kernel:
         # The user's parameter order: tensors (Buffers) and scalar parameters (Vars); out_idx
         # counts in it, as TileLang's does. out_idx / in_idx below index func.params (tensors).
         signature = tuple(func.attr("signature") or func.params)
-        n = len(signature)
-        if out_idx is None:
-            out_idx = []
-        elif isinstance(out_idx, int):
-            out_idx = [out_idx]
-        norm = []
-        for i in out_idx:
-            if isinstance(i, bool):
-                raise TileCallError(f"out_idx entry {i!r} is a bool, not a parameter index",
-                                    caller_loc(), hint="list parameter positions, e.g. out_idx=[-1]")
-            if not isinstance(i, int) or not -n <= i < n:
-                raise TileCallError(
-                    f"out_idx {i!r} is out of range for kernel {func.name} with {n} parameters",
-                    caller_loc(), hint=f"use indices in [-{n}, {n - 1}]",
-                )
-            if isinstance(signature[i % n], Var):
-                raise TileCallError(f"out_idx {i!r} names the scalar parameter {signature[i].name}; "
-                                    "outputs are tensors", caller_loc(),
-                                    hint="list only tensor parameters in out_idx")
-            if i % n in norm:
-                raise TileCallError(f"out_idx {out_idx!r} names parameter {signature[i].name} twice",
-                                    caller_loc(), hint="list each output once")
-            norm.append(i % n)
+        norm = normalize_out_idx(func, out_idx)
         outs = {id(signature[i]) for i in norm}
         self.out_idx = [i for i, p in enumerate(func.params) if id(p) in outs]
         self.in_idx = [i for i in range(len(func.params)) if i not in self.out_idx]

@@ -24,6 +24,10 @@ from dataclasses import dataclass
 
 #: The targets a `run` case checks by default: those that execute the program with checks.
 CHECKED_RUN = ("interp", "emu", "toy:w4")
+#: Where a case that needs a kernel of its own is built: the check it exercises is the core's
+#: (Kernel.__call__, the same for every target), so it runs where building costs no numba or
+#: clang compile.
+CHEAP_BUILD = ("interp", "emu", "cuda", "toy:w4")
 #: The cpu backend refuses kernels with scalar parameters (`s: T.int32`) with a located
 #: TileTargetError ("appears in no parameter shape"), so cases built on one skip it.
 NO_SCALARS = ("cpu",)
