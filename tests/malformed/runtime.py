@@ -26,6 +26,12 @@ MISTAKES = [
        "    with T.Kernel(1, threads=32) as bx:\n        for i in T.Parallel(16):\n"
        "            A[i] = B[i]  # <- here\n\n\nkern = tilecore.jit(k, target=target)\n"
        "kern(f32(10), f32(16))", "out-of-bounds", _BOUNDS),
+    _r("oob_transposed_store_at_run_time", "TileRuntimeError",
+       "m = T.dynamic('m')\n\n\n@T.prim_func\n"
+       "def k(A: T.Tensor((8, 4), 'float32'), B: T.Tensor((4, m), 'float32')):\n"
+       "    with T.Kernel(1, threads=32) as bx:\n        for i, j in T.Parallel(8, 4):\n"
+       "            B[j, i] = A[i, j]  # <- here\n\n\nkern = tilecore.jit(k, target=target)\n"
+       "kern(f32(8, 4), f32(4, 4))", "out-of-bounds"),
     _r("oob_shared_read_run_time_offset", "TileRuntimeError",
        "@T.prim_func\n"
        "def k(A: T.Tensor((32,), 'float32'), off: T.int32, B: T.Tensor((32,), 'float32')):\n"

@@ -57,8 +57,10 @@ class Slots:
 
 
 def oob_error(buf, idx, loc: SourceLoc | None, what: str = "read") -> TileRuntimeError:
+    shape = "(" + ", ".join(s.name if isinstance(s, Var) else str(s) for s in buf.shape) + \
+        ("," if len(buf.shape) == 1 else "") + ")"
     return TileRuntimeError(
-        f"out-of-bounds {what} of {buf.scope} buffer {buf.name}{tuple(buf.shape)} at index {idx}",
+        f"out-of-bounds {what} of {buf.scope} buffer {buf.name}{shape} at index {idx}",
         loc, hint="guard the access with `if` or T.if_then_else, or size the grid to the tensor",
     )
 
@@ -78,9 +80,11 @@ def check_bounds(arr, buf, idx: list, mask, loc, what="read"):
         if mask is not None:
             bad = bad & mask
         if bad.any():
-            where = np.argwhere(np.broadcast_to(bad, np.broadcast_shapes(*[np.shape(i) for i in idx])))[0]
-            sample = tuple(int(np.broadcast_to(i, bad.shape)[tuple(where)]) if np.ndim(i) else int(i)
-                           for i in idx) if bad.ndim else idx
+            # one offending element, every index sampled at it (the indices vary along different
+            # loop axes, e.g. a transposed store: broadcast them all to one shape first)
+            full = np.broadcast_shapes(bad.shape, *[np.shape(i) for i in idx])
+            where = tuple(np.argwhere(np.broadcast_to(bad, full))[0])
+            sample = tuple(int(np.broadcast_to(i, full)[where]) if np.ndim(i) else int(i) for i in idx)
             raise oob_error(buf, sample, loc, what)
         if mask is not None:
             ix = np.where(mask, ix, 0)
