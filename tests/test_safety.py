@@ -216,3 +216,24 @@ def test_every_tile_error_raise_site_carries_a_fix():
     missing = _sites_without_hint()
     grown = {f: c for f, c in missing.items() if c > _NOT_YET.get(f, 0)}
     assert not grown, f"TileErrors raised without hint= (say how to fix it): {grown}"
+
+
+# ----------------------------------------------------------------------------- item 11 (device)
+def _cuda_installed_not_runnable() -> bool:
+    info = tilecore.plugins.target_infos().get("cuda")
+    return info is not None and not info.runnable()[0]
+
+
+@pytest.mark.skipif(not _cuda_installed_not_runnable(), reason="needs the cuda backend on a machine "
+                    "without a GPU (on a GPU the kernel simply runs)")
+def test_a_device_kernel_without_its_device_says_not_runnable_here():
+    @T.prim_func
+    def k(A: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            A[0] = 1.0
+
+    kern = tilecore.jit(k, target="cuda")
+    assert "A[0]" in kern.get_kernel_source() or "__global__" in kern.get_kernel_source()
+    with pytest.raises(tilecore.errors.TileTargetError, match="not runnable here") as e:
+        kern(np.zeros(16, np.float32))
+    assert e.value.hint and e.value.loc.file == __file__
