@@ -191,10 +191,7 @@ _ERRORS = {"TileError", "TileSyntaxError", "TileNameError", "TileTypeError", "Ti
 #: errors report device and toolchain failures.)
 _NOT_YET = {
     "tilecore/language/eager.py": 11, "tilecore/emulator/asyncops.py": 2,
-    "backends/metal/tilecore_metal/runtime_apple.py": 4, "backends/metal/tilecore_metal/artifact.py": 3,
-    "backends/metal/tilecore_metal/sanitize.py": 1, "backends/hip/tilecore_hip/runtime.py": 1,
-    "backends/hip/tilecore_hip/build.py": 1, "backends/cuda/tilecore_cuda/launch.py": 1,
-    "backends/cpu/tilecore_cpu/artifact.py": 1, "backends/cpu/tilecore_cpu/codegen.py": 4,
+    "backends/metal/tilecore_metal/runtime_apple.py": 4, "backends/cuda/tilecore_cuda/launch.py": 1,
 }
 
 

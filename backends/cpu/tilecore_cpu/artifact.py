@@ -119,7 +119,8 @@ class CpuArtifact:
     def _fault(self, code: int, idx: list[int]) -> TileRuntimeError:
         f: Fault = self.faults.sites[code - 1]
         if f.kind == "divzero":
-            return TileRuntimeError("integer division by zero", f.loc)
+            return TileRuntimeError("integer division by zero", f.loc,
+                                    hint="guard the division (`if d != 0:`) or check the divisor")
         b = f.buffer
         where = tuple(idx[: min(f.rank, 4)])
         if f.kind == "region":
