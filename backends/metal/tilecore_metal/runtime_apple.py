@@ -79,7 +79,8 @@ class MetalGpuArtifact:
         pipe, err = dev.newComputePipelineStateWithFunction_error_(fn, None)
         if pipe is None:
             raise TileTargetError(f"Metal could not build a pipeline for {self.rendered.entry}: {err}",
-                                  hint="the error is the Metal compiler's; report it with get_kernel_source()")
+                                  hint="the error is the Metal compiler's; report it with "
+                                  "kernel.get_kernel_source()")
         threads = self.rendered.block[0]
         if threads > pipe.maxTotalThreadsPerThreadgroup():
             raise TileRuntimeError(f"{self.rendered.entry} needs {threads} threads per threadgroup; "
