@@ -234,3 +234,21 @@ def test_a_device_kernel_without_its_device_says_not_runnable_here():
     with pytest.raises(tilecore.errors.TileTargetError, match="not runnable here") as e:
         kern(np.zeros(16, np.float32))
     assert e.value.hint and e.value.loc.file == __file__
+
+
+def test_ceildiv_of_a_tensor_size_keeps_the_plain_form_backends_bound_ranges_with():
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def k(A: T.Tensor((n,), "float32"), s: T.int32):
+        with T.Kernel(T.ceildiv(n, 64), T.ceildiv(s, 64), threads=32) as (bx, by):
+            A[0] = 1.0
+
+    kern = tilecore.jit(k, target="toy:w4")
+    grid = kern.stages[-1][1].func.body
+    from tilecore.ir.printer import print_node
+    from tilecore.ir.thread import find_kernel
+
+    g0, g1 = (print_node(g) for g in find_kernel(grid).grid[:2])
+    assert g0.replace(" ", "") == "(n+63)//64", g0  # a size is >= 0: the plain form is exact
+    assert "%" in g1  # a scalar may be negative: the exact form stays
