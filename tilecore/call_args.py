@@ -92,6 +92,9 @@ def check_runnable(target, where) -> None:
         return
     ok, reason = info.runnable()
     if not ok:
+        emulated = f"emu:{target.kind}:{target.arch}" if target.arch else f"emu:{target.kind}"
+        there = (f"execute its lowering here with target='{emulated}'"
+                 if "emu" in plugins.target_infos() else
+                 "run it on a runnable target (`python -m tilecore targets`)")
         raise TileTargetError(f"target {target} is not runnable here: {reason}", where(),
-                              hint="compile it for its source (kernel.get_kernel_source()), or "
-                              "run it on a runnable target (`python -m tilecore targets`)")
+                              hint=f"read its source (kernel.get_kernel_source()), or {there}")
