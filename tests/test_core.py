@@ -62,7 +62,7 @@ def test_get_ir_stages_and_source():
     assert k.stage_names[:3] == ["input", "verify", "simplify"]
     # a thread-lowering target runs the core's lowering passes, in order
     lowering = ["layout-inference", "lower-threads", "async-pipeline", "prefetch-pipelined",
-                "insert-barriers"]
+                "insert-barriers", "wide-offsets"]
     assert [n for n in k.stage_names if n in lowering] == lowering
     assert "T.gemm(A_shared, B_shared, C_local)" in k.get_ir("input")
     assert "toy.mma.m4n4k4" in k.get_ir("lower-threads")

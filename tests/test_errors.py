@@ -288,9 +288,11 @@ def test_unknown_target_lists_installed():
 
 
 def test_out_of_bounds_global_access_at_runtime():
+    n = T.dynamic("n")  # a symbolic size: not provable at compile time
+
     def build():
         @T.prim_func
-        def k(A: T.Tensor((10,), "float32"), B: T.Tensor((10,), "float32")):
+        def k(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
             with T.Kernel(1, threads=32) as bx:
                 for i in T.Parallel(16):
                     B[i] = A[i]  # <- here
@@ -320,3 +322,114 @@ def test_every_error_is_a_tile_error():
     for cls in (TileShapeError, TileTypeError, TileNameError, TileSyntaxError, TileBindingError,
                 TileCallError, TileRuntimeError, TileTargetError):
         assert issubclass(cls, TileError)
+
+
+# --------------------------------------------------------------------------------------------
+# The generated malformed-kernel suite: every mistake of tests/malformed/ on every installed
+# CPU-runnable target and on cuda source generation. Each must raise its TileError subclass at
+# the marked line of the generated file, with a hint (a fix); a case that raises nothing is a
+# silent acceptance, one that raises anything else a crash.
+
+import importlib.util  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import textwrap  # noqa: E402
+import traceback  # noqa: E402
+
+from malformed import PREAMBLE, catalogue  # noqa: E402
+
+import tilecore.errors as tile_errors  # noqa: E402
+from tilecore import plugins  # noqa: E402
+
+MISTAKES = catalogue()
+_RUNNABLE = ("interp", "cpu", "emu", "metal-cpu")
+
+
+def _suite_targets() -> list[str]:
+    """The installed CPU-runnable targets, plus cuda (source generation: no GPU is needed to
+    compile, and every call check runs before the launch); toy:w4 when none is installed."""
+    infos = plugins.target_infos()
+    out = [t for t in _RUNNABLE if t in infos and infos[t].runnable()[0]]
+    if "cuda" in infos:
+        out.append("cuda")
+    return out or ["toy:w4"]
+
+
+TARGETS = _suite_targets()
+PAIRS = [(m, t) for m in MISTAKES for t in TARGETS
+         if (m.targets is None or t in m.targets) and t not in m.excludes]
+
+
+class _Generated:
+    """The module holding one `case_<name>(target)` function per mistake."""
+
+    def __init__(self):
+        parts = [PREAMBLE]
+        for m in MISTAKES:
+            parts.append(f"\n\ndef case_{m.name}(target):\n" + textwrap.indent(m.body, "    "))
+        text = "".join(parts)
+        self.dir = tempfile.mkdtemp(prefix="tilecore-malformed-")
+        self.file = f"{self.dir}/tile_malformed_cases.py"
+        with open(self.file, "w") as f:
+            f.write(text)
+        lines = text.splitlines()
+        self.marker: dict[str, int] = {}
+        current = None
+        for no, line in enumerate(lines, start=1):
+            if line.startswith("def case_"):
+                current = line[len("def case_"):line.index("(")]
+            if "# <- here" in line and current is not None:
+                self.marker.setdefault(current, no)
+        spec = importlib.util.spec_from_file_location("tile_malformed_cases", self.file)
+        self.module = importlib.util.module_from_spec(spec)
+        sys.modules["tile_malformed_cases"] = self.module
+        spec.loader.exec_module(self.module)
+        self.parsed: dict[str, BaseException | None] = {}
+
+
+_GEN: list = []
+
+
+def _generated() -> _Generated:
+    if not _GEN:
+        _GEN.append(_Generated())
+    return _GEN[0]
+
+
+def _outcome(gen: _Generated, m, target: str):
+    """The exception the case raises on `target` (None: none). A parse mistake is target-
+    independent: it is built once and that outcome stands for every target."""
+    if m.kind == "parse" and m.name in gen.parsed:
+        return gen.parsed[m.name]
+    try:
+        getattr(gen.module, f"case_{m.name}")(target)
+        err = None
+    except Exception as e:  # noqa: BLE001 - a crash is what this suite looks for
+        err = e
+    if m.kind == "parse":
+        gen.parsed[m.name] = err
+    return err
+
+
+@pytest.mark.parametrize("mistake,target", PAIRS, ids=[f"{m.name}-{t}" for m, t in PAIRS])
+def test_malformed(mistake, target):
+    gen = _generated()
+    err = _outcome(gen, mistake, target)
+    assert err is not None, f"silent acceptance: {mistake.name} on {target} raised nothing"
+    trace = "".join(traceback.format_exception(err))
+    assert isinstance(err, TileError), f"crash: {mistake.name} on {target}:\n{trace}"
+    want = getattr(tile_errors, mistake.error)
+    assert isinstance(err, want), f"{mistake.name} on {target}: {type(err).__name__}, not " \
+                                  f"{mistake.error}:\n{err}"
+    assert err.loc is not None, f"{mistake.name} on {target}: no location:\n{err}"
+    assert (err.loc.file, err.loc.line) == (gen.file, gen.marker[mistake.name]), \
+        f"{mistake.name} on {target}: located at {err.loc}, not line {gen.marker[mistake.name]}:\n{err}"
+    text = str(err)
+    assert mistake.match.lower() in text.lower(), f"{mistake.name}: {mistake.match!r} not in:\n{text}"
+    assert err.hint and "hint:" in text, f"{mistake.name} on {target}: no fix in:\n{text}"
+
+
+def test_malformed_suite_size():
+    """>= 100 kinds of mistake, each on every target that can detect it."""
+    assert len(MISTAKES) >= 100, len(MISTAKES)
+    assert len(PAIRS) >= len(MISTAKES)

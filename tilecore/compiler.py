@@ -9,7 +9,7 @@ import warnings
 from . import compile_cache, plugins
 from .errors import TileCallError, TileError, TilePerformanceWarning, TileTargetError, caller_loc
 from .ir.module import Module, ModuleAttrs, PrimFunc
-from .kernel import Kernel
+from .kernel import Kernel, normalize_out_idx
 from .language import eager
 from .options import options_from_pass_configs
 from .passes.pipeline import run_pipeline
@@ -25,10 +25,15 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
         raise TileError(f"tilecore.compile needs a @T.prim_func kernel, got {type(func).__name__}",
                         caller_loc(), hint="decorate the kernel with @T.prim_func")
     options = options_from_pass_configs(pass_configs)
-    t = plugins.resolve(target)
+    normalize_out_idx(func, out_idx)  # a bad out_idx fails before any code generation
+    try:
+        t = plugins.resolve(target)
+    except TileError as e:
+        raise e.with_loc(caller_loc()) from None
     reason = plugins.unsupported(t, func)
     if reason:
-        raise TileTargetError(f"target {t} cannot compile {func.name}: {reason}", func.loc)
+        raise TileTargetError(f"target {t} cannot compile {func.name}: {reason}", func.loc,
+                              hint="pick another target (`python -m tilecore targets`)")
     desc = plugins.describe(t, func, options)
     key = compile_cache.key_or_none(func, t, desc)
     hit = compile_cache.lookup(key, t) if key is not None else None
@@ -43,7 +48,8 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
     _warn(final.attrs.diagnostics)
     artifact = plugins.manager().hook.tile_build(target=t, module=final)
     if artifact is None:
-        raise TileTargetError(f"no installed backend builds target {t}")
+        raise TileTargetError(f"no installed backend builds target {t}", caller_loc(),
+                              hint="install the backend's package (backends/<name>)")
     if key is not None:
         compile_cache.store(key, artifact, final.attrs.diagnostics)
     return Kernel(func, t, out_idx, artifact, stages, desc)
@@ -80,7 +86,7 @@ class JITFactory:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs) -> Kernel:
-        key = (args, tuple(sorted(kwargs.items())))
+        key = (args, tuple(sorted(kwargs.items())), _read_values(self.fn))
         try:
             hash(key)
         except TypeError:
@@ -90,7 +96,8 @@ class JITFactory:
         func = self.fn(*args, **kwargs)
         if not isinstance(func, PrimFunc):
             raise TileError(f"{self.fn.__name__} must return a @T.prim_func kernel, got "
-                            f"{type(func).__name__}", caller_loc())
+                            f"{type(func).__name__}", caller_loc(),
+                            hint="end the factory with `return <the @T.prim_func>`")
         k = compile(func, self.out_idx, self.target, self.pass_configs)
         if key is not None:
             self._cache[key] = k
@@ -169,7 +176,7 @@ class EagerJIT:
                                 "is called; pass them only to .compile(...)")
         pr = self._probe(config)
         binding = eager.bind_shapes(pr, tensors, given, where)
-        key = _key((config, binding))
+        key = _key((config, binding, _read_values(self.fn)))
         if key is not None and key in self._cache:
             return self._cache[key], tensors
         func = eager.build(self.fn, config, binding)
@@ -200,6 +207,54 @@ class EagerJIT:
     def get_kernel_source(self, *args, **kwargs) -> str:
         """The generated code for these tensors and/or constants (see Kernel.get_kernel_source)."""
         return self._kernel(args, kwargs, caller_loc(), need_tensors=False)[0].get_kernel_source()
+
+
+def _global_names(code) -> frozenset:
+    """Every global name `code` and the functions nested in it (the kernel) may read."""
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if hasattr(c, "co_names"):
+            names |= _global_names(c)
+    return frozenset(names)
+
+
+def _read_values(fn) -> tuple:
+    """The current values of the module globals and closure cells a factory's body (and the
+    kernel inside it) reads, as part of its cache key: a kernel built from `TILE = 64` must be
+    rebuilt after `TILE = 128`. Hashable values count by value, others (a list, an array) by
+    identity."""
+    names = getattr(fn, "_tile_global_names", None)
+    if names is None:
+        names = _global_names(fn.__code__)
+        try:
+            fn._tile_global_names = names
+        except AttributeError:
+            pass
+    g = fn.__globals__
+    vals = tuple((n, _hashable(g[n])) for n in sorted(names) if n in g)
+    cells = ()
+    if fn.__closure__:
+        cells = tuple((n, _hashable(c.cell_contents))
+                      for n, c in zip(fn.__code__.co_freevars, fn.__closure__) if _cell_full(c))
+    return vals + cells
+
+
+def _hashable(v):
+    """`v` itself when hashable, else its identity (a mutable container the factory may itself
+    append to counts as the same object; rebinding the name is what changes the key)."""
+    try:
+        hash(v)
+        return v
+    except TypeError:
+        return ("<object>", id(v))
+
+
+def _cell_full(cell) -> bool:
+    try:
+        _ = cell.cell_contents
+    except ValueError:
+        return False
+    return True
 
 
 def _key(obj):
@@ -239,4 +294,5 @@ def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, **unknown)
         return EagerJIT(func, target, pass_configs)
     if callable(func):
         return JITFactory(func, out_idx, target, pass_configs)
-    raise TileError(f"tilecore.jit cannot compile a {type(func).__name__}", caller_loc())
+    raise TileError(f"tilecore.jit cannot compile a {type(func).__name__}", caller_loc(),
+                    hint="pass a @T.prim_func kernel, or decorate a function returning one")

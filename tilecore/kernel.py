@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import call_args
 from . import dtypes as dt
 from .contract import Artifact, Diagnostic
 from .errors import TileCallError, TileError, caller_loc
 from .ir.buffer import Buffer
 from .ir.expr import Var
 from .ir.module import Module, PrimFunc
+from .ir.static_checks import check_call
 from .passes.pipeline import render
 from .target import Target, TargetDesc
 
@@ -44,6 +46,37 @@ def _from_numpy(a: np.ndarray):
     return torch.from_numpy(a)
 
 
+def normalize_out_idx(func: PrimFunc, out_idx) -> list[int]:
+    """`out_idx` as distinct positions in the user's parameter order (tensors and scalar
+    parameters), or a TileCallError at the caller's line; `tilecore.compile` calls it before
+    building, so a bad out_idx costs no code generation."""
+    signature = tuple(func.attr("signature") or func.params)
+    n = len(signature)
+    if out_idx is None:
+        out_idx = []
+    elif isinstance(out_idx, int):
+        out_idx = [out_idx]
+    norm = []
+    for i in out_idx:
+        if isinstance(i, bool):
+            raise TileCallError(f"out_idx entry {i!r} is a bool, not a parameter index",
+                                caller_loc(), hint="list parameter positions, e.g. out_idx=[-1]")
+        if not isinstance(i, int) or not -n <= i < n:
+            raise TileCallError(
+                f"out_idx {i!r} is out of range for kernel {func.name} with {n} parameters",
+                caller_loc(), hint=f"use indices in [-{n}, {n - 1}]",
+            )
+        if isinstance(signature[i % n], Var):
+            raise TileCallError(f"out_idx {i!r} names the scalar parameter {signature[i].name}; "
+                                "outputs are tensors", caller_loc(),
+                                hint="list only tensor parameters in out_idx")
+        if i % n in norm:
+            raise TileCallError(f"out_idx {out_idx!r} names parameter {signature[i].name} twice",
+                                caller_loc(), hint="list each output once")
+        norm.append(i % n)
+    return norm
+
+
 class Kernel:
     """A PrimFunc compiled for one target; call it like a function on arrays or tensors."""
 
@@ -63,26 +96,13 @@ class Kernel:
         # The user's parameter order: tensors (Buffers) and scalar parameters (Vars); out_idx
         # counts in it, as TileLang's does. out_idx / in_idx below index func.params (tensors).
         signature = tuple(func.attr("signature") or func.params)
-        n = len(signature)
-        if out_idx is None:
-            out_idx = []
-        elif isinstance(out_idx, int):
-            out_idx = [out_idx]
-        norm = []
-        for i in out_idx:
-            if not isinstance(i, int) or not -n <= i < n:
-                raise TileCallError(
-                    f"out_idx {i!r} is out of range for kernel {func.name} with {n} parameters",
-                    caller_loc(), hint=f"use indices in [-{n}, {n - 1}]",
-                )
-            if isinstance(signature[i % n], Var):
-                raise TileCallError(f"out_idx {i!r} names the scalar parameter {signature[i].name}; "
-                                    "outputs are tensors", caller_loc())
-            norm.append(i % n)
+        norm = normalize_out_idx(func, out_idx)
         outs = {id(signature[i]) for i in norm}
         self.out_idx = [i for i, p in enumerate(func.params) if id(p) in outs]
         self.in_idx = [i for i in range(len(func.params)) if i not in self.out_idx]
         self.inputs = [p for p in signature if id(p) not in outs]  # what a call passes, in order
+        self._written = call_args.written_params(func)  # inputs never written are never copied back
+        self._runnable = None
 
     # --------------------------------------------------------------------- introspection
     def get_kernel_source(self) -> str:
@@ -97,7 +117,8 @@ class Kernel:
         for name, mod in self.stages:
             if name == stage:
                 return render(mod)
-        raise TileError(f"no stage {stage!r}; stages: {', '.join(n for n, _ in self.stages)}")
+        raise TileError(f"no stage {stage!r}", caller_loc(),
+                        hint=f"stages: final, {', '.join(n for n, _ in self.stages)}")
 
     @property
     def stages(self) -> list[tuple[str, Module]]:
@@ -144,24 +165,26 @@ class Kernel:
             dtype = getattr(a, "dtype", None)
             if shape is None or dtype is None:
                 raise TileCallError(f"argument {pos} ({p.name}) is a {type(a).__name__}, not an array",
-                                    caller_loc())
+                                    caller_loc(), hint="pass a NumPy array or a torch tensor")
             shape = tuple(int(s) for s in shape)
             if len(shape) != len(p.shape):
                 raise TileCallError(
                     f"argument {pos} ({p.name}) has shape {shape}, kernel expects rank {len(p.shape)} "
-                    f"shape {self._fmt(p)}", caller_loc())
+                    f"shape {self._fmt(p)}", caller_loc(), hint="reshape the argument")
             for want, got in zip(p.shape, shape):
                 if isinstance(want, Var):
                     prev = dyn.get(id(want))
                     if prev is not None and prev[1] != got:
                         raise TileCallError(
                             f"symbolic dimension {want.name} is {prev[1]} elsewhere but {got} in "
-                            f"argument {pos} ({p.name})", caller_loc())
+                            f"argument {pos} ({p.name})", caller_loc(),
+                            hint=f"every dimension named {want.name} must have one size")
                     dyn[id(want)] = (want.name, got)
                 elif want != got:
                     raise TileCallError(
                         f"argument {pos} ({p.name}) has shape {shape}, kernel expects {self._fmt(p)}",
-                        caller_loc())
+                        caller_loc(), hint="pass a tensor of the annotated shape, or annotate the "
+                        "dimension with T.dynamic")
             try:
                 got_dt = dt.as_dtype(dtype)
             except TileError:
@@ -175,7 +198,8 @@ class Kernel:
                 if isinstance(s, Var) and id(s) not in dyn:
                     raise TileCallError(
                         f"symbolic dimension {s.name} appears only in outputs; it cannot be inferred",
-                        caller_loc())
+                        caller_loc(), hint=f"pass the output as an argument, or give {s.name} to an "
+                        "input's shape too")
         return {name: v for name, v in dyn.values()}
 
     @staticmethod
@@ -188,7 +212,8 @@ class Kernel:
         v = int(a)
         if not dt.min_value(p.dtype) <= v <= dt.max_value(p.dtype):
             raise TileCallError(f"argument {pos} ({p.name}) = {v} does not fit in {p.dtype}",
-                                caller_loc())
+                                caller_loc(), hint=f"declare it wider (`{p.name}: T.int64`) or pass a "
+                                "smaller value")
         return v
 
     @staticmethod
@@ -198,13 +223,16 @@ class Kernel:
     def _out_shape(self, p: Buffer, dyn: dict) -> tuple:
         return tuple(dyn[s.name] if isinstance(s, Var) else s for s in p.shape)
 
-    def __call__(self, *args):
-        """Run on `args` (the inputs, in the user's parameter order); returns the outputs.
+    def __call__(self, *args, **kwargs):
+        """Run on `args` (the inputs, in the user's parameter order, or by name); returns the
+        outputs.
 
         The first call with a given signature (each tensor's type, shape, dtype, device and
         contiguity; each scalar's value) checks the arguments and builds a *plan*: the output
         shapes, and for artifacts with a `launcher` the prepared launch; later calls with that
         signature run the plan directly (the checks it needs are implied by the signature)."""
+        if kwargs:
+            args = call_args.bind_keywords(self.func.name, self.inputs, args, kwargs, caller_loc)
         key = _signature(args)
         plan = self._plans.get(key) if key is not None else None
         if plan is None:
@@ -217,8 +245,17 @@ class Kernel:
 
     def _plan(self, args):
         """Check `args` and return a function running a call with their signature."""
+        # autograd tensors are detached (kernels are not differentiable) on every call of the plan
+        detach = [j for j, a in enumerate(args) if _is_torch(a) and a.requires_grad]
+        args = [a.detach() if j in detach else a for j, a in enumerate(args)]
         dyn = self._check(args)
-        tensors = [a for p, a in zip(self.inputs, args) if not isinstance(p, Var)]
+        check_call(self.func, dyn, caller_loc)
+        written = self._written
+        tensors = [call_args.check_tensor(pos, p, a, id(p) in written, caller_loc)
+                   for pos, (p, a) in enumerate(zip(self.inputs, args)) if not isinstance(p, Var)]
+        if self._runnable is None and self.artifact.array_api == "torch":  # a device target
+            call_args.check_runnable(self.target, caller_loc)
+            self._runnable = True
         use_torch = any(_is_torch(a) for a in tensors) or (not tensors and self.artifact.array_api == "torch")
         device = next((a.device for a in tensors if _is_torch(a)), None)
         tensor_pos = [j for j, p in enumerate(self.inputs) if not isinstance(p, Var)]
@@ -271,7 +308,7 @@ class Kernel:
                     launch([*args, out])
                     return out
 
-            return plan_one
+            return _detaching(plan_one, detach)
 
         def plan(args):
             full = [None] * n
@@ -287,22 +324,25 @@ class Kernel:
                 return None
             return full[outs[0][0]] if single else [full[i] for i, _, _ in outs]
 
-        return plan
+        return _detaching(plan, detach)
 
     def _run(self, full: list, dyn: dict) -> None:
         api = self.artifact.array_api
+        written = [id(p) in self._written for p in self.func.params]
         if api == "numpy":
             conv, back = [], []
-            for a in full:
+            for a, w in zip(full, written):
                 if _is_torch(a):
                     arr = _to_numpy(a)
                     if a.device.type != "cpu" or not arr.flags.c_contiguous:
                         arr = np.ascontiguousarray(arr)
-                        back.append((a, arr))
+                        if w:
+                            back.append((a, arr))
                     conv.append(arr)
                 elif isinstance(a, np.ndarray) and not a.flags.c_contiguous:
                     arr = np.ascontiguousarray(a)
-                    back.append((a, arr))
+                    if w:
+                        back.append((a, arr))
                     conv.append(arr)
                 else:
                     conv.append(a)
@@ -322,14 +362,16 @@ class Kernel:
         import torch
 
         conv, back = [], []
-        for a in full:
+        for a, w in zip(full, written):
             if isinstance(a, np.ndarray):
                 t = _from_numpy(np.ascontiguousarray(a)).to(self.artifact.device)
-                back.append((a, t))
+                if w:
+                    back.append((a, t))
                 conv.append(t)
             elif _is_torch(a) and not a.is_contiguous():
                 t = a.contiguous()
-                back.append((a, t))
+                if w:
+                    back.append((a, t))
                 conv.append(t)
             else:
                 conv.append(a)
@@ -347,23 +389,34 @@ class Kernel:
 _tensor_types: set = set()  # torch.Tensor (and subclasses seen), once torch is in use
 
 
+def _detaching(plan, detach: list):
+    """`plan` called with the autograd tensors at positions `detach` detached."""
+    if not detach:
+        return plan
+
+    def run(args):
+        return plan([a.detach() if j in detach else a for j, a in enumerate(args)])
+
+    return run
+
+
 def _signature(args) -> tuple | None:
     """What a call's checks and plan depend on, hashable; None when an argument is of a kind
     with no cheap signature (the call then takes the checked path every time). Flat: a tensor
-    adds (type, shape, dtype, device, contiguous), an int its value (a shape never equals an
+    adds (type, shape, dtype, device, contiguous, requires_grad), an int its value (a shape never equals an
     int, so the flattening is unambiguous)."""
     out: list = []
     for a in args:
         t = type(a)
         if t in _tensor_types:
-            out += (t, a.shape, a.dtype, a.device, a.is_contiguous())
+            out += (t, a.shape, a.dtype, a.device, a.is_contiguous(), a.requires_grad)
         elif t is int:
             out.append(a)
         elif t is np.ndarray:
             out += (t, a.shape, a.dtype.str, a.flags.c_contiguous, a.flags.writeable)
         elif hasattr(a, "data_ptr") and t.__module__.startswith("torch"):
             _tensor_types.add(t)
-            out += (t, a.shape, a.dtype, a.device, a.is_contiguous())
+            out += (t, a.shape, a.dtype, a.device, a.is_contiguous(), a.requires_grad)
         else:
             return None
     return tuple(out)

@@ -106,7 +106,7 @@ def _key_name(key) -> str:
     value = getattr(key, "value", key)
     if not isinstance(value, str):
         raise TileError(f"a pass_configs key is a string like 'tl.disable_tma_lower', got {key!r}",
-                        caller_loc())
+                        caller_loc(), hint="spell keys as strings (or tilelang PassConfigKey members)")
     return value
 
 
@@ -120,7 +120,8 @@ def options_from_pass_configs(pass_configs) -> Options:
     if isinstance(pass_configs, Options):
         return pass_configs
     if not hasattr(pass_configs, "items"):
-        raise TileError(f"pass_configs must be a dict, got {type(pass_configs).__name__}", caller_loc())
+        raise TileError(f"pass_configs must be a dict, got {type(pass_configs).__name__}", caller_loc(),
+                        hint="pass_configs={'tl.disable_tma_lower': True}")
     fields: dict[str, bool] = {}
     for key, value in pass_configs.items():
         name = _key_name(key)
@@ -128,7 +129,7 @@ def options_from_pass_configs(pass_configs) -> Options:
         if field is not None:
             if not isinstance(value, bool):
                 raise TileError(f"pass_configs[{name!r}] must be True or False, got {value!r}",
-                                caller_loc())
+                                caller_loc(), hint="give a bool")
             fields[field] = value
             continue
         why = NOT_APPLIED.get(name)

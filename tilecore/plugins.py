@@ -112,10 +112,14 @@ def resolve(spec) -> Target:
         installed = ", ".join(sorted(infos)) or "none"
         raise TileTargetError(f"unknown target {str(t)!r}; installed targets: {installed}",
                               hint="install the backend's package (backends/<name>) or fix the name")
+    if t.arch is not None and not info.archs and info.default_arch is None:
+        raise TileTargetError(f"target {t.kind!r} has no archs, but {str(t)!r} names one",
+                              hint=f"write target={t.kind!r}")
     if t.arch is None and info.default_arch is not None:
         t = Target(t.kind, info.arch())
     if t.arch is not None and info.archs and t.arch not in info.archs:
-        raise TileTargetError(f"target {t.kind!r} has no arch {t.arch!r}; known: {', '.join(info.archs)}")
+        raise TileTargetError(f"target {t.kind!r} has no arch {t.arch!r}",
+                              hint=f"known archs: {', '.join(info.archs)}")
     return t
 
 

@@ -20,7 +20,8 @@ class Target:
         if isinstance(spec, Target):
             return spec
         if not isinstance(spec, str) or not spec.strip():
-            raise TileTargetError(f"a target is a string like 'interp' or 'cuda:sm_90', got {spec!r}")
+            raise TileTargetError(f"a target is a string like 'interp' or 'cuda:sm_90', got {spec!r}",
+                                  hint="`python -m tilecore targets` lists the installed ones")
         kind, _, arch = spec.strip().partition(":")
         return Target(kind.lower(), arch or None)
 

@@ -36,6 +36,8 @@ def pytest_configure(config) -> None:
     corpus = config.getoption("tile_corpus", None)
     if corpus:
         os.environ["TILECORE_EXAMPLES"] = str(Path(corpus).resolve())
+    # a generated program must never read memory it did not write (interp and emu report it)
+    os.environ.setdefault("TILECORE_CHECK_UNINIT", "1")
 
 
 def selected_targets(config) -> list[str]:

@@ -241,6 +241,9 @@ class CExprRenderer:
             # the most negative value is not a literal: `-2147483648` negates a constant too
             # large for its type (int64's arrives through unsigned, with a warning)
             if d.name in ("int64",):
+                if self.type_name(d) != "long long":  # e.g. MSL's `long`: it has no `long long`
+                    return f"(({self.type_name(d)})({v}L))" if v != -(2**63) else \
+                        f"(({self.type_name(d)})(-9223372036854775807L - 1))"
                 return "(-9223372036854775807LL - 1)" if v == -(2**63) else f"{v}LL"
             if d.kind == "uint":
                 return f"{v}u"

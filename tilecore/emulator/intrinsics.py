@@ -25,7 +25,8 @@ def run_intrinsic(blk, s: IntrinsicCall, mask: np.ndarray) -> None:
     intr = s.intrinsic
     W = intr.lanes
     if blk.W != W:
-        raise TileRuntimeError(f"{intr.name} needs warps of {W} lanes, the target has {blk.W}", blk.loc)
+        raise TileRuntimeError(f"{intr.name} needs warps of {W} lanes, the target has {blk.W}", blk.loc,
+                               hint="a backend chose an instruction for another warp size: report it")
     warps = np.nonzero(mask.reshape(-1, W).all(axis=1))[0]
     if len(warps) == 0:
         return
@@ -34,7 +35,8 @@ def run_intrinsic(blk, s: IntrinsicCall, mask: np.ndarray) -> None:
     elif intr.kind == "ldmatrix":
         _ldmatrix(blk, s, mask, warps)
     else:
-        raise TileRuntimeError(f"emu cannot execute intrinsic kind {intr.kind}", blk.loc)
+        raise TileRuntimeError(f"emu cannot execute intrinsic kind {intr.kind}", blk.loc,
+                           hint="the intrinsic table has a kind the emulator lacks: report it")
 
 
 def _gather(vals: np.ndarray, lmap, warps, W) -> np.ndarray:

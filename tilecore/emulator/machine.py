@@ -45,7 +45,7 @@ from ..ir.thread import (
 )
 from ..ir.thread_printer import print_thread_func
 from ..ir.visit import walk
-from . import debug
+from . import debug, uninit
 from .asyncops import AsyncState
 from .intrinsics import run_intrinsic
 from .mbarrier import MbarrierState
@@ -63,7 +63,8 @@ class EmuArtifact:
         self.module = module
         self.kernel = find_kernel(module.func.body)
         if self.kernel is None:
-            raise TileRuntimeError("the emu target needs a thread-lowered module", module.func.loc)
+            raise TileRuntimeError("the emu target needs a thread-lowered module", module.func.loc,
+                                   hint="compile for emu:<arch> of an installed GPU backend")
         self.source = print_thread_func(module.func)
 
     def run(self, args: list, dyn: dict) -> None:
@@ -94,6 +95,7 @@ class Block:
         self.wgmma_regs = {id(r.buffer) for n in walk(k.body) if isinstance(n, IntrinsicCall)
                            and n.intrinsic.kind == "wgmma" for r in n.operands if r.buffer.scope == "local"}
         self.wg: WgmmaState | None = None
+        self.check_uninit = uninit.enabled()
 
     def _locid(self, loc) -> int:
         key = id(loc)
@@ -130,6 +132,8 @@ class Block:
                 self.trackers[id(b)] = SharedTracker(b.name, b.shape[0], self.clock)
             self.regs = {id(b): np.full((self.T, b.shape[0]), S.poison_value(b.dtype), dtype=b.dtype.np)
                          for b in k.registers}
+            if self.check_uninit:
+                self.reg_init = uninit.register_shadows(k.registers, self.T)
             self.exec(k.body, np.ones(self.T, dtype=bool))
 
     # ----------------------------------------------------------------- memory
@@ -170,6 +174,8 @@ class Block:
         self._check(buf, off, lanes, n, "read", width)
         idx = np.where(lanes, off, 0)[:, None] + np.arange(width)
         idx = np.where(lanes[:, None], idx, 0)
+        if self.check_uninit:
+            uninit.check_read(self, buf, idx, lanes)
         if buf.scope == "local":
             if self.wg is not None:
                 self.wg.reg_access(self, buf, self.tid[lanes], idx[lanes], write=False)
@@ -195,6 +201,8 @@ class Block:
             if self.wg is not None:
                 self.wg.reg_access(self, buf, t, idx, write=True)
             store[t[:, None], idx] = v
+            if self.check_uninit:
+                uninit.mark_write(self, buf, t, idx)
         else:
             if buf.scope == "shared":
                 self.trackers[id(buf)].write(idx.reshape(-1), np.repeat(t, width), self.loc_id, self.locs)
@@ -213,7 +221,8 @@ class Block:
             try:
                 return self.env[id(e)]
             except KeyError:
-                raise TileRuntimeError(f"variable {e.name} used before it is bound", self.loc) from None
+                raise TileRuntimeError(f"variable {e.name} used before it is bound", self.loc,
+                                       hint="define the name before this statement") from None
         if isinstance(e, MemLoad):
             lanes = self._mask(mask)
             if e.pred is not None:
@@ -245,7 +254,8 @@ class Block:
             idx = np.asarray(self.eval(e.index, mask), dtype=np.int64)
             table = np.asarray(e.values, dtype=np.int64)
             return table[np.clip(idx, 0, len(table) - 1)]
-        raise TileRuntimeError(f"emu cannot evaluate {type(e).__name__}", self.loc)
+        raise TileRuntimeError(f"emu cannot evaluate {type(e).__name__}", self.loc,
+                               hint="a lowering produced a node the emulator lacks: report it")
 
     def _mask(self, mask) -> np.ndarray:
         return np.ones(self.T, dtype=bool) if mask is None else mask
@@ -256,7 +266,8 @@ class Block:
         if op in ("div", "mod", "floordiv", "floormod") and (t.is_int or t.is_bool):
             bz = np.broadcast_to(np.asarray(b) == 0, (self.T,)) & self._mask(mask)
             if bz.any():
-                raise TileRuntimeError("integer division by zero", self.loc)
+                raise TileRuntimeError("integer division by zero", self.loc,
+                                       hint="guard the division (`if d != 0:`) or check the divisor")
             b = np.where(np.asarray(b) == 0, 1, b)  # inactive lanes may divide by zero
         if op in S.SHIFT_OPS:
             b = self._shift_count(b, t, mask)
@@ -270,7 +281,8 @@ class Block:
         active = np.broadcast_to(bad, (self.T,)) & self._mask(mask)
         if active.any():
             count = int(np.broadcast_to(np.asarray(b), (self.T,))[active][0])
-            raise TileRuntimeError(f"shift count {count} is outside [0, {width}) for {t}", self.loc)
+            raise TileRuntimeError(f"shift count {count} is outside [0, {width}) for {t}", self.loc,
+                                   hint="shift by a count in [0, bit width)")
         return np.where(bad, 0, b)
 
     def _unary(self, e: Unary, mask):
@@ -279,10 +291,12 @@ class Block:
     def _whole_warps(self, mask, what: str) -> np.ndarray:
         m = self._mask(mask)
         if self.T % self.W:
-            raise TileRuntimeError(f"{what} needs whole warps; the block has {self.T} threads", self.loc)
+            raise TileRuntimeError(f"{what} needs whole warps; the block has {self.T} threads", self.loc,
+                                   hint="use a multiple of the warp size as threads")
         w = m.reshape(-1, self.W)
         if not np.all(w.all(axis=1) | ~w.any(axis=1)):
-            raise TileRuntimeError(f"{what} executed by part of a warp (divergent control flow)", self.loc)
+            raise TileRuntimeError(f"{what} executed by part of a warp (divergent control flow)", self.loc,
+                                   hint="keep the operation outside branches that split a warp")
         return m
 
     def _shuffle(self, e: Shuffle, mask):
@@ -358,9 +372,11 @@ class Block:
         elif isinstance(s, DeviceAssert):
             debug.run_assert(self, s, mask)
         elif isinstance(s, ThreadKernel):
-            raise TileRuntimeError("nested ThreadKernel", self.loc)
+            raise TileRuntimeError("nested ThreadKernel", self.loc,
+                                   hint="a lowering nested kernels: report it")
         else:
-            raise TileRuntimeError(f"emu cannot execute {type(s).__name__}", self.loc)
+            raise TileRuntimeError(f"emu cannot execute {type(s).__name__}", self.loc,
+                                   hint="a lowering produced a statement the emulator lacks: report it")
 
     def _hopper(self, s: Stmt, mask: np.ndarray) -> None:
         """mbarrier and TMA statements (`mbarrier.py`)."""
@@ -400,23 +416,26 @@ class Block:
         if s.scope == "block":
             if not mask.all():
                 raise TileRuntimeError("a barrier is reached by only some threads of the block "
-                                       "(divergent control flow)", self.loc)
+                                       "(divergent control flow)", self.loc,
+                                       hint="keep tile operations out of branches on thread-varying values")
             self.clock.barrier(None)
         elif s.scope == "named":
             m = self._whole_warps(mask, f"named barrier {s.barrier_id}")
             if int(m.sum()) != s.count:
                 raise TileRuntimeError(f"named barrier {s.barrier_id} expects {s.count} threads but "
-                                       f"{int(m.sum())} arrive (a GPU would hang)", self.loc)
+                                       f"{int(m.sum())} arrive (a GPU would hang)", self.loc,
+                                       hint="every thread the barrier counts must reach it")
             self.clock.barrier(self.tid[m])
         else:
             size = 4 * self.W
             if self.T % size:
                 raise TileRuntimeError(f"a warpgroup barrier needs whole warpgroups; the block has "
-                                       f"{self.T} threads", self.loc)
+                                       f"{self.T} threads", self.loc, hint="use a multiple of 128 threads")
             groups = mask.reshape(-1, size)
             if not np.all(groups.all(axis=1) | ~groups.any(axis=1)):
                 raise TileRuntimeError("a warpgroup barrier executed by part of a warpgroup "
-                                       "(divergent control flow)", self.loc)
+                                       "(divergent control flow)", self.loc,
+                                       hint="keep the operation outside branches that split a warpgroup")
             for g in np.nonzero(groups.all(axis=1))[0]:
                 self.clock.barrier(self.tid[g * size:(g + 1) * size])
 
@@ -449,7 +468,9 @@ class Block:
         for side, off_e in ((s.src, s.src_offset), (s.dst, s.dst_offset)):
             off = np.broadcast_to(np.asarray(self.eval(off_e, pred), dtype=np.int64), (self.T,))
             if np.any(pred & (off % s.lanes != 0)):
-                raise TileRuntimeError(f"misaligned {s.lanes}-element vector access to {side.name}", self.loc)
+                raise TileRuntimeError(f"misaligned {s.lanes}-element vector access to {side.name}",
+                                       self.loc, hint="a lowering chose a vector width the offsets "
+                                       "do not allow: report it")
         if pred.any():
             vals = self.read(s.src, self.eval(s.src_offset, pred), pred, s.lanes)
             self.write(s.dst, self.eval(s.dst_offset, pred), vals, pred, s.lanes)

@@ -12,8 +12,9 @@ epoch), its readers since they were last ordered (a thread range and the epoch o
 read), and the thread whose asynchronous copy into it has been issued but has not landed. It
 raises, naming the buffer and both source lines:
 
-- a read (RAW) of an element another thread wrote, or a write (WAR) of an element another
-  thread read, with no barrier ordering the two;
+- a read (RAW) of an element another thread wrote, a write (WAR) of an element another
+  thread read, or a write (WAW) of an element another thread wrote, with no barrier ordering
+  the two (or two threads writing one element in one statement);
 - any access to an element whose asynchronous write is still pending (a missing or too weak
   wait), and the issue of an asynchronous copy into an element that another thread read or
   wrote, or that another copy is still filling (a stage buffer reused too early).
@@ -184,7 +185,30 @@ class SharedTracker:
         self._check_pending(idx, tid, "overwrites", loc_id, locs)
         self._check_async_read(idx, tid, "overwrites", loc_id, locs)
         self._check_war(idx, tid, "overwrites", loc_id, locs)
+        self._check_waw(idx, tid, loc_id, locs)
         self._set_writer(idx, tid, loc_id, False)
+
+    def _check_waw(self, idx, tid, loc_id: int, locs: list) -> None:
+        """A write-write race: two threads write one element, in one instruction or in two not
+        ordered by a barrier (which value survives depends on the hardware's schedule)."""
+        order = np.lexsort((tid, idx))
+        si, st = idx[order], tid[order]
+        same = (si[1:] == si[:-1]) & (st[1:] != st[:-1])
+        if same.any():
+            k = int(np.argmax(same))
+            self._raise(
+                f"threads {int(st[k])} and {int(st[k + 1])} both write element {int(si[k])} in one "
+                "statement", loc_id, locs,
+                "make each element's writer unique (guard the store with `if`, or write a "
+                "per-thread part of the tile)")
+        w = self.writer[idx]
+        bad = (w >= 0) & ~self.clock.ordered(w, tid, self.wtime[idx])
+        if bad.any():
+            k = int(np.argmax(bad))
+            self._raise(
+                f"thread {int(tid[k])} overwrites element {int(idx[k])} written by thread {int(w[k])} "
+                f"(at {_loc(locs, self.wloc[idx[k]])}) with no barrier in between", loc_id, locs,
+                "a barrier is missing between the two writes, or two threads write one element")
 
     def async_issue(self, idx: np.ndarray, tid: np.ndarray, loc_id: int, locs: list,
                     kind: str = "group") -> None:

@@ -238,7 +238,8 @@ def const(value: Scalar, dtype: DType | None = None) -> Const:
         elif isinstance(value, float):
             dtype = dt.float32
         else:
-            raise TileTypeError(f"cannot use {value!r} ({type(value).__name__}) as a kernel value")
+            raise TileTypeError(f"cannot use {value!r} ({type(value).__name__}) as a kernel value",
+                                hint="a constant must be a Python int, float or bool")
     return Const(value, dtype)
 
 
@@ -263,7 +264,8 @@ def as_expr(value: ExprLike, like: DType | None = None) -> Expr:
             return Const(value.item(), dt.from_numpy(value.dtype))
     except Exception:  # pragma: no cover - numpy always present
         pass
-    raise TileTypeError(f"cannot use {value!r} ({type(value).__name__}) as a kernel value")
+    raise TileTypeError(f"cannot use {value!r} ({type(value).__name__}) as a kernel value",
+                        hint="kernel values are numbers, elements like A[i] and names bound to them")
 
 
 def _fits(v: int, dtype: DType) -> bool:
@@ -385,7 +387,7 @@ def unary(op: str, a: ExprLike) -> Expr:
     if UNARY_FUNCS.get(op) and not a.dtype.is_float:
         a = cast(a, dt.float32)
     if op not in UNARY_FUNCS:
-        raise TileTypeError(f"unknown function {op}")
+        raise TileTypeError(f"unknown function {op}", hint="see docs/language.md for the math functions")
     if isinstance(a, Const) and op == "neg" and a.dtype.is_int:
         r = S.int_unary("neg", a.value, a.dtype)
         if _fits(r, a.dtype):

@@ -38,7 +38,8 @@ class Builder:
     def emit(self, stmt: Stmt) -> None:
         """Append a statement to the innermost open block."""
         if not self.blocks or self.kernel is None:
-            raise TileSyntaxError("tile operations must appear inside `with T.Kernel(...)`", self.loc)
+            raise TileSyntaxError("tile operations must appear inside `with T.Kernel(...)`", self.loc,
+                                  hint="indent the statement into the `with T.Kernel(...)` block")
         if self.parallel_depth and isinstance(stmt, TILE_OPS):
             raise TileSyntaxError(
                 f"T.{type(stmt).__name__.lower()} cannot be used inside T.Parallel", self.loc,
@@ -58,7 +59,8 @@ class Builder:
                 hint="allocate shared/fragment/local buffers inside the kernel body",
             )
         if self.parallel_depth:
-            raise TileSyntaxError("cannot allocate a buffer inside T.Parallel", self.loc)
+            raise TileSyntaxError("cannot allocate a buffer inside T.Parallel", self.loc,
+                                  hint="allocate it before the T.Parallel loop")
         self.kernel.allocs.append(buf)
         return buf
 

@@ -25,7 +25,8 @@ RASTER_ORDERS = {"row": "row", "col": "col", "column": "col"}
 
 def _shared_buffer(buf, what: str) -> Buffer:
     if not isinstance(buf, Buffer):
-        raise TileTypeError(f"{what} takes a shared buffer (from T.alloc_shared), got {buf!r}")
+        raise TileTypeError(f"{what} takes a shared buffer (from T.alloc_shared), got {buf!r}",
+                            hint="pass a buffer from T.alloc_shared")
     if buf.scope != "shared":
         raise TileTypeError(f"{what}: {buf.name} is a {buf.scope} buffer; only shared buffers have "
                             f"a memory layout to choose",
@@ -45,7 +46,8 @@ def make_swizzled_layout(buffer) -> LayoutRequest:
 def make_padded_layout(buffer, pad=None) -> LayoutRequest:
     """Rows of shared `buffer` padded by `pad` elements (None: one vector of the target)."""
     if pad is not None and (not isinstance(pad, int) or isinstance(pad, bool) or pad < 0):
-        raise TileTypeError(f"T.make_padded_layout pad must be a non-negative int, got {pad!r}")
+        raise TileTypeError(f"T.make_padded_layout pad must be a non-negative int, got {pad!r}",
+                            hint="give pad as an int >= 0 (or leave it out)")
     return LayoutRequest("padded", _shared_buffer(buffer, "T.make_padded_layout"), pad)
 
 
@@ -58,7 +60,8 @@ def make_row_major_layout(buffer) -> LayoutRequest:
 def _kernel_frame(what: str):
     b = current()
     if b.kernel is None:
-        raise TileSyntaxError(f"{what} must be called inside `with T.Kernel(...)`", b.loc)
+        raise TileSyntaxError(f"{what} must be called inside `with T.Kernel(...)`", b.loc,
+                              hint="move the call into the kernel body")
     return b
 
 
@@ -97,11 +100,14 @@ def use_swizzle(panel_size=8, order="row", enable=True):
     grid rows (order "row") or columns ("col"); a bijection of (bx, by), values never change."""
     b = _kernel_frame("T.use_swizzle")
     if not isinstance(panel_size, int) or isinstance(panel_size, bool) or panel_size < 1:
-        raise TileTypeError(f"T.use_swizzle panel_size must be a positive int, got {panel_size!r}")
+        raise TileTypeError(f"T.use_swizzle panel_size must be a positive int, got {panel_size!r}",
+                            hint="T.use_swizzle(panel_size=10)")
     if order not in RASTER_ORDERS:
-        raise TileTypeError(f"T.use_swizzle order must be 'row' or 'col', got {order!r}")
+        raise TileTypeError(f"T.use_swizzle order must be 'row' or 'col', got {order!r}",
+                            hint="order='row' or order='col'")
     if not isinstance(enable, bool):
-        raise TileTypeError(f"T.use_swizzle enable must be True or False, got {enable!r}")
+        raise TileTypeError(f"T.use_swizzle enable must be True or False, got {enable!r}",
+                            hint="enable=True or enable=False")
     if any(k == RASTER_ANNOTATION for k, _ in b.kernel.annotations):
         raise TileSyntaxError("T.use_swizzle is given twice in this kernel", b.loc,
                               hint="keep one call")

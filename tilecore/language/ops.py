@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import dtypes as dt
 from ..errors import TileShapeError, TileSyntaxError, TileTypeError
 from ..ir.buffer import Buffer, Region
@@ -25,16 +27,26 @@ class TensorSpec:
 
 def tensor_spec(shape, dtype="float32") -> TensorSpec:
     """Annotate a kernel parameter as a global tensor of `shape` (ints or T.dynamic vars)."""
-    if isinstance(shape, (int, Var)):
-        shape = (shape,)
-    shape = tuple(shape)
-    for s in shape:
-        if isinstance(s, bool) or not isinstance(s, (int, Var)):
-            raise TileShapeError(
-                f"tensor dimension {s!r} is neither an int nor a T.dynamic variable",
-                hint="use T.dynamic('n') for a dimension known only at call time",
-            )
-    return TensorSpec(shape, dt.as_dtype(dtype))
+    from ..errors import TileError, caller_loc
+
+    try:
+        if isinstance(shape, (int, Var)):
+            shape = (shape,)
+        shape = tuple(int(s) if isinstance(s, np.integer) else s for s in shape)
+        for s in shape:
+            if isinstance(s, bool) or not isinstance(s, (int, Var)):
+                raise TileShapeError(
+                    f"tensor dimension {s!r} is neither an int nor a T.dynamic variable",
+                    hint="use T.dynamic('n') for a dimension known only at call time (a float "
+                    "size needs int(...))",
+                )
+            if isinstance(s, int) and s < 1:
+                raise TileShapeError(f"tensor dimension {s} is not positive",
+                                     hint="every tensor dimension must be >= 1")
+        return TensorSpec(shape, dt.as_dtype(dtype))
+    except TileError as e:
+        # annotations are evaluated by Python when the `def` runs: point at that line
+        raise e.with_loc(caller_loc()) from None
 
 
 class _TensorAnnotation:
@@ -79,20 +91,28 @@ class KernelSpec:
 def Kernel(*grid, threads=128, prelude=None, is_cpu=False) -> KernelSpec:
     """Launch a grid of blocks, each running the `with` body with `threads` threads."""
     if not grid:
-        raise TileShapeError("T.Kernel needs at least one grid dimension")
+        raise TileShapeError("T.Kernel needs at least one grid dimension",
+                             hint="write T.Kernel(num_blocks, threads=128)")
     if len(grid) > 3:
-        raise TileShapeError(f"T.Kernel takes at most 3 grid dimensions, got {len(grid)}")
+        raise TileShapeError(f"T.Kernel takes at most 3 grid dimensions, got {len(grid)}",
+                             hint="fold extra dimensions into one and split the block index")
     if isinstance(threads, int):
         threads = (threads,)
     threads = tuple(threads)
     for t in threads:
         if not isinstance(t, int) or t < 1:
-            raise TileShapeError(f"threads must be positive compile-time ints, got {threads!r}")
+            raise TileShapeError(f"threads must be positive compile-time ints, got {threads!r}",
+                                 hint="write threads=128 (or a tuple of positive ints)")
     g = tuple(as_expr(x) for x in grid)
     for x in g:
         if not x.dtype.is_int:
-            raise TileTypeError("grid dimensions must be integers")
-    return KernelSpec(g, threads)
+            raise TileTypeError("grid dimensions must be integers",
+                                hint="use T.ceildiv(n, tile) for a size that does not divide")
+    if prelude is not None:
+        raise TileSyntaxError("T.Kernel(prelude=...) (C source injected into the kernel) is not "
+                              "supported", hint="drop prelude; write the helper as a @T.macro")
+    # is_cpu=True opts a CPU-only kernel out of the portable GPU limits (ir/static_checks.py)
+    return KernelSpec(g, threads, (("is_cpu", True),) if is_cpu else ())
 
 
 @dataclass(frozen=True)
@@ -116,7 +136,8 @@ def _range_args(start, stop, what):
 def Parallel(*extents, coalesced_width=None, loop_layout=None) -> LoopSpec:
     """An n-d loop whose iterations are independent; the compiler maps it onto threads."""
     if not extents:
-        raise TileShapeError("T.Parallel needs at least one extent")
+        raise TileShapeError("T.Parallel needs at least one extent",
+                             hint="write T.Parallel(m) or T.Parallel(m, n)")
     for e in extents:
         if const_int(e) is None:
             raise TileShapeError(
@@ -139,6 +160,9 @@ def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None,
             f"T.Pipelined: {', '.join(given)} {'is' if len(given) == 1 else 'are'} not supported",
             hint="drop them and give num_stages only: the compiler derives the schedule (stage "
                  "buffers, prologue, waits) from the loop body")
+    if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 0:
+        raise TileShapeError(f"T.Pipelined: num_stages={num_stages!r} is not a non-negative int",
+                             hint="use num_stages=0 or 1 for no pipelining, 2..4 for a pipeline")
     s, e = _range_args(start, stop, "T.Pipelined")
     return LoopSpec("pipelined", (s,), (e,), 1, (("num_stages", int(num_stages)),))
 
@@ -160,7 +184,8 @@ def unroll(start, stop=None, step=1, explicit=False, unroll_factor=None) -> Loop
 def _const_step(step) -> int:
     v = const_int(step)
     if v is None or v == 0:
-        raise TileShapeError("a loop step must be a non-zero compile-time integer")
+        raise TileShapeError("a loop step must be a non-zero compile-time integer",
+                             hint="give the step as a Python int other than 0")
     return v
 
 
@@ -181,7 +206,8 @@ def _shape(shape, what) -> tuple[int, ...]:
                 hint="tile shapes are fixed when the kernel is built; pass sizes as Python ints",
             )
         if v < 1:
-            raise TileShapeError(f"the shape of {what} has a non-positive dimension {v}")
+            raise TileShapeError(f"the shape of {what} has a non-positive dimension {v}",
+                                 hint="every tile dimension must be >= 1")
         out.append(v)
     return tuple(out)
 
@@ -281,7 +307,8 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
     ra, rb, rc = region_of(A, None, "gemm A"), region_of(B, None, "gemm B"), region_of(C, None, "gemm C")
     for r, n in ((ra, "A"), (rb, "B"), (rc, "C")):
         if len(r.squeezed_shape) != 2 and not (len(r.extents) >= 2 and len(r.squeezed_shape) < 2):
-            raise TileShapeError(f"gemm {n} ({r.buffer.name}) must be a 2-D tile, got {r.extents}")
+            raise TileShapeError(f"gemm {n} ({r.buffer.name}) must be a 2-D tile, got {r.extents}",
+                                 hint="pass 2-D tiles (or 2-D regions of a larger buffer)")
         if r.buffer.scope == "global":
             raise TileTypeError(
                 f"gemm {n} ({r.buffer.name}) is in global memory",
@@ -289,7 +316,8 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
             )
     if rc.buffer.scope not in ("fragment", "local"):
         raise TileTypeError(
-            f"gemm C ({rc.buffer.name}) must be a fragment (T.alloc_fragment), not {rc.buffer.scope}"
+            f"gemm C ({rc.buffer.name}) must be a fragment (T.alloc_fragment), not {rc.buffer.scope}",
+            hint="accumulate into T.alloc_fragment and T.copy it out afterwards",
         )
     g = Gemm(ra, rb, rc, bool(transpose_A), bool(transpose_B), bool(clear_accum), str(policy), b.loc)
     m, n, k = g.mnk
@@ -303,11 +331,13 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
     cm, cn = rc.extents[-2], rc.extents[-1]
     if (cm, cn) != (m, n):
         raise TileShapeError(
-            f"gemm C {rc.buffer.name}{rc.extents} does not match the product shape ({m}, {n})"
+            f"gemm C {rc.buffer.name}{rc.extents} does not match the product shape ({m}, {n})",
+            hint=f"allocate C as ({m}, {n}), or check transpose_A / transpose_B",
         )
     da, db, dc = ra.buffer.dtype, rb.buffer.dtype, rc.buffer.dtype
     if da != db:
-        raise TileTypeError(f"gemm A is {da} but B is {db}; both operands must have one dtype")
+        raise TileTypeError(f"gemm A is {da} but B is {db}; both operands must have one dtype",
+                            hint="allocate (or T.copy) both tiles in one dtype")
     if dc.name not in _ACCUM_OK.get(da.name, (da.name,)):
         raise TileTypeError(
             f"gemm accumulates {da} into C of dtype {dc}",
@@ -339,13 +369,14 @@ def _reduce(kind, src, dst, dim, clear):
                                 hint="copy it into a fragment or shared buffer first")
     rank = len(s.shape)
     if not isinstance(dim, int) or not -rank <= dim < rank:
-        raise TileShapeError(f"reduce_{kind} dim={dim!r} is out of range for {s.name} of rank {rank}")
+        raise TileShapeError(f"reduce_{kind} dim={dim!r} is out of range for {s.name} of rank {rank}",
+                             hint=f"use a dim in [-{rank}, {rank - 1}]")
     dim = dim % rank
     expect = tuple(x for i, x in enumerate(s.shape) if i != dim) or (1,)
     if squeezed(d.shape) != squeezed(expect):
         raise TileShapeError(
             f"reduce_{kind} of {s.name}{tuple(s.shape)} along dim {dim} gives shape {expect}, "
-            f"but {d.name} has shape {tuple(d.shape)}"
+            f"but {d.name} has shape {tuple(d.shape)}", hint=f"allocate {d.name} with shape {expect}"
         )
     b.emit(Reduce(s, d, kind, dim, bool(clear), b.loc))
 
@@ -388,10 +419,12 @@ def cumsum(src, dst=None, dim=0, reverse=False):
     d = s if dst is None else buffer_of(dst, "cumsum destination")
     if tuple(s.shape) != tuple(d.shape):
         raise TileShapeError(f"cumsum source {s.name}{tuple(s.shape)} and destination "
-                             f"{d.name}{tuple(d.shape)} differ in shape")
+                             f"{d.name}{tuple(d.shape)} differ in shape",
+                             hint="give the destination the source's shape")
     rank = len(s.shape)
     if not isinstance(dim, int) or not -rank <= dim < rank:
-        raise TileShapeError(f"cumsum dim={dim!r} is out of range for rank {rank}")
+        raise TileShapeError(f"cumsum dim={dim!r} is out of range for rank {rank}",
+                             hint=f"use a dim in [-{rank}, {rank - 1}]")
     b.emit(CumSum(s, d, dim % rank, bool(reverse), b.loc))
 
 
@@ -403,12 +436,13 @@ def atomic_add(dst, value, memory_order=None, return_prev=False):
         src = region_of(value, None, "atomic_add value")
         dr = region_of(dst, src.squeezed_shape, "atomic_add destination")
         if dr.squeezed_shape != src.squeezed_shape:
-            raise TileShapeError(f"atomic_add region {dr.extents} does not match the tile {src.extents}")
+            raise TileShapeError(f"atomic_add region {dr.extents} does not match the tile {src.extents}",
+                                 hint="make the destination region the tile's shape")
         b.emit(AtomicAddRegion(dr, src, b.loc))
         return
     if not isinstance(dst, Ref) or not dst.is_element:
         raise TileTypeError("atomic_add destination must be an element like C[i, j] or a region "
-                            "matched by a tile value")
+                            "matched by a tile value", hint="write T.atomic_add(C[i, j], value)")
     v = cast(as_expr(value, dst.buffer.dtype), dst.buffer.dtype)
     b.emit(AtomicAdd(dst.buffer, tuple(as_expr(i) for i in dst.items), v, b.loc))
 
@@ -505,10 +539,21 @@ def min_value(dtype):
 
 @builtin
 def ceildiv(a, b):
-    """(a + b - 1) // b for non-negative integers."""
-    if isinstance(a, int) and isinstance(b, int):
+    """`a / b` rounded toward positive infinity, for every sign; one definition for Python ints
+    and kernel values. On kernel values it is C's truncating quotient plus one where the
+    remainder is non-zero and has the divisor's sign (`(a + b - 1) / b`, the usual spelling, is
+    wrong for a negative operand), built from `/`, `%` and a select, which every backend has."""
+    if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool) and not isinstance(b, bool):
         return -(-a // b)
-    return binop("div", binop("sub", binop("add", a, b), 1), b)
+    ea = a.as_expr() if isinstance(a, Ref) else as_expr(a)
+    eb = b.as_expr() if isinstance(b, Ref) else as_expr(b, ea.dtype)
+    q, r = binop("div", ea, eb), binop("mod", ea, eb)
+    bc = const_int(eb)
+    if bc is not None and bc > 0:
+        up = binop("gt", r, 0)
+    else:
+        up = binop("and", binop("ne", r, 0), binop("eq", binop("gt", r, 0), binop("gt", eb, 0)))
+    return binop("add", q, select(up, as_expr(1, q.dtype), as_expr(0, q.dtype)))
 
 
 @builtin
@@ -520,7 +565,8 @@ def cast_(value, dtype):
 def region(buffer_ref, access_type, *extents):
     """TileLang's explicit region: `T.region(A[i, j], "r", 64, 64)`."""
     if not isinstance(buffer_ref, Ref):
-        raise TileTypeError("T.region takes an element reference like A[i, j]")
+        raise TileTypeError("T.region takes an element reference like A[i, j]",
+                            hint='write T.region(A[i, j], "r", 64, 64)')
     ext = tuple(int(e) for e in extents)
     rank = len(buffer_ref.buffer.shape)
     ext = (1,) * (rank - len(ext)) + ext

@@ -49,15 +49,18 @@ _UNSUPPORTED = {
     ast.Break: ("`break` is not supported in kernels", "guard the loop body with `if`"),
     ast.Continue: ("`continue` is not supported in kernels", "guard the loop body with `if`"),
     ast.Return: ("`return` is not supported inside a kernel", "outputs are written to tensors"),
-    ast.Try: ("`try` is not supported in kernels", None),
-    ast.Raise: ("`raise` is not supported in kernels", None),
+    ast.Try: ("`try` is not supported in kernels",
+             "check inputs before calling the kernel; guard risky elements with `if`"),
+    ast.Raise: ("`raise` is not supported in kernels",
+               "validate arguments in Python before calling the kernel"),
     ast.Assert: ("`assert` is not supported in kernels", "check inputs before calling the kernel"),
     ast.FunctionDef: ("nested function definitions are not supported in kernels",
                       "define it outside and decorate it with @T.macro"),
-    ast.Lambda: ("lambdas are not supported in kernels", None),
-    ast.Import: ("imports are not supported in kernels", None),
-    ast.Global: ("`global` is not supported in kernels", None),
-    ast.Delete: ("`del` is not supported in kernels", None),
+    ast.Lambda: ("lambdas are not supported in kernels", "write a @T.macro helper instead"),
+    ast.Import: ("imports are not supported in kernels", "import at module level"),
+    ast.Global: ("`global` is not supported in kernels",
+                "kernels read module globals as constants; write results to tensors"),
+    ast.Delete: ("`del` is not supported in kernels", "drop the statement; names end with the kernel"),
 }
 
 
@@ -123,7 +126,13 @@ class Parser:
         known = [n for sc in self.scopes for n in sc.vars] + list(self.closure)
         close = difflib.get_close_matches(name, known, n=1)
         raise TileNameError(f"name {name!r} is not defined", self.loc(node),
-                            hint=f"did you mean {close[0]!r}?" if close else None)
+                            hint=f"did you mean {close[0]!r}?" if close else
+                            "define it before the kernel (a Python value) or assign it above")
+
+    def lookup_local(self, name: str):
+        """The kernel-scope binding of `name` (not closure, globals or builtins), or None."""
+        idx = self._scope_of(name)
+        return self.scopes[idx].vars[name] if idx is not None else None
 
     def _scope_of(self, name: str) -> int | None:
         for i in range(len(self.scopes) - 1, -1, -1):
@@ -135,12 +144,15 @@ class Parser:
     def parse_prim_func(self) -> PrimFunc:
         fdef = self.tree.body[0]
         if not isinstance(fdef, ast.FunctionDef):
-            raise TileSyntaxError("@T.prim_func must decorate a function", self.loc(fdef))
+            raise TileSyntaxError("@T.prim_func must decorate a function", self.loc(fdef),
+                                  hint="put @T.prim_func on a `def`")
         params, signature = [], []
         annotations = getattr(self.fn, "__annotations__", {})
         a = fdef.args
         if a.vararg or a.kwarg or a.kwonlyargs:
-            raise TileSyntaxError("kernel parameters must be plain positional tensors", self.loc(fdef))
+            raise TileSyntaxError("kernel parameters must be plain positional tensors", self.loc(fdef),
+                                  hint="list each tensor as `A: T.Tensor(shape, dtype)`; no *args, **kwargs "
+                                  "or keyword-only parameters")
         for arg in a.args:
             ann = annotations.get(arg.arg)
             if isinstance(ann, str):
@@ -148,7 +160,9 @@ class Parser:
                 try:
                     ann = eval(ann, self.globals, scope)  # noqa: S307 - the user's own annotation
                 except NameError as e:
-                    raise TileNameError(f"annotation of {arg.arg!r}: {e}", self.loc(arg)) from None
+                    raise TileNameError(f"annotation of {arg.arg!r}: {e}", self.loc(arg),
+                                        hint="define the names an annotation uses before the "
+                                        "kernel") from None
             if isinstance(ann, str):
                 ann = dt.as_dtype(ann)
             if isinstance(ann, dt.DType):
@@ -197,7 +211,9 @@ class Parser:
         try:
             sig = inspect.signature(self.fn).bind(*args, **kwargs)
         except TypeError as e:
-            raise TileSyntaxError(f"bad arguments to macro {self.fn.__name__}: {e}") from e
+            raise TileSyntaxError(f"bad arguments to macro {self.fn.__name__}: {e}",
+                                  hint=f"the macro's signature is {self.fn.__name__}"
+                                  f"{inspect.signature(self.fn)}") from e
         sig.apply_defaults()
         self.scopes = [_Scope("macro")]
         self.scopes[0].vars.update(sig.arguments)
@@ -226,7 +242,8 @@ class Parser:
         except RecursionError:
             raise
         except (TypeError, ValueError) as e:
-            raise TileSyntaxError(f"invalid kernel statement: {e}", loc) from None
+            raise TileSyntaxError(f"invalid kernel statement: {e}", loc,
+                                  hint="see docs/language.md for what kernels accept") from None
 
     def _stmt(self, node):
         for kind, (msg, hint) in _UNSUPPORTED.items():
@@ -241,17 +258,20 @@ class Parser:
                                       hint="assign it to a buffer element or a name")
         elif isinstance(node, ast.Assign):
             if len(node.targets) != 1:
-                raise TileSyntaxError("chained assignment `a = b = ...` is not supported", self.loc(node))
+                raise TileSyntaxError("chained assignment `a = b = ...` is not supported", self.loc(node),
+                                      hint="assign each name on its own line")
             self.assign(node.targets[0], node.value)
         elif isinstance(node, ast.AugAssign):
             op = _BINOPS.get(type(node.op))
             if op is None:
-                raise TileSyntaxError(f"operator {type(node.op).__name__} is not supported", self.loc(node))
+                raise TileSyntaxError(f"operator {type(node.op).__name__} is not supported", self.loc(node),
+                                      hint="write the operation out: `x = x op y`")
             cur = self.ev(node.target)
             self.assign_value(node.target, self.arith(op, cur, self.ev(node.value)))
         elif isinstance(node, ast.AnnAssign):
             if node.value is None:
-                raise TileSyntaxError("an annotated name needs a value", self.loc(node))
+                raise TileSyntaxError("an annotated name needs a value", self.loc(node),
+                                      hint="write `x: T.float32 = value`, or T.alloc_var for a mutable name")
             ann = self.ev(node.annotation)
             val = self.ev(node.value)
             if isinstance(ann, dt.DType):
@@ -267,7 +287,8 @@ class Parser:
             return
         else:
             raise TileSyntaxError(f"`{type(node).__name__}` statements are not supported in kernels",
-                                  self.loc(node))
+                                  self.loc(node),
+                                  hint="see docs/language.md for the statements kernels accept")
 
     def assign(self, target, value_node):
         if isinstance(target, ast.Name):
@@ -284,7 +305,8 @@ class Parser:
         elif isinstance(target, ast.Subscript):
             ref = self.ev(target)
             if not isinstance(ref, Ref):
-                raise TileSyntaxError("only buffer elements can be assigned by subscript", self.loc(target))
+                raise TileSyntaxError("only buffer elements can be assigned by subscript", self.loc(target),
+                                      hint="assign to a buffer element like A[i, j]")
             if not ref.is_element:
                 raise TileShapeError(
                     f"cannot assign to a slice of {ref.buffer.name}",
@@ -295,11 +317,13 @@ class Parser:
             self.b.emit(Store(buf, tuple(as_expr(i) for i in ref.items), cast(val, buf.dtype), self.b.loc))
         elif isinstance(target, (ast.Tuple, ast.List)):
             if not isinstance(value, (tuple, list)) or len(value) != len(target.elts):
-                raise TileSyntaxError("tuple assignment needs a tuple of the same length", self.loc(target))
+                raise TileSyntaxError("tuple assignment needs a tuple of the same length", self.loc(target),
+                                      hint="give as many values as names")
             for t, v in zip(target.elts, value):
                 self.assign_value(t, v)
         else:
-            raise TileSyntaxError(f"cannot assign to {type(target).__name__}", self.loc(target))
+            raise TileSyntaxError(f"cannot assign to {type(target).__name__}", self.loc(target),
+                                  hint="assign to a name, a buffer element, or a tuple of them")
 
     def value_expr(self, value, like=None) -> Expr:
         if isinstance(value, Buffer):
@@ -321,29 +345,52 @@ class Parser:
             return
         if isinstance(value, Ref):
             value = value.as_expr()
+        self._check_rebind(name, existing, idx, value)
         if isinstance(value, Buffer) and value.is_var:
             value = Load(value, (as_expr(0),)) if isinstance(existing, (Var, Expr)) else value
         if isinstance(value, Expr) and not isinstance(value, Const):
-            if isinstance(existing, Var) and existing in self.let_vars:
-                inner = max((i for i, s in enumerate(self.scopes) if s.kind in ("loop", "if")), default=-1)
-                if idx is not None and idx < inner:
-                    raise TileBindingError(
-                        f"{name!r} is reassigned inside a loop or branch but was defined outside it",
-                        hint=f"declare it with `{name} = T.alloc_var(dtype)` to make it mutable",
-                    )
             if isinstance(value, Var) and value not in self.let_vars:
-                self.scopes[-1].vars[name] = value
+                self._bind_scope().vars[name] = value
                 return
             var = Var(name, value.dtype)
             self.let_vars.add(var)
             self.b.emit(LetStmt(var, value, self.b.loc))
-            self.scopes[-1].vars[name] = var
+            self._bind_scope().vars[name] = var
             return
-        self.scopes[-1].vars[name] = value
+        self._bind_scope().vars[name] = value
+
+    def _bind_scope(self) -> _Scope:
+        """Where an assignment binds: the innermost scope that is not a parse-time unrolled
+        loop over a Python sequence (an assignment there must outlive the iteration, as in
+        Python, or `acc = acc + A[x]` over a tuple would keep only the first value)."""
+        return next(s for s in reversed(self.scopes) if s.kind != "static")
+
+    def _check_rebind(self, name: str, existing, idx, value) -> None:
+        """A value name defined outside a kernel loop or branch and reassigned inside it: the
+        reassignment would be invisible after the loop (each iteration binds a new immutable
+        name), so `s = 0.0` then `for i in T.serial(n): s = s + A[i]` would leave `s` 0.0."""
+        if idx is None:
+            return
+        scalar = (int, float, bool, Expr)
+        if not isinstance(existing, scalar) or not isinstance(value, scalar + (Ref,)):
+            return
+        inner = max((i for i, s in enumerate(self.scopes) if s.kind in ("loop", "if")), default=-1)
+        if idx >= inner:
+            return
+        if isinstance(existing, Var) and existing not in self.let_vars:
+            what = "a loop or block index"
+        else:
+            what = "a value"
+        raise TileBindingError(
+            f"{name!r} is {what} defined outside this loop or branch and is reassigned inside it; "
+            "kernel names are immutable, so the new value would be lost after the loop",
+            hint=f"declare it with `{name} = T.alloc_var(dtype)` (and `{name} = init`) to make it "
+            "mutable, or use a new name inside the loop")
 
     def for_(self, node: ast.For):
         if node.orelse:
-            raise TileSyntaxError("`for ... else` is not supported", self.loc(node))
+            raise TileSyntaxError("`for ... else` is not supported", self.loc(node),
+                                  hint="move the `else` body after the loop")
         it = self.ev(node.iter)
         if isinstance(it, range):
             it = LoopSpec("serial", (as_expr(it.start),), (as_expr(it.stop),), it.step)
@@ -361,19 +408,27 @@ class Parser:
         if not isinstance(it, LoopSpec):
             raise TileSyntaxError(
                 "a kernel loop must iterate over T.Parallel, T.Pipelined, T.serial, T.unroll or range",
-                self.loc(node.iter),
+                self.loc(node.iter), hint="write `for i in T.serial(n)` (or range(n))",
             )
         names = [node.target] if isinstance(node.target, ast.Name) else (
             list(node.target.elts) if isinstance(node.target, ast.Tuple) else None)
         if names is None or not all(isinstance(n, ast.Name) for n in names):
-            raise TileSyntaxError("loop variables must be plain names", self.loc(node.target))
+            raise TileSyntaxError("loop variables must be plain names", self.loc(node.target),
+                                  hint="write `for i in ...` or `for i, j in T.Parallel(m, n)`")
         if len(names) != len(it.stops):
             raise TileBindingError(
                 f"the loop binds {len(names)} name(s) but iterates over {len(it.stops)} dimension(s)",
-                self.loc(node.target),
+                self.loc(node.target), hint="bind one name per extent: `for i, j in T.Parallel(m, n)`",
             )
         if it.kind != "parallel" and self.b.parallel_depth:
             pass  # a serial loop inside T.Parallel runs per element
+        for n in names:
+            outer = self.lookup_local(n.id)
+            if isinstance(outer, Var) and outer not in self.let_vars:
+                raise TileBindingError(
+                    f"loop variable {n.id!r} reuses the name of an enclosing loop or block index "
+                    "(or a scalar parameter)", self.loc(node.target),
+                    hint=f"give the inner loop its own name, e.g. `{n.id}2`")
         vars_ = [Var(n.id, dt.int32) for n in names]
         self.b.blocks.append([])
         self.scopes.append(_Scope("loop"))
@@ -392,7 +447,8 @@ class Parser:
         loc = self.loc(node)
         for v, start, stop in reversed(list(zip(vars_, it.starts, it.stops))):
             if not (start.dtype.is_int and stop.dtype.is_int):
-                raise TileTypeError("loop bounds must be integers", loc)
+                raise TileTypeError("loop bounds must be integers", loc,
+                                    hint="convert the bound with int(...) or T.cast(..., 'int32')")
             body = For(v, start, stop, it.step, it.kind, body, it.annotations, loc)
         self.b.emit(body)
 
@@ -419,17 +475,20 @@ class Parser:
 
     def with_(self, node: ast.With):
         if len(node.items) != 1:
-            raise TileSyntaxError("`with` takes exactly one T.Kernel(...)", self.loc(node))
+            raise TileSyntaxError("`with` takes exactly one T.Kernel(...)", self.loc(node),
+                                  hint="write `with T.Kernel(grid, threads=n) as (bx, ...):`")
         item = node.items[0]
         spec = self.ev(item.context_expr)
         if not isinstance(spec, KernelSpec):
             raise TileSyntaxError("the only `with` supported in kernels is `with T.Kernel(...)`",
-                                  self.loc(node))
+                                  self.loc(node), hint="open files and contexts outside the kernel")
         if self.kernel_seen or self.b.kernel is not None:
-            raise TileSyntaxError("a kernel may contain only one `with T.Kernel(...)`", self.loc(node))
+            raise TileSyntaxError("a kernel may contain only one `with T.Kernel(...)`", self.loc(node),
+                                  hint="split it into two kernels, or merge the bodies into one launch")
         if len(self.scopes) > 2:
             raise TileSyntaxError("`with T.Kernel(...)` must be at the top of the function body",
-                                  self.loc(node))
+                                  self.loc(node), hint="move the launch out of the loop or branch; loop "
+                                  "inside it instead")
         self.kernel_seen = True
         tgt = item.optional_vars
         ndim = len(spec.grid)
@@ -440,7 +499,8 @@ class Parser:
         elif isinstance(tgt, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name) for e in tgt.elts):
             names = list(tgt.elts)
         else:
-            raise TileBindingError("bind block indices to plain names: `as (bx, by)`", self.loc(node))
+            raise TileBindingError("bind block indices to plain names: `as (bx, by)`", self.loc(node),
+                                   hint="write `as (bx, by)`")
         if names and len(names) != ndim:
             raise TileBindingError(
                 f"T.Kernel has {ndim} grid dimension(s) but `as` binds {len(names)} name(s)",
@@ -470,7 +530,8 @@ class Parser:
         m = getattr(self, "ev_" + type(node).__name__, None)
         if m is None:
             raise TileSyntaxError(f"`{type(node).__name__}` expressions are not supported in kernels",
-                                  self.loc(node))
+                                  self.loc(node), hint="compute the value in Python before the kernel "
+                                  "(or with T.* operations inside it)")
         return m(node)
 
     def ev_Constant(self, node):
@@ -493,7 +554,8 @@ class Parser:
             names = [n for n in dir(base) if not n.startswith("_")]
             close = difflib.get_close_matches(node.attr, names, n=1)
             raise TileNameError(f"{mod}.{node.attr} does not exist", self.loc(node),
-                                hint=f"did you mean {close[0]!r}?" if close else None) from None
+                                hint=f"did you mean {close[0]!r}?" if close else
+                                "docs/language.md lists every T.* name") from None
 
     def ev_Subscript(self, node):
         base = self.ev(node.value)
@@ -507,10 +569,11 @@ class Parser:
             if len(vals) != len(base.shape):
                 raise TileShapeError(
                     f"{base.name} has {len(base.shape)} dimension(s) but is indexed with {len(vals)}",
-                    self.loc(node))
+                    self.loc(node), hint=f"give one index per dimension of {base.name}")
             for v in vals:
                 if not isinstance(v, SliceItem) and not isinstance(v, (int, Expr)) or isinstance(v, bool):
-                    raise TileTypeError(f"index {v!r} of {base.name} is not an integer", self.loc(node))
+                    raise TileTypeError(f"index {v!r} of {base.name} is not an integer", self.loc(node),
+                                        hint="index with ints, loop variables or integer expressions")
                 if isinstance(v, Expr) and not v.dtype.is_int:
                     raise TileTypeError(f"index of {base.name} has dtype {v.dtype}; indices must be integers",
                                         self.loc(node), hint="wrap it in T.cast(..., 'int32')")
@@ -520,14 +583,17 @@ class Parser:
             if isinstance(key, Expr):
                 k = const_int(key)
                 if k is None:
-                    raise TileTypeError("a Python sequence can only be indexed by a constant", self.loc(node))
+                    raise TileTypeError("a Python sequence can only be indexed by a constant", self.loc(node),
+                                        hint="copy the values into a buffer, or unroll with `for x in seq:`")
                 key = k
             return base[key]
-        raise TileTypeError(f"{type(base).__name__} cannot be subscripted in a kernel", self.loc(node))
+        raise TileTypeError(f"{type(base).__name__} cannot be subscripted in a kernel", self.loc(node),
+                            hint="only buffers and Python sequences can be indexed")
 
     def ev_Slice(self, node):
         if node.step is not None:
-            raise TileShapeError("strided slices are not supported", self.loc(node))
+            raise TileShapeError("strided slices are not supported", self.loc(node),
+                                 hint="copy the contiguous tile, then index it in a T.Parallel loop")
         lo = self.ev(node.lower) if node.lower is not None else None
         hi = self.ev(node.upper) if node.upper is not None else None
         return SliceItem(lo, hi)
@@ -538,7 +604,8 @@ class Parser:
     def ev_Dict(self, node):
         """A dict of parse-time values (`T.annotate_layout({buf: layout})`)."""
         if any(k is None for k in node.keys):
-            raise TileSyntaxError("`**` in a dict is not supported in kernels", self.loc(node))
+            raise TileSyntaxError("`**` in a dict is not supported in kernels", self.loc(node),
+                                  hint="build the dict outside the kernel")
         return {self.ev(k): self.ev(v) for k, v in zip(node.keys, node.values)}
 
     ev_List = ev_Tuple
@@ -567,7 +634,8 @@ class Parser:
                 raise TileTypeError(f"{x.name} is a whole tile; arithmetic needs elements",
                                     hint=f"index it inside T.Parallel: {x.name}[i, j]")
             if not isinstance(x, (Expr, int, float, bool)):
-                raise TileTypeError(f"cannot use {type(x).__name__} in kernel arithmetic")
+                raise TileTypeError(f"cannot use {type(x).__name__} in kernel arithmetic",
+                                    hint="kernel arithmetic takes elements, names and Python numbers")
         if op == "floordiv":
             ea, eb = as_expr(a) if isinstance(a, Expr) else a, b
             if (isinstance(ea, Expr) and ea.dtype.is_int or isinstance(ea, int)) and (
@@ -587,7 +655,8 @@ class Parser:
         op = _BINOPS.get(type(node.op))
         if op is None:
             raise TileSyntaxError(f"operator {type(node.op).__name__} is not supported in kernels",
-                                  self.loc(node))
+                                  self.loc(node), hint="use T.gemm for matrix products and +, -, *, /, "
+                                  "//, %, **, bit operators on elements")
         return self.arith(op, self.ev(node.left), self.ev(node.right))
 
     def ev_UnaryOp(self, node):
@@ -609,7 +678,7 @@ class Parser:
             name = _CMPS.get(type(op))
             if name is None:
                 raise TileSyntaxError(f"comparison {type(op).__name__} is not supported in kernels",
-                                      self.loc(node))
+                                      self.loc(node), hint="compare values with ==, !=, <, <=, >, >=")
             right = self.ev(right_node)
             a = left.as_expr() if isinstance(left, Ref) else left
             b = right.as_expr() if isinstance(right, Ref) else right
@@ -670,7 +739,8 @@ class Parser:
             try:
                 inspect.signature(fn).bind(*args, **kwargs)
             except TypeError as e:
-                raise TileSyntaxError(f"bad arguments to T.{name}: {e}", self.loc(node)) from None
+                raise TileSyntaxError(f"bad arguments to T.{name}: {e}", self.loc(node),
+                                      hint=f"T.{name}{inspect.signature(fn)}") from None
             return fn(*args, **kwargs)
         if isinstance(fn, Macro):
             sub = Parser(fn.fn, self.b, self.let_vars)
@@ -680,7 +750,8 @@ class Parser:
             return None
         if isinstance(fn, dt.DType):
             if len(args) != 1 or kwargs:
-                raise TileSyntaxError(f"T.{fn.name}(x) takes one value", self.loc(node))
+                raise TileSyntaxError(f"T.{fn.name}(x) takes one value", self.loc(node),
+                                      hint=f"write T.{fn.name}(x)")
             return cast(self.value_expr(args[0]), fn)
         py_vals = all(not isinstance(a, (Expr, Ref, Buffer)) for a in list(args) + list(kwargs.values()))
         if fn in (builtins.min, builtins.max):

@@ -82,11 +82,13 @@ def region_of(x, other_shape: tuple | None = None, what: str = "operand") -> Reg
             )
         return Region.full(x)
     if not isinstance(x, Ref):
-        raise TileTypeError(f"{what} must be a buffer or a buffer region, got {type(x).__name__}")
+        raise TileTypeError(f"{what} must be a buffer or a buffer region, got {type(x).__name__}",
+                            hint="pass a buffer, A[i, j] (a tile starting there) or A[i:i+m, j:j+n]")
     buf = x.buffer
     if len(x.items) != len(buf.shape):
         raise TileShapeError(
-            f"{buf.name} has {len(buf.shape)} dimensions but is indexed with {len(x.items)}"
+            f"{buf.name} has {len(buf.shape)} dimensions but is indexed with {len(x.items)}",
+            hint=f"give one index or slice per dimension of {buf.name}",
         )
     if x.is_element:
         if other_shape is None:
@@ -97,7 +99,8 @@ def region_of(x, other_shape: tuple | None = None, what: str = "operand") -> Reg
         rank = len(buf.shape)
         if len(other_shape) > rank:
             raise TileShapeError(
-                f"the tile has shape {tuple(other_shape)} but {buf.name} has only {rank} dimensions"
+                f"the tile has shape {tuple(other_shape)} but {buf.name} has only {rank} dimensions",
+                hint="make the two sides of the copy the same rank (or slice explicitly)",
             )
         extents = (1,) * (rank - len(other_shape)) + tuple(other_shape)
         return Region(buf, tuple(as_expr(i) for i in x.items), extents)
@@ -113,7 +116,8 @@ def region_of(x, other_shape: tuple | None = None, what: str = "operand") -> Reg
                     hint="tile shapes must be constants: write A[i * 64:(i + 1) * 64]",
                 )
             if n < 1:
-                raise TileShapeError(f"slice {dim} of {buf.name} is empty ({n} elements)")
+                raise TileShapeError(f"slice {dim} of {buf.name} is empty ({n} elements)",
+                                     hint="a slice needs stop > start")
             starts.append(start)
             extents.append(n)
         else:
@@ -139,4 +143,5 @@ def buffer_of(x, what: str) -> Buffer:
         r = region_of(x)
         if r.is_full:
             return x.buffer
-    raise TileTypeError(f"{what} must be a whole buffer")
+    raise TileTypeError(f"{what} must be a whole buffer",
+                        hint="pass the buffer itself (no indices or slices)")

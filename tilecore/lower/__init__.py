@@ -11,7 +11,8 @@ Passes, in order (their names are anchors for backends' `tile_passes`):
 - ``prefetch-pipelined``: the other T.Pipelined loops load the next tile into registers during
   the math;
 - ``insert-barriers``: block barriers wherever shared memory passes between threads (skipped
-  under ``pass_configs={"tl.disable_thread_storage_sync": True}``).
+  under ``pass_configs={"tl.disable_thread_storage_sync": True}``);
+- ``wide-offsets``: int64 offsets into global buffers that may hold 2^31 elements or more.
 
 Every pass is ``(Module, TargetDesc) -> Module`` and reads the backend's answers (facts,
 tensorization) from the description; none calls the plugin manager.
@@ -34,6 +35,7 @@ from .layout import MmaLayout
 from .prefetch import prefetch
 from .tensorize import gemm_answer
 from .threads import lower_launch
+from .wide_offsets import wide_offsets
 
 
 def _lowers(desc: TargetDesc) -> bool:
@@ -139,4 +141,5 @@ LOWERING_PASSES: list[Pass] = [
     Pass("async-pipeline", async_pipelines, _lowers),
     Pass("prefetch-pipelined", prefetch_pipelined, _lowers),
     Pass("insert-barriers", barriers, _syncs),
+    Pass("wide-offsets", wide_offsets, _lowers),
 ]

@@ -31,7 +31,8 @@ def parallel_nest(loop: For) -> tuple[list[Var], list[int], Stmt]:
     while isinstance(s, For) and s.kind == "parallel":
         n = _const(s.stop, s.loc)
         if _const(s.start, s.loc) != 0:
-            raise TileShapeError("T.Parallel loops start at 0", s.loc)
+            raise TileShapeError("T.Parallel loops start at 0", s.loc,
+                                 hint="loop from 0 and add the offset to the index")
         vars_.append(s.var)
         exts.append(n)
         s = s.body
@@ -46,7 +47,8 @@ def _const(e, loc) -> int:
 
     v = const_int(e)
     if v is None:
-        raise TileShapeError("T.Parallel extents must be compile-time constants", loc)
+        raise TileShapeError("T.Parallel extents must be compile-time constants", loc,
+                             hint="loop over the tile shape and mask with `if`")
     return v
 
 
@@ -279,7 +281,8 @@ def lower_copy(ctx: LowerCtx, copy: Copy) -> Stmt:
     src, dst = copy.src, copy.dst
     shape = src.squeezed_shape or (1,)
     if (dst.squeezed_shape or (1,)) != shape:
-        raise TileShapeError(f"copy shapes differ: {src.extents} vs {dst.extents}", copy.loc)
+        raise TileShapeError(f"copy shapes differ: {src.extents} vs {dst.extents}", copy.loc,
+                             hint="make both sides of T.copy the same tile shape")
     copy = _loads_in_starts_lowered(ctx, copy)
     staged = stage_epilogue(ctx, copy, lower_copy, _vector_width)
     if staged is not None:

@@ -159,7 +159,7 @@ def _source(ctx: LowerCtx, buf: Buffer, loc) -> tuple[Buffer, list[Stmt]]:
     from ..errors import TileShapeError
 
     raise TileShapeError(f"{buf.name} is a {buf.scope} buffer; reductions and cumsum take fragment or "
-                         f"shared buffers", loc)
+                         f"shared buffers", loc, hint=f"T.copy {buf.name} into a T.alloc_fragment first")
 
 
 def _owners(ctx: LowerCtx, dst: Buffer) -> Layout:

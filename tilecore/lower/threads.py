@@ -79,8 +79,9 @@ def lower_block(ctx: LowerCtx, s: Stmt) -> Stmt:
     if isinstance(s, AtomicAddRegion):
         return lower_atomic_region(ctx, s)
     if isinstance(s, KernelLaunch):
-        raise TileShapeError("T.Kernel cannot be nested", s.loc)
-    raise TileShapeError(f"cannot lower {type(s).__name__} to threads", getattr(s, "loc", None))
+        raise TileShapeError("T.Kernel cannot be nested", s.loc, hint="use one T.Kernel per kernel")
+    raise TileShapeError(f"cannot lower {type(s).__name__} to threads", getattr(s, "loc", None),
+                         hint="run it on interp or cpu, or report the missing lowering")
 
 
 def lower_launch(launch: KernelLaunch, ctx: LowerCtx) -> ThreadKernel:

@@ -258,10 +258,11 @@ def test_global_atomic_add_counts_every_update(xs):
 
 def oob_kernel():
     @T.prim_func
-    def oob_read(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32")):
+    def oob_read(A: T.Tensor((16,), "float32"), D: T.Tensor((1,), "int32"),
+                 B: T.Tensor((16,), "float32")):
         with T.Kernel(1, threads=16) as bx:
             for i in T.Parallel(16):
-                B[i] = A[i + 1]  # the faulting line
+                B[i] = A[i + D[0]]  # the faulting line (a constant offset fails to compile)
 
     return oob_read
 
@@ -269,7 +270,7 @@ def oob_kernel():
 def test_out_of_bounds_access_raises_naming_the_users_line():
     cpu = tilecore.jit(oob_kernel(), out_idx=[-1], target="cpu")
     with pytest.raises(TileRuntimeError) as info:
-        cpu(np.zeros(16, np.float32))
+        cpu(np.zeros(16, np.float32), np.ones(1, np.int32))
     src, first = inspect.getsourcelines(oob_kernel)
     line = first + next(i for i, t in enumerate(src) if "the faulting line" in t)
     assert info.value.loc.line == line and info.value.loc.file == __file__

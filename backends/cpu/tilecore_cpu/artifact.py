@@ -174,7 +174,8 @@ class CpuArtifact:
         if f.kind == "assert":
             return debug.fault_error(f, idx)
         if f.kind == "divzero":
-            return TileRuntimeError("integer division by zero", f.loc)
+            return TileRuntimeError("integer division by zero", f.loc,
+                                    hint="guard the division (`if d != 0:`) or check the divisor")
         b = f.buffer
         where = tuple(idx[: min(f.rank, 4)])
         shape = _shape_text(b.shape)

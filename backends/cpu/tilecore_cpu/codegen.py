@@ -206,7 +206,8 @@ class Codegen:
         elif isinstance(s, DEBUG_STMTS):
             debug.emit_debug(self, s)
         else:
-            raise TileTargetError(f"the cpu backend cannot compile {type(s).__name__} statements", loc)
+            raise TileTargetError(f"the cpu backend cannot compile {type(s).__name__} statements", loc,
+                                  hint="run this kernel on interp (or an emu target)")
 
     def _element(self, buf, indices, value_fn) -> None:
         """`buf[indices] = value_fn(ref)` with a bounds check unless proven in range."""
@@ -297,9 +298,11 @@ def _split_top(func: PrimFunc):
         else:
             raise TileTargetError(
                 f"the cpu backend expects `with T.Kernel(...)` to hold the whole kernel body, found "
-                f"{type(s).__name__} outside it", getattr(s, "loc", None) or func.loc)
+                f"{type(s).__name__} outside it", getattr(s, "loc", None) or func.loc,
+                hint="move the statement into the `with T.Kernel(...)` block")
     if launch is None:
-        raise TileTargetError(f"kernel {func.name} has no T.Kernel launch", func.loc)
+        raise TileTargetError(f"kernel {func.name} has no T.Kernel launch", func.loc,
+                              hint="wrap the body in `with T.Kernel(...)`")
     return lets, launch
 
 
@@ -308,4 +311,6 @@ def _dim_of(func: PrimFunc, v):
         for d, s in enumerate(p.shape):
             if s is v:
                 return p, d
-    raise TileTargetError(f"symbolic dimension {v.name} appears in no parameter shape", func.loc)
+    raise TileTargetError(f"symbolic dimension {v.name} appears in no parameter shape", func.loc,
+                          hint="the cpu backend does not take scalar parameters yet: run on interp or "
+                          "emu, or pass the value as a one-element tensor")

@@ -286,8 +286,10 @@ def test_transposed_fragment_update_is_staged():
 
 @emu_only
 def test_out_of_bounds_global_store_names_the_line():
+    n = T.dynamic("n")  # symbolic, so only the run can see it (constant shapes fail to compile)
+
     @T.prim_func
-    def k(A: T.Tensor((32,), "float32"), O: T.Tensor((32,), "float32")):
+    def k(A: T.Tensor((n,), "float32"), O: T.Tensor((n,), "float32")):
         with T.Kernel(1, threads=32) as bx:
             for i in T.Parallel(32):
                 O[i + 1] = A[i]
@@ -303,8 +305,10 @@ def test_out_of_bounds_global_store_names_the_line():
 def test_out_of_bounds_index_inside_the_flat_range_is_caught():
     """A[i, j + 1] at the end of a row lands in the next row's memory: still out of bounds."""
 
+    m = T.dynamic("m")
+
     @T.prim_func
-    def k(A: T.Tensor((4, 8), "float32"), O: T.Tensor((4, 8), "float32")):
+    def k(A: T.Tensor((4, m), "float32"), O: T.Tensor((4, m), "float32")):
         with T.Kernel(1, threads=32) as bx:
             for i, j in T.Parallel(4, 8):
                 O[i, j] = A[i, j + 1]
@@ -319,18 +323,18 @@ def test_out_of_bounds_index_inside_the_flat_range_is_caught():
 @emu_only
 def test_out_of_bounds_shared_read_names_the_line():
     @T.prim_func
-    def k(A: T.Tensor((32,), "float32"), O: T.Tensor((32,), "float32")):
+    def k(A: T.Tensor((32,), "float32"), off: T.int32, O: T.Tensor((32,), "float32")):
         with T.Kernel(1, threads=32) as bx:
             s = T.alloc_shared((32,), "float32")
             T.copy(A[0], s)
             for i in T.Parallel(32):
-                O[i] = s[i + 4]
+                O[i] = s[i + off]  # a run-time offset: a constant one fails to compile
 
     kernel = tilecore.jit(k, out_idx=[-1], target=EMU)
     with pytest.raises(TileRuntimeError) as err:
-        kernel(np.zeros(32, dtype=np.float32))
+        kernel(np.zeros(32, dtype=np.float32), 4)
     assert "out-of-bounds read of shared buffer s" in str(err.value)
-    assert "O[i] = s[i + 4]" in str(err.value)
+    assert "O[i] = s[i + off]" in str(err.value)
 
 
 def test_parallel_loop_vectorized():

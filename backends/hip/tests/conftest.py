@@ -3,6 +3,7 @@ import sys
 
 # Verify the IR after every pass in every test run (tilecore.passes.pipeline).
 os.environ.setdefault("TILECORE_VERIFY", "1")
+os.environ.setdefault("TILECORE_CHECK_UNINIT", "1")  # uninitialized reads are reported
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))

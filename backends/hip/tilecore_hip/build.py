@@ -136,5 +136,6 @@ def resources(code: bytes) -> dict[str, int]:
         if m:
             out[key] = int(m.group(1))
     if "vgpr" not in out:
-        raise TileTargetError("no AMDGPU kernel metadata in the code object's notes")
+        raise TileTargetError("no AMDGPU kernel metadata in the code object's notes",
+                              hint="the clang build produced no kernel: report it with the source")
     return out

@@ -65,7 +65,8 @@ def check(lib, err: int, what: str) -> None:
     if err != HIP_SUCCESS:
         msg = lib.hipGetErrorString(err)
         text = msg.decode() if msg else "unknown error"
-        raise TileTargetError(f"{what} failed: HIP error {err} ({text})")
+        raise TileTargetError(f"{what} failed: HIP error {err} ({text})",
+                          hint="check the device and driver (rocm-smi); the error text says what failed")
 
 
 def device_count() -> tuple[int, str]:

@@ -15,6 +15,8 @@ from tilecore import semantics as S
 from tilecore.errors import SourceLoc, TileRuntimeError
 from tilecore.ir.expr import BinOp, Cast, Const, Load, Select, Unary, Var
 
+from . import shadow
+
 
 class Slots:
     """Maps Vars and Buffers (by identity) to indices of the environment list."""
@@ -25,6 +27,7 @@ class Slots:
         # id(parallel loop Var) -> (array axis, extent, rank of the nest): lets loads and
         # stores indexed directly by the loop variables use slices instead of fancy indexing.
         self.parallel: dict[int, tuple[int, int, int]] = {}
+        self.shadow: dict[int, int] = {}  # id(buffer) -> slot of its initialization shadow
 
     def axes_of(self, indices) -> tuple[list[int], list[int], int] | None:
         """(axes, extents, rank) when every index is a distinct parallel loop variable in
@@ -54,8 +57,10 @@ class Slots:
 
 
 def oob_error(buf, idx, loc: SourceLoc | None, what: str = "read") -> TileRuntimeError:
+    shape = "(" + ", ".join(s.name if isinstance(s, Var) else str(s) for s in buf.shape) + \
+        ("," if len(buf.shape) == 1 else "") + ")"
     return TileRuntimeError(
-        f"out-of-bounds {what} of {buf.scope} buffer {buf.name}{tuple(buf.shape)} at index {idx}",
+        f"out-of-bounds {what} of {buf.scope} buffer {buf.name}{shape} at index {idx}",
         loc, hint="guard the access with `if` or T.if_then_else, or size the grid to the tensor",
     )
 
@@ -75,9 +80,11 @@ def check_bounds(arr, buf, idx: list, mask, loc, what="read"):
         if mask is not None:
             bad = bad & mask
         if bad.any():
-            where = np.argwhere(np.broadcast_to(bad, np.broadcast_shapes(*[np.shape(i) for i in idx])))[0]
-            sample = tuple(int(np.broadcast_to(i, bad.shape)[tuple(where)]) if np.ndim(i) else int(i)
-                           for i in idx) if bad.ndim else idx
+            # one offending element, every index sampled at it (the indices vary along different
+            # loop axes, e.g. a transposed store: broadcast them all to one shape first)
+            full = np.broadcast_shapes(bad.shape, *[np.shape(i) for i in idx])
+            where = tuple(np.argwhere(np.broadcast_to(bad, full))[0])
+            sample = tuple(int(np.broadcast_to(i, full)[where]) if np.ndim(i) else int(i) for i in idx)
             raise oob_error(buf, sample, loc, what)
         if mask is not None:
             ix = np.where(mask, ix, 0)
@@ -118,19 +125,22 @@ def _compile_load(e: Load, slots, loc):
     s = slots(buf)
     idx_fns = [compile_expr(i, slots, loc) for i in e.indices]
     d = buf.dtype
+    sh = slots.shadow.get(id(buf))
     fast = slots.axes_of(e.indices)
     if fast is not None:
-        return _fast_load(buf, s, idx_fns, fast, d, loc)
+        return _fast_load(buf, s, idx_fns, fast, d, loc, sh)
 
     def load(env, mask):
         arr = env[s]
-        idx = check_bounds(arr, buf, [f(env, mask) for f in idx_fns], mask, loc)
-        return S.from_storage(arr[tuple(idx)], d)
+        idx = tuple(check_bounds(arr, buf, [f(env, mask) for f in idx_fns], mask, loc))
+        if sh is not None:
+            shadow.check_index(env[sh], idx, buf, loc, mask)
+        return S.from_storage(arr[idx], d)
 
     return load
 
 
-def _fast_load(buf, s, idx_fns, fast, d, loc):
+def _fast_load(buf, s, idx_fns, fast, d, loc, sh=None):
     """Load indexed exactly by T.Parallel loop variables: a strided view, reshaped onto the
     nest's axes (same values as the general path, without fancy indexing)."""
     axes, exts, rank = fast
@@ -146,12 +156,16 @@ def _fast_load(buf, s, idx_fns, fast, d, loc):
             if lo < 0 or lo + n > size:
                 return _slow(env, mask)
             sl.append(slice(lo, lo + n))
+        if sh is not None and not shadow.box_ok(env[sh], tuple(sl), out_shape, mask):
+            return _slow(env, mask)  # names the uninitialized element
         return S.from_storage(arr[tuple(sl)].reshape(out_shape), d)
 
     def _slow(env, mask):
         arr = env[s]
-        idx = check_bounds(arr, buf, [f(env, mask) for f in idx_fns], mask, loc)
-        return S.from_storage(arr[tuple(idx)], d)
+        idx = tuple(check_bounds(arr, buf, [f(env, mask) for f in idx_fns], mask, loc))
+        if sh is not None:
+            shadow.check_index(env[sh], idx, buf, loc, mask)
+        return S.from_storage(arr[idx], d)
 
     return load
 
@@ -171,9 +185,11 @@ def _compile_binop(e: BinOp, slots, loc):
         try:
             return run(fa(env, mask), fb(env, mask))
         except ZeroDivisionError:
-            raise TileRuntimeError("integer division by zero", loc) from None
+            raise TileRuntimeError("integer division by zero", loc,
+                                   hint="guard the division (`if d != 0:`) or check the divisor") from None
         except S.ShiftCountError as e:  # undefined in C: the oracle reports it
-            raise TileRuntimeError(f"{e} in `{op}` on {t}", loc) from None
+            raise TileRuntimeError(f"{e} in `{op}` on {t}", loc,
+                                   hint="shift by a count in [0, bit width)") from None
 
     return int_op
 

@@ -37,8 +37,9 @@ from tilecore.semantics import (
     wrap_int,
 )
 
-from . import debug
+from . import debug, shadow
 from .exprs import Slots, check_bounds, compile_expr
+from .races import check_unique_writes
 
 _OPTIONS = {"seed": None, "poison": "nan"}
 
@@ -89,6 +90,7 @@ class Program:
         self.slots = Slots()
         self.param_slots = [self.slots(p) for p in func.params]
         self.dyn_slots = [(v.name, self.slots(v)) for v in func.dyn_vars]
+        shadow.register(func, self.slots)
         self.body = self.stmt(func.body, vec=False)
 
     def run(self, args, dyn):
@@ -128,6 +130,7 @@ class Program:
         grid = [compile_expr(g, self.slots, s.loc) for g in s.grid]
         bslots = [self.slots(v) for v in s.block_vars]
         allocs = [(self.slots(b), b) for b in s.allocs]
+        shadows = [(self.slots.shadow[id(b)], b) for b in s.allocs if id(b) in self.slots.shadow]
         body = self.stmt(s.body, vec=False)
 
         def launch(env, mask):
@@ -147,6 +150,8 @@ class Program:
                 for slot, arr, pv in bufs:
                     arr.fill(pv)
                     env[slot] = arr
+                for slot, b in shadows:
+                    env[slot] = shadow.fresh(b)
                 body(env, None)
 
         return launch
@@ -237,7 +242,7 @@ class Program:
         return branch
 
     def s_Store(self, s: Store, vec):
-        return self._elementwise(s, accumulate=False)
+        return self._elementwise(s, accumulate=False, vec=vec)
 
     def s_Print(self, s, vec):  # T.print (tilecore_interp.debug)
         return debug.compile_print(s, self.slots)
@@ -248,9 +253,10 @@ class Program:
     def s_AtomicAdd(self, s: AtomicAdd, vec):
         return self._elementwise(s, accumulate=True)
 
-    def _elementwise(self, s, accumulate: bool):
+    def _elementwise(self, s, accumulate: bool, vec: bool = False):
         buf, loc = s.buffer, s.loc
         bslot = self.slots(buf)
+        sh = self.slots.shadow.get(id(buf))
         idx_fns = [compile_expr(i, self.slots, loc) for i in s.indices]
         vf = compile_expr(s.value, self.slots, loc)
         d = buf.dtype
@@ -277,6 +283,8 @@ class Program:
                 else:
                     sel = np.broadcast_to(mask, view.shape)
                     view[sel] = to_storage(np.broadcast_to(val, view.shape))[sel]
+                if sh is not None:
+                    shadow.mark_box(env[sh], tuple(sl), mask)
 
         else:
             fast_store = None
@@ -291,6 +299,8 @@ class Program:
                     cur = arr[idx]
                     val = cast_value(np.asarray(cur).astype(compute_np(d)) + val, d, d)
                 arr[idx] = to_storage(val)
+                if sh is not None:
+                    env[sh][idx] = True
                 return
             shapes = [np.shape(i) for i in raw] + [np.shape(val)]
             if mask is not None:
@@ -306,7 +316,11 @@ class Program:
             if accumulate:
                 _atomic_add_many(arr, tuple(idx), v, d)
             else:
+                if vec:
+                    check_unique_writes(buf, tuple(idx), to_storage(v), loc)
                 arr[tuple(idx)] = to_storage(v)
+            if sh is not None:
+                env[sh][tuple(idx)] = True
 
         return fast_store or store
 
@@ -363,10 +377,17 @@ class Program:
         d_src, d_dst = s.src.dtype, s.dst.dtype
         kind, dim, clear = s.kind, s.dim, s.clear
         shape = s.dst.static_shape
+        ssh, dsh, loc = self.slots.shadow.get(id(s.src)), self.slots.shadow.get(id(s.dst)), s.loc
 
         acc = accumulator_dtype(d_src)
 
         def reduce(env, mask):
+            if ssh is not None:
+                shadow.check_all(env[ssh], s.src, loc)
+            if dsh is not None:
+                if not clear:
+                    shadow.check_all(env[dsh], s.dst, loc)
+                env[dsh][...] = True
             x = env[src].astype(compute_np(acc))
             if kind in ("abssum", "absmax"):
                 x = np.abs(x)
@@ -376,7 +397,9 @@ class Program:
                 r = np.max(x, axis=dim)
             else:
                 r = np.min(x, axis=dim)
-            r = cast_value(r, acc, d_dst).reshape(shape)
+            # a full reduction of a 1-D tile gives a NumPy scalar, which cast_value may turn into
+            # a Python int: make it an array again before reshaping
+            r = np.asarray(cast_value(r, acc, d_dst)).reshape(shape)
             if not clear:
                 cur = env[dst].astype(compute_np(d_dst))
                 if kind in ("sum", "abssum"):
@@ -394,8 +417,13 @@ class Program:
         d_src, d_dst, dim = s.src.dtype, s.dst.dtype, s.dim
 
         acc = accumulator_dtype(d_src)
+        ssh, dsh = self.slots.shadow.get(id(s.src)), self.slots.shadow.get(id(s.dst))
 
         def cumsum(env, mask):
+            if ssh is not None:
+                shadow.check_all(env[ssh], s.src, s.loc)
+            if dsh is not None:
+                env[dsh][...] = True
             x = env[src].astype(compute_np(acc))
             if s.reverse:
                 x = np.flip(x, axis=dim)
@@ -440,11 +468,15 @@ class Program:
         bounds = self._region_bounds(r, loc)
         buf = r.buffer
         self.slots(buf)
+        sh = self.slots.shadow.get(id(buf))
 
         def read(env):
             arr, bs = bounds(env)
             if all(0 <= lo and hi <= size for lo, hi, size in bs):
-                return arr[tuple(slice(lo, hi) for lo, hi, _ in bs)]
+                box = tuple(slice(lo, hi) for lo, hi, _ in bs)
+                if sh is not None:
+                    shadow.check_box(env[sh], box, buf, loc)
+                return arr[box]
             if buf.scope != "global":
                 raise _region_oob(buf, bs, loc, "read")
             out = np.zeros(r.extents, dtype=arr.dtype)
@@ -463,6 +495,7 @@ class Program:
         buf = r.buffer
         self.slots(buf)
         d = buf.dtype
+        sh = self.slots.shadow.get(id(buf))
 
         def write(env, data):
             arr, bs = bounds(env)
@@ -470,6 +503,8 @@ class Program:
                 data = cast_value(data, _float_dtype(data), d)
             if all(0 <= lo and hi <= size for lo, hi, size in bs):
                 arr[tuple(slice(lo, hi) for lo, hi, _ in bs)] = data
+                if sh is not None:
+                    env[sh][tuple(slice(lo, hi) for lo, hi, _ in bs)] = True
                 return
             if buf.scope != "global":
                 raise _region_oob(buf, bs, loc, "write")

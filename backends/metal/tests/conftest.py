@@ -6,6 +6,7 @@ import os
 import sys
 
 os.environ.setdefault("TILECORE_VERIFY", "1")
+os.environ.setdefault("TILECORE_CHECK_UNINIT", "1")  # uninitialized reads are reported
 
 EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples"))
 if EXAMPLES not in sys.path:

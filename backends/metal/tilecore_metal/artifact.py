@@ -44,11 +44,13 @@ class MetalCpuArtifact:
         r = self.rendered
         pointers = [p for p in r.params if p.is_pointer]
         if len(args) != len(pointers):
-            raise TileRuntimeError(f"{r.entry} takes {len(pointers)} arrays, got {len(args)}")
+            raise TileRuntimeError(f"{r.entry} takes {len(pointers)} arrays, got {len(args)}",
+                                   hint="call the Kernel, which passes every parameter")
         arrays = [np.ascontiguousarray(a) for a in args]
         for a, orig in zip(arrays, args):
             if a is not orig:
-                raise TileRuntimeError(f"{r.entry}: metal-cpu needs C-contiguous arrays")
+                raise TileRuntimeError(f"{r.entry}: metal-cpu needs C-contiguous arrays",
+                                       hint="pass np.ascontiguousarray(x)")
         bufs = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
         values = iter(int(dyn[n]) for n in self.dyn_names)
         sizes = (ctypes.c_longlong * max(1, len(r.params)))(
@@ -58,4 +60,5 @@ class MetalCpuArtifact:
             return
         rc = self.launch_fn()(bufs, sizes, *grid)
         if rc != 0:
-            raise TileRuntimeError(f"{r.entry}: the metal-cpu runner refused {r.block[0]} threads per group")
+            raise TileRuntimeError(f"{r.entry}: the metal-cpu runner refused {r.block[0]} threads per group",
+                                   hint="use fewer threads per block")

@@ -67,7 +67,8 @@ class MetalGpuArtifact:
         metal = self._metal or import_metal()
         dev, reason = device_or_reason(metal)
         if dev is None:
-            raise TileTargetError(f"no Metal device: {reason}")
+            raise TileTargetError(f"no Metal device: {reason}",
+                                  hint="run on macOS with an Apple GPU, or use target metal-cpu")
         opts = metal.MTLCompileOptions.alloc().init()
         opts.setFastMathEnabled_(False)
         lib, err = dev.newLibraryWithSource_options_error_(self.source, opts, None)
@@ -77,11 +78,14 @@ class MetalGpuArtifact:
         fn = lib.newFunctionWithName_(self.rendered.entry)
         pipe, err = dev.newComputePipelineStateWithFunction_error_(fn, None)
         if pipe is None:
-            raise TileTargetError(f"Metal could not build a pipeline for {self.rendered.entry}: {err}")
+            raise TileTargetError(f"Metal could not build a pipeline for {self.rendered.entry}: {err}",
+                                  hint="the error is the Metal compiler's; report it with "
+                                  "kernel.get_kernel_source()")
         threads = self.rendered.block[0]
         if threads > pipe.maxTotalThreadsPerThreadgroup():
             raise TileRuntimeError(f"{self.rendered.entry} needs {threads} threads per threadgroup; "
-                                   f"this device allows {pipe.maxTotalThreadsPerThreadgroup()}")
+                                   f"this device allows {pipe.maxTotalThreadsPerThreadgroup()}",
+                                   hint="use fewer threads per block")
         return metal, dev, pipe, dev.newCommandQueue()
 
     def run(self, args: list, dyn: dict) -> None:
@@ -111,7 +115,8 @@ class MetalGpuArtifact:
         cmd.commit()
         cmd.waitUntilCompleted()
         if cmd.error() is not None:
-            raise TileRuntimeError(f"{r.entry} failed on the GPU: {cmd.error()}")
+            raise TileRuntimeError(f"{r.entry} failed on the GPU: {cmd.error()}",
+                                   hint="run the same kernel on emu:metal to locate the fault")
         for a, buf in zip(args, buffers):
             view = buf.contents().as_buffer(a.nbytes)
             np.copyto(a.reshape(-1), np.frombuffer(view, dtype=a.dtype, count=a.size))

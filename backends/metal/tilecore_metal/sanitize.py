@@ -48,7 +48,8 @@ def run_under_tsan(msl: str, artifact, nbytes: list[int], sizes: list[int],
     parameter, 0 for tensors), run it on `grid`, and collect TSan's report."""
     cxx = find_clang()
     if cxx is None:
-        raise TileTargetError("ThreadSanitizer runs of metal-cpu need clang++")
+        raise TileTargetError("ThreadSanitizer runs of metal-cpu need clang++",
+                              hint="apt-get install -y clang-22, or set TILECORE_CLANGXX")
     from dataclasses import replace
 
     tu = translation_unit(replace(artifact.rendered, source=msl), artifact.positions)

@@ -1,0 +1,1 @@
+"""A skeleton tilecore backend (docs/write-a-backend.md walks through it)."""

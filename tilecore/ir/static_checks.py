@@ -1,0 +1,296 @@
+"""User-facing static checks of tile IR, run for every target before any lowering.
+
+Each is a mistake some target would otherwise accept silently or fail on only at run time:
+
+- two `T.dynamic` objects with one name (the call binds dimensions by name, so they would
+  collide);
+- a grid dimension or `T.Parallel` extent that is a constant <= 0 (the kernel would do nothing);
+- an index that is provably out of bounds: constant or affine in loop and block indices of
+  constant range, not under a branch (a branch may guard it), against a buffer of constant
+  shape; and a tile copy whose constant region runs past a shared/fragment/local buffer;
+- the language's portable launch limits (threads per block, shared memory per block), which
+  every GPU target enforces; a kernel meant only for CPUs opts out with `T.Kernel(..., is_cpu=True)`.
+
+Everything raises a TileError subclass at the statement's file:line, with a fix.
+"""
+
+from __future__ import annotations
+
+from ..errors import TileBindingError, TileShapeError
+from .buffer import Buffer, Region
+from .expr import Expr, Load, Var, const_int, linear
+from .module import PrimFunc
+from .stmt import (
+    AtomicAdd,
+    AtomicAddRegion,
+    Copy,
+    Fill,
+    For,
+    Gemm,
+    IfThenElse,
+    KernelLaunch,
+    LetStmt,
+    SeqStmt,
+    Store,
+)
+from .visit import walk
+
+#: Threads per block every GPU target accepts (CUDA, HIP and Metal all stop at 1024).
+PORTABLE_MAX_THREADS = 1024
+#: Shared memory per block (bytes) of the largest GPU target (sm_90's 227 KB opt-in).
+PORTABLE_MAX_SHARED_BYTES = 227 * 1024
+#: The KernelLaunch annotation `T.Kernel(..., is_cpu=True)` records.
+CPU_ONLY_ANNOTATION = "is_cpu"
+
+
+def check_program(func: PrimFunc) -> None:
+    """Raise a located TileError for the first user mistake of the kinds listed above (tile IR
+    only: a function already lowered to thread IR is left alone)."""
+    if not any(isinstance(n, KernelLaunch) for n in walk(func.body)):
+        return
+    _check_dynamic_names(func)
+    _check_unbound_vars(func)
+    ranges: dict[int, tuple[int, int]] = {}
+    _walk(func.body, ranges, {}, guarded=False)
+
+
+def _check_dynamic_names(func: PrimFunc) -> None:
+    seen: dict[str, Var] = {}
+    for v in func.dyn_vars:
+        other = seen.get(v.name)
+        if other is not None and other is not v:
+            raise TileBindingError(
+                f"two different T.dynamic({v.name!r}) objects (or a scalar parameter and a "
+                f"T.dynamic) share the name {v.name!r}; a call binds dimensions by name, so they "
+                "would collide", func.loc,
+                hint=f"create it once (`{v.name} = T.dynamic({v.name!r})`) and use that object "
+                "for every dimension that must be equal, or give the others distinct names")
+        seen[v.name] = v
+
+
+def _check_unbound_vars(func: PrimFunc) -> None:
+    """A `T.dynamic` that no parameter's shape uses (e.g. only the grid): nothing binds it at
+    call time. (Every other variable the frontend makes is bound by a loop, a block index or a
+    name, so an unbound one here is the user's.)"""
+    defined = {id(v) for v in func.dyn_vars}
+    for n in walk(func.body):
+        if isinstance(n, KernelLaunch):
+            defined |= {id(v) for v in n.block_vars}
+        elif isinstance(n, For):
+            defined.add(id(n.var))
+        elif isinstance(n, LetStmt):
+            defined.add(id(n.var))
+    _find_unbound(func.body, defined, func.loc)
+
+
+def _find_unbound(s, defined: set, loc) -> None:
+    from .stmt import Stmt
+
+    loc = getattr(s, "loc", None) or loc
+    for c in _child_stmts(s):
+        _find_unbound(c, defined, loc)
+    for n in walk(s):
+        if isinstance(n, Stmt) and n is not s:
+            continue
+        if isinstance(n, Var) and id(n) not in defined:
+            raise TileBindingError(
+                f"T.dynamic({n.name!r}) is used in the kernel but no parameter's shape has it, so "
+                "no call can bind it", loc,
+                hint=f"use {n.name} in a parameter's T.Tensor shape, or declare it as a scalar "
+                f"parameter `{n.name}: T.int32`")
+
+
+def _child_stmts(s):
+    from .stmt import Stmt
+
+    if isinstance(s, SeqStmt):
+        return list(s.stmts)
+    out = []
+    for f in ("body", "then_body", "else_body"):
+        c = getattr(s, f, None)
+        if isinstance(c, Stmt):
+            out.append(c)
+    return out
+
+
+def _walk(s, ranges: dict, lets: dict, guarded: bool) -> None:
+    """Visit statements, tracking constant ranges of indices and let-bound affine values."""
+    if s is None:
+        return
+    if isinstance(s, SeqStmt):
+        inner = dict(lets)
+        for x in s.stmts:
+            _walk(x, ranges, inner, guarded)
+            if isinstance(x, LetStmt):
+                inner[id(x.var)] = x.value
+    elif isinstance(s, KernelLaunch):
+        _check_launch(s)
+        inner = dict(ranges)
+        for v, g in zip(s.block_vars, s.grid):
+            n = const_int(g)
+            if n is not None:
+                inner[id(v)] = (0, n - 1)
+        _walk(s.body, inner, lets, guarded)
+    elif isinstance(s, For):
+        lo, hi = const_int(s.start), const_int(s.stop)
+        if s.kind == "parallel" and lo is not None and hi is not None and hi - lo <= 0:
+            raise TileShapeError(f"T.Parallel extent {hi - lo} is not positive", s.loc,
+                                 hint="give T.Parallel a positive tile extent")
+        inner = dict(ranges)
+        if lo is not None and hi is not None and s.step == 1 and hi > lo:
+            inner[id(s.var)] = (lo, hi - 1)
+        _walk(s.body, inner, lets, guarded)
+    elif isinstance(s, IfThenElse):
+        _walk(s.then_body, ranges, lets, True)
+        _walk(s.else_body, ranges, lets, True)
+    elif isinstance(s, (Store, AtomicAdd)):
+        if not guarded:
+            _check_access(s.buffer, s.indices, ranges, lets, s.loc, "store to")
+            _check_loads(s.value, ranges, lets, s.loc)
+            for i in s.indices:
+                _check_loads(i, ranges, lets, s.loc)
+    elif isinstance(s, LetStmt):
+        if not guarded:
+            _check_loads(s.value, ranges, lets, s.loc)
+    elif isinstance(s, (Copy, Fill, Gemm, AtomicAddRegion)) and not guarded:
+        for r in (getattr(s, f) for f in ("src", "dst", "a", "b", "c") if hasattr(s, f)):
+            _check_region(r, ranges, lets, s.loc)
+
+
+def _check_launch(s: KernelLaunch) -> None:
+    for i, g in enumerate(s.grid):
+        n = const_int(g)
+        if n is not None and n <= 0:
+            raise TileShapeError(
+                f"grid dimension {i} of T.Kernel is {n}; the kernel would run no block", s.loc,
+                hint="every grid dimension must be >= 1 (use T.ceildiv(n, tile) for a size that "
+                "may not divide evenly)")
+    if dict(s.annotations).get(CPU_ONLY_ANNOTATION):
+        return
+    threads = 1
+    for t in s.threads:
+        threads *= t
+    if threads > PORTABLE_MAX_THREADS:
+        raise TileShapeError(
+            f"T.Kernel asks for {threads} threads per block; the portable limit is "
+            f"{PORTABLE_MAX_THREADS}", s.loc,
+            hint="use fewer threads, or mark a kernel meant only for CPU targets with "
+            "`T.Kernel(..., is_cpu=True)`")
+    smem = sum(b.numel * b.dtype.bits // 8 for b in s.allocs
+               if isinstance(b, Buffer) and b.scope == "shared" and b.numel is not None)
+    if smem > PORTABLE_MAX_SHARED_BYTES:
+        raise TileShapeError(
+            f"the kernel allocates {smem} bytes of shared memory; the portable limit is "
+            f"{PORTABLE_MAX_SHARED_BYTES} bytes per block", s.loc,
+            hint="use smaller tiles (or fewer pipeline stages), or mark a kernel meant only for "
+            "CPU targets with `T.Kernel(..., is_cpu=True)`")
+
+
+def _interval(e, ranges: dict, lets: dict, depth: int = 0) -> tuple[int, int] | None:
+    """Exact [min, max] of an affine integer expression over independent constant-range
+    variables, or None when it is not provably bounded."""
+    lin = linear(e)
+    if lin is None or depth > 8:
+        return None
+    terms, c = lin
+    lo = hi = c
+    for atom, k in terms.items():
+        if isinstance(atom, Var) and id(atom) in ranges:
+            a, b = ranges[id(atom)]
+        elif isinstance(atom, Var) and id(atom) in lets:
+            r = _interval(lets[id(atom)], ranges, lets, depth + 1)
+            if r is None:
+                return None
+            a, b = r
+        else:
+            return None
+        lo += min(k * a, k * b)
+        hi += max(k * a, k * b)
+    return lo, hi
+
+
+def _shown(e) -> str:
+    from .printer import print_node
+
+    return print_node(e)
+
+
+def _check_access(buf: Buffer, indices, ranges: dict, lets: dict, loc, what: str) -> None:
+    for d, (i, n) in enumerate(zip(indices, buf.shape)):
+        if not isinstance(n, int) or not isinstance(i, Expr):
+            continue
+        r = _interval(i, ranges, lets)
+        if r is None:
+            continue
+        lo, hi = r
+        if lo < 0 or hi >= n:
+            bad = lo if lo < 0 else hi
+            raise TileShapeError(
+                f"{what} {buf.name}: index {_shown(i)} of dimension {d} reaches {bad}, outside "
+                f"[0, {n - 1}] ({buf.name} has shape {tuple(buf.shape)})", loc,
+                hint="fix the index or the loop bound; a negative index does not count from the "
+                "end in kernels; guard a partial tile with `if`")
+
+
+def _check_loads(e, ranges: dict, lets: dict, loc) -> None:
+    if not isinstance(e, Expr):
+        return
+    from .expr import Select
+
+    for n in walk(e):
+        if isinstance(n, Select):
+            return  # a select may guard its operands (T.if_then_else(i < n, A[i], 0))
+    for n in walk(e):
+        if isinstance(n, Load) and isinstance(n.buffer, Buffer):
+            _check_access(n.buffer, n.indices, ranges, lets, loc, "load from")
+
+
+def _check_region(r, ranges: dict, lets: dict, loc) -> None:
+    if not isinstance(r, Region) or r.buffer.scope == "global":
+        return  # copies of global tiles are clipped at the tensor's edge by design
+    for d, (start, ext, n) in enumerate(zip(r.starts, r.extents, r.buffer.shape)):
+        if not isinstance(n, int):
+            continue
+        iv = _interval(start, ranges, lets)
+        if iv is None:
+            continue
+        lo, hi = iv
+        if lo < 0 or hi + ext > n:
+            raise TileShapeError(
+                f"the region [{lo}:{hi + ext}) of dimension {d} runs past {r.buffer.name} "
+                f"(shape {tuple(r.buffer.shape)})", loc,
+                hint=f"keep the region inside {r.buffer.name}: start + extent <= {n}")
+
+
+def check_call(func: PrimFunc, dyn: dict, where) -> None:
+    """Call-time checks of the values bound to symbolic dimensions and scalar parameters
+    (`dyn`: name -> int): each fits its variable's dtype (the width the generated code indexes
+    and passes it with), and every grid dimension that depends on them is >= 1. `where()` gives
+    the caller's location, computed only when an error is raised."""
+    from .. import dtypes as dt
+    from ..codegen.spec import host_int
+    from ..errors import TileCallError, TileInternalError
+    from .stmt import KernelLaunch as _Launch
+
+    for v in func.dyn_vars:
+        x = dyn.get(v.name)
+        if x is not None and not dt.min_value(v.dtype) <= x <= dt.max_value(v.dtype):
+            raise TileCallError(
+                f"{v.name} = {x} does not fit in {v.dtype}, the dtype of T.dynamic({v.name!r})",
+                where(), hint=f"declare it wider: T.dynamic({v.name!r}, 'int64')")
+    launch = next((n for n in walk(func.body) if isinstance(n, _Launch)), None)
+    if launch is None:
+        return
+    for i, g in enumerate(launch.grid):
+        if const_int(g) is not None:
+            continue  # constants were checked at compile time
+        try:
+            n = host_int(g, dyn)
+        except TileInternalError:
+            continue
+        if n <= 0:
+            shown = ", ".join(f"{k}={x}" for k, x in dyn.items())
+            raise TileCallError(
+                f"grid dimension {i} of {func.name} is {_shown(g)} = {n} for {shown}; the kernel "
+                "would run no block and leave its outputs untouched", where(),
+                hint="check the arguments' shapes, or clamp the grid: T.max(1, ...)")
