@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import warnings
 
 from . import plugins
@@ -25,7 +26,9 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
         raise TileError(f"tilecore.compile needs a @T.prim_func kernel, got {type(func).__name__}",
                         caller_loc(), hint="decorate the kernel with @T.prim_func")
     options = options_from_pass_configs(pass_configs)
-    t = plugins.resolve(target)
+    # TILECORE_TARGET_OVERRIDE runs a program written for one target on another unedited
+    # (tools/tilelang_port.py runs TileLang's cuda examples on interp this way)
+    t = plugins.resolve(os.environ.get("TILECORE_TARGET_OVERRIDE") or target)
     reason = plugins.unsupported(t, func)
     if reason:
         raise TileTargetError(f"target {t} cannot compile {func.name}: {reason}", func.loc)
