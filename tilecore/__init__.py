@@ -4,11 +4,18 @@
 is compiled for a target (backends are discovered through entry points at that moment).
 """
 
+from . import math, testing  # noqa: E402 - TileLang's `tilelang.math` / `tilelang.testing`
+from .compat import disable_cache, get_num_sms, set_log_level
 from .compiler import compile, jit  # noqa: A004 - tilecore.compile mirrors tilelang.compile
 from .errors import TileError
 from .kernel import Kernel
+from .math import cdiv
 from .plugins import targets
+from .transform import PassConfigKey
+from .utils.tensor import TensorSupplyType
 
 __version__ = "0.1.0"
 
-__all__ = ["TileError", "jit", "compile", "targets", "Kernel", "__version__"]
+__all__ = ["TileError", "jit", "compile", "targets", "Kernel", "__version__", "cdiv",
+           "PassConfigKey", "TensorSupplyType", "set_log_level", "disable_cache", "get_num_sms",
+           "math", "testing"]

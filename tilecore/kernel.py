@@ -85,6 +85,13 @@ class Kernel:
         """The code the backend generated (CUDA C++, Python for numba, tile source for interp)."""
         return self.artifact.source
 
+    def get_profiler(self, tensor_supply_type=None):
+        """A `tilecore.profiler.Profiler` for this kernel: inputs, `assert_allclose`, `do_bench`."""
+        from .profiler import Profiler
+        from .utils.tensor import TensorSupplyType
+
+        return Profiler(self, tensor_supply_type or TensorSupplyType.Auto)
+
     def get_ir(self, stage: str = "final") -> str:
         """The IR after pipeline stage `stage` ('input', a pass name, or 'final'), preceded by the
         stage's diagnostics as `#` comments."""
