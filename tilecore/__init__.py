@@ -4,7 +4,7 @@
 is compiled for a target (backends are discovered through entry points at that moment).
 """
 
-from . import math, testing  # noqa: E402 - TileLang's `tilelang.math` / `tilelang.testing`
+from . import layout, math, testing  # TileLang's tilelang.layout / .math / .testing
 from .compat import disable_cache, get_num_sms, set_log_level
 from .compiler import compile, jit  # noqa: A004 - tilecore.compile mirrors tilelang.compile
 from .errors import TileError

@@ -41,7 +41,7 @@ from pathlib import Path
 
 RESULT = "TLPORT-RESULT:"
 HARDWARE = re.compile(r"(^|/)(amd|iket|analyze)(/|$)|sm100|sm120|cdna|rocm|_amd")
-MISSING_PKGS = ("triton", "fla", "FLA_KDA")
+MISSING_PKGS = ("triton", "fla", "FLA_KDA", "bitblas")
 BATCH_NAMES = {"batch", "batch_size", "bs", "b", "BATCH", "B"}
 
 
@@ -68,8 +68,12 @@ def excluded(path: Path, root: Path) -> str | None:
         return "a test file"
     if HARDWARE.search(rel) or re.search(r"^\s*(from|import) tilelang\.(rocm|tools)\b", src, re.M):
         return "other hardware"
+    # the example's own helper modules (same folder) count as part of it
+    local = [src] + [(path.parent / f"{m}.py").read_text(errors="replace")
+                     for m in re.findall(r"^\s*from (\w+) import", src, re.M)
+                     if (path.parent / f"{m}.py").is_file()]
     for pkg in MISSING_PKGS:
-        if re.search(rf"^\s*(from|import) {pkg}[\s.]", src, re.M):
+        if any(re.search(rf"^\s*(from|import) {pkg}[\s.]", s, re.M) for s in local):
             return f"needs {pkg}"
     return None
 

@@ -18,6 +18,7 @@ from ..dtypes import (
 )
 from ..ir.expr import cast
 from .builder import builtin
+from .compat_ops import Cast, clamp, dtype, truncdiv, truncmod
 from .eager import const, empty
 from .intops import (
     bitwise_and,
@@ -36,6 +37,7 @@ from .layout_ops import (
     make_swizzled_layout,
     use_swizzle,
 )
+from .layouts import Fragment, Layout
 from .ops import (
     Buffer_ as Buffer,
 )
@@ -112,5 +114,6 @@ __all__ = [
     "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "trunc", "uint8", "uint16", "uint32",
     "unroll", "use_swizzle", "vectorized", "half", "float",
     "const", "empty", "floordiv", "floormod", "shift_left", "shift_right", "bitwise_and",
-    "bitwise_or", "bitwise_xor", "bitwise_not",
+    "bitwise_or", "bitwise_xor", "bitwise_not", "Layout", "Fragment",
+    "Cast", "clamp", "dtype", "truncdiv", "truncmod",
 ]

@@ -41,6 +41,9 @@ _BIT_OPS = ("bitand", "bitor", "bitxor", "shl", "shr")
 _CMPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 _PY_CMP = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
            "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
+# Identity and membership are about Python objects, decided when the kernel is built.
+_PY_ONLY_CMP = {ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b,
+                ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
 _PY_SAFE = {builtins.int, builtins.float, builtins.bool, builtins.len, builtins.range,
             builtins.tuple, builtins.list, builtins.zip, builtins.enumerate, builtins.isinstance}
 _UNSUPPORTED = {
@@ -607,6 +610,12 @@ class Parser:
         result = None
         for op, right_node in zip(node.ops, node.comparators):
             name = _CMPS.get(type(op))
+            if type(op) in _PY_ONLY_CMP:
+                right = self.ev(right_node)
+                r = self.py_only_compare(op, left, right, node)
+                result = r if result is None else self.logic("and", result, r)
+                left = right
+                continue
             if name is None:
                 raise TileSyntaxError(f"comparison {type(op).__name__} is not supported in kernels",
                                       self.loc(node))
@@ -620,6 +629,14 @@ class Parser:
             result = r if result is None else self.logic("and", result, r)
             left = right
         return result
+
+    def py_only_compare(self, op, a, b, node) -> bool:
+        """`is`, `is not`, `in`, `not in`: Python's answer at build time (`if dtype is None`,
+        `if mode in ("a", "b")`); membership of a kernel value is an error, not a guess."""
+        if isinstance(op, (ast.In, ast.NotIn)) and isinstance(a, (Expr, Ref)):
+            raise TileTypeError("`in` on a kernel value cannot be decided when the kernel is built",
+                                self.loc(node), hint="compare with == and combine with `or`")
+        return _PY_ONLY_CMP[type(op)](a, b)
 
     def logic(self, op, a, b):
         if not isinstance(a, Expr) and not isinstance(b, Expr):
@@ -697,12 +714,31 @@ class Parser:
         if getattr(fn, "__module__", None) == "math" or fn in vars(math).values():
             if py_vals:
                 return fn(*args, **kwargs)
+        if callable(fn) and not isinstance(fn, type(builtins.print)):
+            return self.call_python(fn, name, args, kwargs, node)
         raise TileSyntaxError(
             f"call to Python function `{name}` inside a kernel is not supported",
             self.loc(node),
             hint="compute the value outside the kernel and pass it in, or decorate the helper with "
             "@T.macro to inline it",
         )
+
+
+    def call_python(self, fn, name: str, args, kwargs, node):
+        """A plain Python callable (a helper returning an index expression, a layout, a dtype,
+        or a class such as functools.partial) runs now, at build time, as TileLang's frontend
+        does: kernel values reach it as expressions and T.* calls in it emit into the kernel."""
+        args = [a.as_expr() if isinstance(a, Ref) and a.is_element else a for a in args]
+        try:
+            return fn(*args, **kwargs)
+        except TileError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the user's helper failed; name it and where
+            raise TileSyntaxError(
+                f"the Python function `{name}` called in the kernel failed when the kernel was "
+                f"built: {type(e).__name__}: {e}", self.loc(node),
+                hint="a helper called from a kernel runs at build time on expressions; decorate "
+                     "it with @T.macro if it holds kernel statements") from None
 
 
 def prim_func(fn) -> PrimFunc:
