@@ -18,4 +18,4 @@ __version__ = "0.1.0"
 
 __all__ = ["TileError", "jit", "compile", "targets", "Kernel", "__version__", "cdiv",
            "PassConfigKey", "TensorSupplyType", "set_log_level", "disable_cache", "get_num_sms",
-           "math", "testing"]
+           "layout", "math", "testing"]
