@@ -8,7 +8,14 @@ import os
 import warnings
 
 from . import plugins
-from .errors import TileCallError, TileError, TilePerformanceWarning, TileTargetError, caller_loc
+from .errors import (
+    TileCallError,
+    TileConfigWarning,
+    TileError,
+    TilePerformanceWarning,
+    TileTargetError,
+    caller_loc,
+)
 from .ir.module import Module, ModuleAttrs, PrimFunc
 from .kernel import Kernel
 from .language import eager
@@ -207,15 +214,39 @@ def _key(obj):
     return key
 
 
+# TileLang jit keywords about its host toolchain, with why they mean nothing here (warned once).
+_JIT_NOT_APPLIED = {
+    "execution_backend": "tilecore has one way to call each target's kernels",
+    "target_host": "tilecore builds no host code",
+    "verbose": "use TILECORE_DUMP_IR or Kernel.get_ir() to see the stages",
+    "compile_flags": "no compiler flags are taken from the program",
+    "debug_root_path": "use TILECORE_DUMP_IR=<dir>",
+}
+_jit_warned: set = set()
+
+
+def _tilelang_jit_keywords(kw: dict) -> None:
+    """TileLang's host-toolchain keywords warn once each; any other unknown keyword raises."""
+    unknown = sorted(k for k in kw if k not in _JIT_NOT_APPLIED)
+    if unknown:
+        raise TileError(f"tilecore.jit got unknown keyword argument(s) {', '.join(unknown)}",
+                        caller_loc(), hint="tilecore.jit takes out_idx, target and pass_configs")
+    for k in kw:
+        if k not in _jit_warned:
+            _jit_warned.add(k)
+            loc = caller_loc()
+            warnings.warn_explicit(f"tilecore.jit({k}=...) has no effect: {_JIT_NOT_APPLIED[k]}",
+                                   TileConfigWarning, loc.file if loc else "<tilecore>",
+                                   loc.line if loc else 0)
+
+
 def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, **unknown):
     """Compile a kernel: `tilecore.jit(prim_func, out_idx=[-1], target="cpu")`, or decorate a
     factory `@tilecore.jit(out_idx=[-1])\\ndef matmul(M, N, K): ... return main`.
 
     Any other keyword (TileLang's `execution_backend`, `target_host`, ...) is a TileError: an
     option that would be ignored must not look accepted."""
-    if unknown:
-        raise TileError(f"tilecore.jit got unknown keyword argument(s) {', '.join(sorted(unknown))}",
-                        caller_loc(), hint="tilecore.jit takes out_idx, target and pass_configs")
+    _tilelang_jit_keywords(unknown)
     options_from_pass_configs(pass_configs)  # a bad key fails at decoration, not first call
     if func is None:
         return lambda f: jit(f, out_idx=out_idx, target=target, pass_configs=pass_configs)

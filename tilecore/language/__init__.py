@@ -20,6 +20,12 @@ from ..ir.expr import cast
 from .builder import builtin
 from .compat_ops import Cast, clamp, dtype, truncdiv, truncmod
 from .eager import const, empty
+from .hints import (
+    annotate_consumer_reg_alloc,
+    annotate_producer_reg_dealloc,
+    disable_warp_group_reg_alloc,
+    no_set_max_nreg,
+)
 from .intops import (
     bitwise_and,
     bitwise_not,
@@ -115,5 +121,6 @@ __all__ = [
     "unroll", "use_swizzle", "vectorized", "half", "float",
     "const", "empty", "floordiv", "floormod", "shift_left", "shift_right", "bitwise_and",
     "bitwise_or", "bitwise_xor", "bitwise_not", "Layout", "Fragment",
-    "Cast", "clamp", "dtype", "truncdiv", "truncmod",
+    "Cast", "clamp", "dtype", "truncdiv", "truncmod", "annotate_consumer_reg_alloc",
+    "annotate_producer_reg_dealloc", "disable_warp_group_reg_alloc", "no_set_max_nreg",
 ]

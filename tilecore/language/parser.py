@@ -45,7 +45,11 @@ _PY_CMP = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, 
 _PY_ONLY_CMP = {ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b,
                 ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
 _PY_SAFE = {builtins.int, builtins.float, builtins.bool, builtins.len, builtins.range,
-            builtins.tuple, builtins.list, builtins.zip, builtins.enumerate, builtins.isinstance}
+            builtins.tuple, builtins.list, builtins.zip, builtins.enumerate, builtins.isinstance,
+            builtins.sum, builtins.any, builtins.all, builtins.sorted, builtins.reversed,
+            builtins.divmod, builtins.round, builtins.str, builtins.dict, builtins.set,
+            builtins.hasattr, builtins.getattr, builtins.callable, builtins.map, builtins.filter,
+            builtins.slice, builtins.type}
 _UNSUPPORTED = {
     ast.While: ("`while` loops are not supported in kernels",
                 "use `for i in T.serial(n)` with a bound, and `if` inside it"),
@@ -709,8 +713,9 @@ class Parser:
             return out
         if fn is builtins.abs:
             return abs(args[0]) if py_vals else unary("abs", self.value_expr(args[0]))
-        if fn in _PY_SAFE and py_vals:
-            return fn(*args, **kwargs)
+        if fn in _PY_SAFE and (py_vals or fn not in (builtins.int, builtins.float, builtins.bool)):
+            # containers of kernel values and attribute lookups are Python's business too
+            return self.call_python(fn, name, args, kwargs, node)
         if getattr(fn, "__module__", None) == "math" or fn in vars(math).values():
             if py_vals:
                 return fn(*args, **kwargs)
