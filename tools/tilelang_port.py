@@ -284,8 +284,13 @@ def main() -> int:
                 print(f"{'RUN' if why is None else 'skip'}  {p.relative_to(root)}  {why or ''}")
         return 0
     files = [p for p in runnable(root) if a.k in p.relative_to(root).as_posix()]
+    def one(p):
+        r = run_one(p, a.timeout)
+        print(f"  .. {r[0]:8s} {p.relative_to(root).as_posix()} {r[1]}", file=sys.stderr, flush=True)
+        return r
+
     with ThreadPoolExecutor(max(1, a.jobs)) as ex:
-        results = list(ex.map(lambda p: run_one(p, a.timeout), files))
+        results = list(ex.map(one, files))
     counts: dict[str, int] = {}
     for p, (status, detail, secs) in zip(files, results):
         counts[status] = counts.get(status, 0) + 1
