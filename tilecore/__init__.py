@@ -5,6 +5,7 @@ is compiled for a target (backends are discovered through entry points at that m
 """
 
 from . import layout, math, testing  # TileLang's tilelang.layout / .math / .testing
+from .autotuner import autotune
 from .compat import disable_cache, get_num_sms, set_log_level
 from .compiler import compile, jit  # noqa: A004 - tilecore.compile mirrors tilelang.compile
 from .errors import TileError
@@ -18,4 +19,4 @@ __version__ = "0.1.0"
 
 __all__ = ["TileError", "jit", "compile", "targets", "Kernel", "__version__", "cdiv",
            "PassConfigKey", "TensorSupplyType", "set_log_level", "disable_cache", "get_num_sms",
-           "layout", "math", "testing"]
+           "layout", "math", "testing", "autotune"]

@@ -58,7 +58,6 @@ _UNSUPPORTED = {
     ast.Return: ("`return` is not supported inside a kernel", "outputs are written to tensors"),
     ast.Try: ("`try` is not supported in kernels", None),
     ast.Raise: ("`raise` is not supported in kernels", None),
-    ast.Assert: ("`assert` is not supported in kernels", "check inputs before calling the kernel"),
     ast.FunctionDef: ("nested function definitions are not supported in kernels",
                       "define it outside and decorate it with @T.macro"),
     ast.Lambda: ("lambdas are not supported in kernels", None),
@@ -236,6 +235,8 @@ class Parser:
             raise TileSyntaxError(f"invalid kernel statement: {e}", loc) from None
 
     def _stmt(self, node):
+        if isinstance(node, ast.Assert):
+            return self.assertTrue(node)
         for kind, (msg, hint) in _UNSUPPORTED.items():
             if isinstance(node, kind):
                 raise TileSyntaxError(msg, self.loc(node), hint=hint)
@@ -275,6 +276,22 @@ class Parser:
         else:
             raise TileSyntaxError(f"`{type(node).__name__}` statements are not supported in kernels",
                                   self.loc(node))
+
+    def assert_(self, node: ast.Assert):
+        """`assert cond, msg` on build-time values is checked now (TileLang's frontend runs it
+        as Python); on a kernel value it would need a device-side check, which is not provided."""
+        cond = self.ev(node.test)
+        if isinstance(cond, Ref):
+            cond = cond.as_expr()
+        if isinstance(cond, Const):
+            cond = cond.value
+        if isinstance(cond, Expr):
+            raise TileSyntaxError("`assert` on a kernel value is not supported (only build-time "
+                                  "Python values can be asserted)", self.loc(node),
+                                  hint="check inputs before calling the kernel")
+        if not cond:
+            msg = self.ev(node.msg) if node.msg is not None else ast.unparse(node.test)
+            raise TileError(f"assertion failed while building the kernel: {msg}", self.loc(node))
 
     def assign(self, target, value_node):
         if isinstance(target, ast.Name):
