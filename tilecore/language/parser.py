@@ -236,7 +236,7 @@ class Parser:
 
     def _stmt(self, node):
         if isinstance(node, ast.Assert):
-            return self.assertTrue(node)
+            return self.build_time_assert(node)
         for kind, (msg, hint) in _UNSUPPORTED.items():
             if isinstance(node, kind):
                 raise TileSyntaxError(msg, self.loc(node), hint=hint)
@@ -277,7 +277,7 @@ class Parser:
             raise TileSyntaxError(f"`{type(node).__name__}` statements are not supported in kernels",
                                   self.loc(node))
 
-    def assert_(self, node: ast.Assert):
+    def build_time_assert(self, node: ast.Assert):
         """`assert cond, msg` on build-time values is checked now (TileLang's frontend runs it
         as Python); on a kernel value it would need a device-side check, which is not provided."""
         cond = self.ev(node.test)
