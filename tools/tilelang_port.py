@@ -159,8 +159,10 @@ class _Shrink(ast.NodeTransformer):
 
     def visit_Constant(self, node):
         """An int literal >= 512 becomes a 16th of itself (at least 256)."""
-        if type(node.value) is int:
-            return ast.copy_location(ast.Constant(_shrink_int(node.value)), node)
+        if type(node.value) is int and not getattr(node, "shrunk", False):
+            if _shrink_int(node.value) != node.value:
+                node.value = _shrink_int(node.value)
+                node.shrunk = True  # an argparse default inside the __main__ block: once only
         return node
 
 
@@ -191,8 +193,9 @@ def _shrink_tree(tree: ast.Module) -> ast.Module:
 
 
 def _shrink_default(d, name: str) -> None:
-    if isinstance(d, ast.Constant) and type(d.value) is int:
+    if isinstance(d, ast.Constant) and type(d.value) is int and not getattr(d, "shrunk", False):
         d.value = min(d.value, 2) if name in BATCH_NAMES else _shrink_int(d.value)
+        d.shrunk = True
 
 
 def _batch(e) -> None:

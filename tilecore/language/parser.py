@@ -573,6 +573,8 @@ class Parser:
         if isinstance(b, Ref):
             b = b.as_expr()
         py = lambda x: isinstance(x, (int, float, bool)) and not isinstance(x, Expr)  # noqa: E731
+        if not (py(a) and py(b)) and not any(isinstance(x, (Expr, Buffer)) for x in (a, b)):
+            return self.py_binop(op, a, b)
         if py(a) and py(b):
             if op in _BIT_OPS and isinstance(a, int) and isinstance(b, int):
                 if isinstance(a, bool) and isinstance(b, bool) and op != "shl" and op != "shr":
@@ -606,6 +608,22 @@ class Parser:
                 ea = cast(ea, dt.float32)
             return binop("pow", ea, b)
         return binop(op, a, b)
+
+    @staticmethod
+    def py_binop(op, a, b):
+        """An operator on build-time Python objects that are not numbers (`"reduce_" + op`,
+        tuple concatenation, `[0] * n`): Python's own meaning."""
+        import operator
+
+        fn = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+              "mod": operator.mod, "pow": operator.pow, "floordiv": operator.floordiv,
+              "bitand": operator.and_, "bitor": operator.or_, "bitxor": operator.xor,
+              "shl": operator.lshift, "shr": operator.rshift}[op]
+        try:
+            return fn(a, b)
+        except TypeError as e:
+            raise TileTypeError(f"cannot apply {op} to {type(a).__name__} and {type(b).__name__}: "
+                                f"{e}") from None
 
     def ev_BinOp(self, node):
         op = _BINOPS.get(type(node.op))
