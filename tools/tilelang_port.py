@@ -259,6 +259,46 @@ def run_one(path: Path, timeout: float) -> tuple[str, str, float]:
     return status, detail, time.time() - t0
 
 
+def names_table(files: list[Path]) -> str:
+    """A markdown table of the TileLang names the examples use (`T.x`, `tilelang.x.y`, `from
+    tilelang.x import y`), how many files use each, and whether tilecore has it."""
+    import importlib
+
+    uses: dict[str, set] = {}
+    for f in files:
+        src = f.read_text(errors="replace")
+        found = {"T." + n for n in re.findall(r"\bT\.([A-Za-z_]\w*)", src)}
+        found |= {"tilelang." + n for n in re.findall(r"\btilelang\.([A-Za-z_][\w.]*[\w])", src)}
+        for mod, names in re.findall(r"^\s*from (tilelang[\w.]*) import \(?([\w, ]+)", src, re.M):
+            found |= {f"{mod}.{n.split(' as ')[0].strip()}" for n in names.split(",") if n.strip()}
+        for n in found:
+            uses.setdefault(n, set()).add(f.name)
+
+    def has(name: str) -> bool:
+        parts = name.split(".")
+        base = "tilecore.language" if parts[0] == "T" else "tilecore"
+        obj = importlib.import_module(base)
+        path = base
+        for p in parts[1:]:
+            if hasattr(obj, p):
+                obj = getattr(obj, p)
+                path = None
+                continue
+            if path is None:
+                return False
+            try:
+                path = f"{path}.{p}"
+                obj = importlib.import_module(path)
+            except ImportError:
+                return False
+        return True
+
+    rows = sorted(uses.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    out = ["| name | example files | in tilecore |", "|---|---|---|"]
+    out += [f"| `{n}` | {len(fs)} | {'yes' if has(n) else '**no**'} |" for n, fs in rows]
+    return "\n".join(out)
+
+
 def main() -> int:
     """Command line: see the module docstring."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -270,6 +310,8 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--list", action="store_true", help="list the runnable set and the excluded")
+    ap.add_argument("--names", action="store_true",
+                    help="a markdown table of the TileLang names the runnable set uses")
     ap.add_argument("--one", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
@@ -287,6 +329,9 @@ def main() -> int:
                 print(f"{'RUN' if why is None else 'skip'}  {p.relative_to(root)}  {why or ''}")
         return 0
     files = [p for p in runnable(root) if a.k in p.relative_to(root).as_posix()]
+    if a.names:
+        print(names_table(files))
+        return 0
     def one(p):
         r = run_one(p, a.timeout)
         print(f"  .. {r[0]:8s} {p.relative_to(root).as_posix()} {r[1]}", file=sys.stderr, flush=True)
