@@ -13,6 +13,7 @@ per argument set in this process.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import itertools
@@ -54,6 +55,98 @@ def _configs(configs, args, kwargs) -> list[dict]:
     return configs
 
 
+_inputs: list = []  # the innermost `with set_autotune_inputs(...)`'s tensors
+
+
+@contextlib.contextmanager
+def set_autotune_inputs(*tensors):
+    """Inside this block, tuning runs every candidate on `tensors` (instead of generated
+    inputs): `with set_autotune_inputs(q, k, v): kernel = attention(...)`."""
+    _inputs.append(list(tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (list, tuple))
+                        else tensors))
+    try:
+        yield
+    finally:
+        _inputs.pop()
+
+
+class _Tuned:
+    """An autotuned `@tilecore.jit` function: a factory (calling returns a Kernel) or an eager
+    kernel (calling runs it; `.compile(...)` returns the Kernel)."""
+
+    def __init__(self, fn, configs, opts: dict):
+        self.fn = fn
+        self.configs = configs
+        self.opts = opts
+        self.eager = hasattr(fn, "tensor_names")  # compiler.EagerJIT
+        self._cache: dict = {}
+        functools.update_wrapper(self, getattr(fn, "fn", fn))
+        self._sig = inspect.signature(getattr(fn, "fn", fn))
+
+    def _build(self, args, kwargs):
+        return self.fn.compile(*args, **kwargs) if self.eager else self.fn(*args, **kwargs)
+
+    def compile(self, *args, **kwargs):
+        """The tuned Kernel (or the one asked for when every tuned parameter is given)."""
+        return self._tune(args, kwargs)
+
+    def __call__(self, *args, **kwargs):
+        """Factory: the tuned Kernel. Eager: tune, then run the winner on these tensors."""
+        if not self.eager:
+            return self._tune(args, kwargs)
+        k = self._tune(args, kwargs)
+        names = [n for n in self._sig.parameters if n in self.fn.call_names]
+        bound = self._sig.bind_partial(*args, **{n: v for n, v in kwargs.items()
+                                                 if n in self._sig.parameters}).arguments
+        return k(*(bound[n] for n in names))
+
+    def _tune(self, args, kwargs):
+        o = self.opts
+        cfgs = _configs(self.configs, args, kwargs)
+        given = set(self._sig.bind_partial(*args, **{k: v for k, v in kwargs.items()
+                                                     if k in self._sig.parameters}).arguments)
+        given |= set(kwargs)
+        if set().union(*cfgs) <= given:  # the caller chose the config: no tuning
+            return self._build(args, kwargs)
+        key = _cache_key(args, kwargs)
+        if key is not None and key in self._cache:
+            return self._cache[key]
+        best, ins = None, None
+        for cfg in cfgs:
+            kernel = self._build(args, {**kwargs, **cfg})
+            prof = Profiler(kernel, o["supply_type"])
+            if _inputs:
+                ins = _inputs[-1]
+            elif ins is None or not o["cache_input_tensors"]:
+                ins = o["supply_prog"](kernel.inputs) if o["supply_prog"] else prof._get_inputs()
+            if o["ref_prog"] is not None and not o["skip_check"]:
+                if o["manual_check_prog"] is not None:
+                    prof.manual_assert_close(o["ref_prog"], ins, o["manual_check_prog"])
+                else:
+                    prof.assert_allclose(o["ref_prog"], ins, o["atol"], o["rtol"],
+                                         o["max_mismatched_ratio"])
+            lat = prof.do_bench(warmup=o["warmup"], rep=o["rep"], input_tensors=ins)
+            if best is None or lat < best[2]:
+                best = (kernel, cfg, lat)
+        ref_lat = None
+        if o["ref_prog"] is not None:
+            ref_lat = Profiler(best[0], o["supply_type"]).do_bench(
+                o["ref_prog"], warmup=o["warmup"], rep=o["rep"], input_tensors=ins)
+        result = TunedKernel(best[0], best[1], best[2], ref_lat)
+        if key is not None:
+            self._cache[key] = result
+        return result
+
+
+def _cache_key(args, kwargs):
+    key = (args, tuple(sorted(kwargs.items())))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 def autotune(func=None, *, configs, warmup: float = 25, rep: float = 100, timeout: float = 100,
              supply_type: TensorSupplyType = TensorSupplyType.Auto, ref_prog=None,
              supply_prog=None, rtol: float = 1e-2, atol: float = 1e-2,
@@ -68,51 +161,13 @@ def autotune(func=None, *, configs, warmup: float = 25, rep: float = 100, timeou
         warnings.warn("autotune timeout= is not enforced by tilecore", TileConfigWarning, stacklevel=2)
 
     def deco(fn):
-        cache: dict = {}
-        target = getattr(fn, "fn", fn)
-        sig = inspect.signature(target)
-
-        @functools.wraps(target)
-        def wrapper(*args, **kwargs):
-            cfgs = _configs(configs, args, kwargs)
-            bound = sig.bind_partial(*args, **kwargs).arguments
-            tuned = set().union(*cfgs)
-            if tuned <= set(bound):  # the caller chose the config: no tuning
-                return fn(*args, **kwargs)
-            key = (args, tuple(sorted(kwargs.items())))
-            try:
-                if key in cache:
-                    return cache[key]
-            except TypeError:
-                key = None
-            best = None
-            ins = None
-            for cfg in cfgs:
-                merged = {**kwargs, **cfg}
-                kernel = fn(*args, **merged)
-                prof = Profiler(kernel, supply_type)
-                if ins is None or not cache_input_tensors:
-                    ins = supply_prog(kernel.inputs) if supply_prog else prof._get_inputs()
-                if ref_prog is not None and not skip_check:
-                    if manual_check_prog is not None:
-                        prof.manual_assert_close(ref_prog, ins, manual_check_prog)
-                    else:
-                        prof.assert_allclose(ref_prog, ins, atol, rtol, max_mismatched_ratio)
-                lat = prof.do_bench(warmup=warmup, rep=rep, input_tensors=ins)
-                if best is None or lat < best[2]:
-                    best = (kernel, cfg, lat)
-            ref_lat = None
-            if ref_prog is not None:
-                ref_lat = Profiler(best[0], supply_type).do_bench(ref_prog, warmup=warmup, rep=rep,
-                                                                  input_tensors=ins)
-            result = TunedKernel(best[0], best[1], best[2], ref_lat)
-            if key is not None:
-                cache[key] = result
-            return result
-
-        return wrapper
+        return _Tuned(fn, configs, dict(
+            warmup=warmup, rep=rep, supply_type=supply_type, ref_prog=ref_prog,
+            supply_prog=supply_prog, rtol=rtol, atol=atol, max_mismatched_ratio=max_mismatched_ratio,
+            skip_check=skip_check, manual_check_prog=manual_check_prog,
+            cache_input_tensors=cache_input_tensors))
 
     return deco if func is None else deco(func)
 
 
-__all__ = ["autotune", "TunedKernel"]
+__all__ = ["autotune", "TunedKernel", "set_autotune_inputs"]

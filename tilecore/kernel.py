@@ -22,6 +22,7 @@ def _to_numpy(t) -> np.ndarray:
     """A NumPy view of a torch CPU tensor, narrow floats included (viewed through ints)."""
     import torch
 
+    t = t.detach()  # a kernel reads and writes the storage; autograd does not see kernels
     if t.device.type != "cpu":
         t = t.cpu()
     d = dt.as_dtype(t.dtype)

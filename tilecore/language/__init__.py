@@ -103,6 +103,7 @@ from .parser import macro, prim_func
 
 cast = builtin(cast)
 symbolic = dynamic
+parallel = Parallel  # TIR's lower-case spelling of a parallel loop
 float8_e4m3 = float8_e4m3fn
 bool = bool_  # noqa: A001
 half = float16
@@ -123,4 +124,5 @@ __all__ = [
     "bitwise_or", "bitwise_xor", "bitwise_not", "Layout", "Fragment",
     "Cast", "clamp", "dtype", "truncdiv", "truncmod", "annotate_consumer_reg_alloc",
     "annotate_producer_reg_dealloc", "disable_warp_group_reg_alloc", "no_set_max_nreg",
+    "parallel",
 ]

@@ -89,6 +89,7 @@ class Parser:
                  outer_locals: dict | None = None):
         self.fn = fn
         self.outer_locals = outer_locals or {}
+        self.outer_chain: list[dict] = []  # locals of the frames further out (see string_annotation)
         try:
             lines, start = inspect.getsourcelines(fn)
         except (OSError, TypeError) as e:
@@ -150,11 +151,7 @@ class Parser:
         for arg in a.args:
             ann = annotations.get(arg.arg)
             if isinstance(ann, str):
-                scope = {**self.outer_locals, **self.closure}
-                try:
-                    ann = eval(ann, self.globals, scope)  # noqa: S307 - the user's own annotation
-                except NameError as e:
-                    raise TileNameError(f"annotation of {arg.arg!r}: {e}", self.loc(arg)) from None
+                ann = self.string_annotation(arg, ann)
             if isinstance(ann, str):
                 ann = dt.as_dtype(ann)
             if isinstance(ann, dt.DType):
@@ -183,6 +180,23 @@ class Parser:
         scalars = tuple(v for v in signature if isinstance(v, Var))
         attrs = (("scalar_params", scalars), ("signature", tuple(signature))) if scalars else ()
         return PrimFunc(fdef.name, tuple(params), body, self.loc(fdef), attrs)
+
+    def string_annotation(self, arg, text: str):
+        """A `from __future__ import annotations` annotation, evaluated in the kernel's closure
+        and its decorating frame; failing that, in the frames that called it (a factory nested
+        in a factory whose sizes only the annotations use, as TileLang examples write)."""
+        scope = {**self.outer_locals, **self.closure}
+        try:
+            return eval(text, self.globals, scope)  # noqa: S307 - the user's own annotation
+        except NameError as e:
+            err = e
+        for more in self.outer_chain:
+            scope = {**more, **scope}
+            try:
+                return eval(text, self.globals, scope)  # noqa: S307
+            except NameError as e:
+                err = e
+        raise TileNameError(f"annotation of {arg.arg!r}: {err}", self.loc(arg)) from None
 
     def scalar_param(self, arg, d: dt.DType) -> Var:
         """`n: T.int32` in the signature: an integer passed by value at call time (a Var bound
@@ -790,7 +804,12 @@ def prim_func(fn) -> PrimFunc:
     # With `from __future__ import annotations`, a factory parameter used only in annotations
     # is not captured by the closure; the decorating frame (the factory) still holds it.
     caller = sys._getframe(1)
-    return Parser(fn, outer_locals=dict(caller.f_locals)).parse_prim_func()
+    p = Parser(fn, outer_locals=dict(caller.f_locals))
+    f = caller.f_back
+    while f is not None and f.f_code.co_name != "<module>" and len(p.outer_chain) < 6:
+        p.outer_chain.append(dict(f.f_locals))
+        f = f.f_back
+    return p.parse_prim_func()
 
 
 def macro(fn) -> Macro:
