@@ -256,3 +256,45 @@ def test_port_tool_runs_an_example_by_import_swap(tmp_path):
                           str(tmp_path), "--jobs", "1", "--timeout", "120"], capture_output=True,
                          text=True, timeout=150)
     assert "1 of 1 pass" in out.stdout, out.stdout + out.stderr
+
+
+_NESTED = '''
+from __future__ import annotations
+import tilecore.language as T
+
+
+def outer(n):
+    shape = [n]          # used only in the annotations of a kernel two factories down
+
+    def kernel_func(block):
+        @T.prim_func
+        def f(A: T.Tensor(shape, "float32")):
+            with T.Kernel(T.ceildiv(n, block), threads=32) as bx:
+                for i in T.Parallel(block):
+                    A[bx * block + i] = A[bx * block + i] + 1
+        return f
+
+    return kernel_func(8)
+'''
+
+
+@needs_interp
+def test_string_annotations_resolve_through_outer_factories(tmp_path):
+    src = tmp_path / "nested_kern.py"
+    src.write_text(_NESTED)
+    spec = importlib.util.spec_from_file_location("nested_kern", src)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    a = np.zeros(16, np.float32)
+    tilecore.compile(mod.outer(16), target="interp")(a)
+    np.testing.assert_array_equal(a, np.ones(16, np.float32))
+
+
+@needs_interp
+@needs_torch
+def test_a_tensor_that_requires_grad_is_accepted():
+    import torch
+
+    x = torch.ones(32, requires_grad=True)
+    y = _eager_scale()(x)
+    assert torch.equal(y, torch.full((32,), 2.0))
