@@ -298,3 +298,25 @@ def test_a_tensor_that_requires_grad_is_accepted():
     x = torch.ones(32, requires_grad=True)
     y = _eager_scale()(x)
     assert torch.equal(y, torch.full((32,), 2.0))
+
+
+def _diag_mask(i, j, width):
+    """A helper comparing kernel values with == (parsed and inlined, never run as Python)."""
+    same = i // width == j // width
+    if width > 2:  # decided at build time
+        return T.if_then_else(same, 1, 0)
+    return 7
+
+
+@needs_interp
+def test_a_helper_given_kernel_values_is_parsed_so_equality_builds_ir():
+    @T.prim_func
+    def f(Out: T.Tensor((8, 8), "int32")):
+        with T.Kernel(1, threads=32):
+            for i, j in T.Parallel(8, 8):
+                Out[i, j] = _diag_mask(i, j, 4) + _diag_mask(i, j, 1)
+
+    out = np.zeros((8, 8), np.int32)
+    tilecore.compile(f, target="interp")(out)
+    r = np.arange(8)
+    np.testing.assert_array_equal(out, (r[:, None] // 4 == r[None, :] // 4).astype(np.int32) + 7)

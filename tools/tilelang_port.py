@@ -255,7 +255,7 @@ def child(path: Path) -> int:
         tb = traceback.extract_tb(e.__traceback__)
         where = next((f"{Path(f.filename).name}:{f.lineno}" for f in reversed(tb)
                       if f.filename == str(path)), "")
-        msg = (str(e).strip().splitlines() or [""])[0][:160]
+        msg = (str(e).strip().splitlines() or [""])[0][:400]
         print(f"{RESULT} {kind} {type(e).__name__}: {msg} [{where}]", flush=True)
         return 1
     print(f"{RESULT} pass", flush=True)

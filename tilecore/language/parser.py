@@ -783,6 +783,15 @@ class Parser:
         or a class such as functools.partial) runs now, at build time, as TileLang's frontend
         does: kernel values reach it as expressions and T.* calls in it emit into the kernel."""
         args = [a.as_expr() if isinstance(a, Ref) and a.is_element else a for a in args]
+        from .helpers import HelperParser, is_user_helper
+
+        if is_user_helper(fn) and any(isinstance(a, Expr) and not isinstance(a, Const)
+                                      for a in list(args) + list(kwargs.values())):
+            sub = HelperParser(fn, self.b, self.let_vars)
+            sub.kernel_seen = True
+            value = sub.inline(args, kwargs, node)
+            self.b.loc = self.loc(node)
+            return value
         try:
             return fn(*args, **kwargs)
         except TileError:
