@@ -320,3 +320,20 @@ def test_a_helper_given_kernel_values_is_parsed_so_equality_builds_ir():
     tilecore.compile(f, target="interp")(out)
     r = np.arange(8)
     np.testing.assert_array_equal(out, (r[:, None] // 4 == r[None, :] // 4).astype(np.int32) + 7)
+
+
+@needs_interp
+def test_dynamic_names_and_chained_assignment():
+    n, m = T.dynamic("n, m")
+    assert (n.name, m.name) == ("n", "m") and T.dynamic("k").name == "k"
+
+    @T.prim_func
+    def f(A: T.Tensor((n, m), "float32")):
+        with T.Kernel(1, threads=32):
+            bi = bj = 4
+            for i, j in T.Parallel(bi, bj):
+                A[i, j] = A[i, j] + 1
+
+    a = np.zeros((4, 6), np.float32)
+    tilecore.compile(f, target="interp")(a)
+    assert a[:, :4].sum() == 16 and a[:, 4:].sum() == 0

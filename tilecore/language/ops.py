@@ -61,9 +61,13 @@ Tensor = _TensorAnnotation()
 Buffer_ = Tensor
 
 
-def dynamic(name: str, dtype="int32") -> Var:
-    """A symbolic dimension, bound from the arguments' shapes at call time."""
-    return Var(name, dt.as_dtype(dtype))
+def dynamic(name: str, dtype="int32"):
+    """A symbolic dimension, bound from the arguments' shapes at call time; a string naming
+    several (`T.dynamic("batch, seq_len")`) gives a tuple of them, as T.const does."""
+    names = [n for n in name.replace(",", " ").split() if n] if isinstance(name, str) else [name]
+    if len(names) > 1:
+        return tuple(Var(n, dt.as_dtype(dtype)) for n in names)
+    return Var(name.strip() if isinstance(name, str) else name, dt.as_dtype(dtype))
 
 
 @dataclass(frozen=True)

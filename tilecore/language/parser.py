@@ -263,7 +263,7 @@ class Parser:
                                       hint="assign it to a buffer element or a name")
         elif isinstance(node, ast.Assign):
             if len(node.targets) != 1:
-                raise TileSyntaxError("chained assignment `a = b = ...` is not supported", self.loc(node))
+                return self.chained_assign(node)
             self.assign(node.targets[0], node.value)
         elif isinstance(node, ast.AugAssign):
             op = _BINOPS.get(type(node.op))
@@ -290,6 +290,12 @@ class Parser:
         else:
             raise TileSyntaxError(f"`{type(node).__name__}` statements are not supported in kernels",
                                   self.loc(node))
+
+    def chained_assign(self, node: ast.Assign):
+        """`a = b = value`: the value is evaluated once and bound to each target, left to right."""
+        value = self.ev(node.value)
+        for t in node.targets:
+            self.assign_value(t, value)
 
     def build_time_assert(self, node: ast.Assert):
         """`assert cond, msg` on build-time values is checked now (TileLang's frontend runs it
