@@ -332,6 +332,7 @@ def main() -> int:
     ap.add_argument("--list", action="store_true", help="list the runnable set and the excluded")
     ap.add_argument("--names", action="store_true",
                     help="a markdown table of the TileLang names the runnable set uses")
+    ap.add_argument("--rerun", type=Path, help="a previous table: run only what did not pass")
     ap.add_argument("--one", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
@@ -349,6 +350,10 @@ def main() -> int:
                 print(f"{'RUN' if why is None else 'skip'}  {p.relative_to(root)}  {why or ''}")
         return 0
     files = [p for p in runnable(root) if a.k in p.relative_to(root).as_posix()]
+    if a.rerun:  # only the examples a previous table did not pass
+        done = {ln.split()[2] for ln in a.rerun.read_text().splitlines()
+                if ln.startswith("pass ") and len(ln.split()) > 2}
+        files = [p for p in files if p.relative_to(root).as_posix() not in done]
     if a.names:
         print(names_table(files))
         return 0

@@ -104,6 +104,9 @@ from .parser import macro, prim_func
 cast = builtin(cast)
 symbolic = dynamic
 parallel = Parallel  # TIR's lower-case spelling of a parallel loop
+# TF32 tensor-core inputs: stored as float32; tilecore's gemm computes them at float32 precision
+# (at least TF32's), a documented difference (docs/tilelang.md)
+tfloat32 = float32
 float8_e4m3 = float8_e4m3fn
 bool = bool_  # noqa: A001
 half = float16
@@ -124,5 +127,5 @@ __all__ = [
     "bitwise_or", "bitwise_xor", "bitwise_not", "Layout", "Fragment",
     "Cast", "clamp", "dtype", "truncdiv", "truncmod", "annotate_consumer_reg_alloc",
     "annotate_producer_reg_dealloc", "disable_warp_group_reg_alloc", "no_set_max_nreg",
-    "parallel",
+    "parallel", "tfloat32",
 ]
