@@ -337,3 +337,34 @@ def test_dynamic_names_and_chained_assignment():
     a = np.zeros((4, 6), np.float32)
     tilecore.compile(f, target="interp")(a)
     assert a[:, :4].sum() == 16 and a[:, 4:].sum() == 0
+
+
+def _two_pass_sum(n, parts):
+    @T.prim_func
+    def f(A: T.Tensor((parts, n), "float32"), Out: T.Tensor((n,), "float32")):
+        partial = T.alloc_global((parts, n), "float32")  # scratch shared by the two kernels
+        with T.Kernel(parts, threads=32) as bx:
+            for i in T.Parallel(n):
+                partial[bx, i] = A[bx, i] * 2
+        with T.Kernel(1, threads=32):
+            acc = T.alloc_fragment((n,), "float32")
+            T.clear(acc)
+            for p in T.serial(parts):
+                for i in T.Parallel(n):
+                    acc[i] += partial[p, i]
+            T.copy(acc, Out)
+
+    return f
+
+
+@needs_interp
+def test_alloc_global_scratch_and_several_kernels_run_on_interp():
+    k = tilecore.compile(_two_pass_sum(16, 3), out_idx=[-1], target="interp")
+    assert [p.name for p in k.inputs] == ["A"]
+    a = np.arange(48, dtype=np.float32).reshape(3, 16)
+    np.testing.assert_array_equal(k(a), a.sum(axis=0) * 2)
+
+
+def test_several_kernels_are_refused_by_thread_lowered_targets():
+    with pytest.raises(TileError, match="2 `with T.Kernel` blocks"):
+        tilecore.compile(_two_pass_sum(16, 3), out_idx=[-1], target="toy:w4")

@@ -36,6 +36,7 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
     # TILECORE_TARGET_OVERRIDE runs a program written for one target on another unedited
     # (tools/tilelang_port.py runs TileLang's cuda examples on interp this way)
     t = plugins.resolve(os.environ.get("TILECORE_TARGET_OVERRIDE") or target)
+    _one_kernel_unless_interp(func, t)
     reason = plugins.unsupported(t, func)
     if reason:
         raise TileTargetError(f"target {t} cannot compile {func.name}: {reason}", func.loc)
@@ -48,6 +49,19 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
     if artifact is None:
         raise TileTargetError(f"no installed backend builds target {t}")
     return Kernel(func, t, out_idx, artifact, stages, desc)
+
+
+def _one_kernel_unless_interp(func: PrimFunc, t) -> None:
+    """Several `with T.Kernel` in one function (TileLang's split-KV style) run in order on the
+    oracle; the thread lowering builds one kernel per function, so other targets refuse."""
+    from .ir.stmt import KernelLaunch
+    from .ir.visit import walk
+
+    n = sum(isinstance(x, KernelLaunch) for x in walk(func.body))
+    if n > 1 and t.kind != "interp":
+        raise TileTargetError(f"{func.name} has {n} `with T.Kernel` blocks; target {t} builds one "
+                              "kernel per function (several run on interp only)", func.loc,
+                              hint="split the function into one @T.prim_func per kernel")
 
 
 _warned: set = set()
@@ -170,7 +184,8 @@ class EagerJIT:
             return self._cache[key], tensors
         func = eager.build(self.fn, config, binding)
         n_in = len(self.call_names)
-        k = compile(func, list(range(n_in, n_in + len(func.params) - len(self.tensor_names))),
+        n_out = len(func.params) - len(self.tensor_names) - len(func.attr("scratch", ()))
+        k = compile(func, list(range(n_in, n_in + n_out)),
                     self.target, self.pass_configs)
         if key is not None:
             self._cache[key] = k

@@ -78,7 +78,11 @@ class Kernel:
             norm.append(i % n)
         outs = {id(signature[i]) for i in norm}
         self.out_idx = [i for i, p in enumerate(func.params) if id(p) in outs]
-        self.in_idx = [i for i in range(len(func.params)) if i not in self.out_idx]
+        # T.alloc_global scratch: hidden parameters each call allocates and does not return
+        scratch = {id(b) for b in func.attr("scratch", ())}
+        self.scratch_idx = [i for i, p in enumerate(func.params) if id(p) in scratch]
+        self.in_idx = [i for i in range(len(func.params))
+                       if i not in self.out_idx and i not in self.scratch_idx]
         self.inputs = [p for p in signature if id(p) not in outs]  # what a call passes, in order
 
     # --------------------------------------------------------------------- introspection
@@ -195,7 +199,7 @@ class Kernel:
         full: list = [None] * len(self.func.params)
         for i, a in zip(self.in_idx, tensors):
             full[i] = a
-        for i in self.out_idx:
+        for i in self.out_idx + self.scratch_idx:
             p = self.func.params[i]
             shape = self._out_shape(p, dyn)
             if use_torch:

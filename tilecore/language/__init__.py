@@ -18,7 +18,7 @@ from ..dtypes import (
 )
 from ..ir.expr import cast
 from .builder import builtin
-from .compat_ops import Cast, clamp, dtype, truncdiv, truncmod
+from .compat_ops import Cast, alloc_global, clamp, dtype, truncdiv, truncmod
 from .eager import const, empty
 from .hints import (
     annotate_consumer_reg_alloc,
@@ -127,5 +127,5 @@ __all__ = [
     "bitwise_or", "bitwise_xor", "bitwise_not", "Layout", "Fragment",
     "Cast", "clamp", "dtype", "truncdiv", "truncmod", "annotate_consumer_reg_alloc",
     "annotate_producer_reg_dealloc", "disable_warp_group_reg_alloc", "no_set_max_nreg",
-    "parallel", "tfloat32",
+    "parallel", "tfloat32", "alloc_global",
 ]

@@ -65,9 +65,41 @@ def truncmod(a, b):
 
 
 @builtin
+def alloc_global(shape, dtype):
+    """`T.alloc_global(shape, dtype)` before the kernels of a function: global scratch that its
+    kernels share (split-KV partial results). It becomes a hidden parameter the call allocates
+    (zeroed) and does not return (PrimFunc attr `scratch`)."""
+    from ..errors import TileSyntaxError
+    from ..ir.buffer import Buffer
+    from .builder import current
+    from .ops import _shape
+
+    b = current()
+    if b.kernel is not None:
+        raise TileSyntaxError("T.alloc_global must come before `with T.Kernel(...)`, at the top "
+                              "of the function", b.loc, hint="allocate shared or fragment "
+                              "buffers inside a kernel with T.alloc_shared / T.alloc_fragment")
+    name = b.unique_name(b.pending_name() or "global_scratch")
+    buf = Buffer(name, _shape(shape, f"T.alloc_global {name}"), dt.as_dtype(dtype), "global")
+    b.names.add(name)
+    b.scratch.append(buf)
+    return buf
+
+
+def with_scratch(params: tuple, signature: tuple, attrs: tuple, scratch: list):
+    """(params, attrs) of a PrimFunc with `scratch` appended as hidden parameters: `signature`
+    (what a call passes and returns) is recorded so the Kernel leaves them out."""
+    if not scratch:
+        return params, attrs
+    attrs = tuple((k, v) for k, v in attrs if k != "signature")
+    return (tuple(params) + tuple(scratch),
+            attrs + (("signature", tuple(signature)), ("scratch", tuple(scratch))))
+
+
+@builtin
 def Cast(dtype, value):  # noqa: N802 - TVM's spelling
     """`T.Cast(dtype, x)`: x converted to dtype."""
     return cast(_value(value), dt.as_dtype(dtype))
 
 
-__all__ = ["dtype", "clamp", "truncdiv", "truncmod", "Cast"]
+__all__ = ["dtype", "clamp", "truncdiv", "truncmod", "Cast", "alloc_global", "with_scratch"]

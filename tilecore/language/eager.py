@@ -195,9 +195,12 @@ class EagerParser(Parser):
         outs = tuple(self.outputs[n] for n in returned)
         params = tuple(self.inputs[n] for n in self.tensor_names) + outs
         attrs = ()
+        sig = tuple(self.inputs.get(n) or self.scalars[n] for n in self.order) + outs
         if self.scalars:
-            sig = tuple(self.inputs.get(n) or self.scalars[n] for n in self.order) + outs
             attrs = (("scalar_params", tuple(self.scalars.values())), ("signature", sig))
+        from .compat_ops import with_scratch
+
+        params, attrs = with_scratch(params, sig, attrs, self.b.scratch)
         return PrimFunc(fdef.name, params, SeqStmt(tuple(body)), self.loc(fdef), attrs)
 
     # ------------------------------------------------------------------ statements

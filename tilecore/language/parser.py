@@ -179,6 +179,9 @@ class Parser:
                                   hint="wrap the body in `with T.Kernel(grid..., threads=128) as (bx, by):`")
         scalars = tuple(v for v in signature if isinstance(v, Var))
         attrs = (("scalar_params", scalars), ("signature", tuple(signature))) if scalars else ()
+        from .compat_ops import with_scratch
+
+        params, attrs = with_scratch(tuple(params), tuple(signature), attrs, self.b.scratch)
         return PrimFunc(fdef.name, tuple(params), body, self.loc(fdef), attrs)
 
     def string_annotation(self, arg, text: str):
@@ -469,8 +472,9 @@ class Parser:
         if not isinstance(spec, KernelSpec):
             raise TileSyntaxError("the only `with` supported in kernels is `with T.Kernel(...)`",
                                   self.loc(node))
-        if self.kernel_seen or self.b.kernel is not None:
-            raise TileSyntaxError("a kernel may contain only one `with T.Kernel(...)`", self.loc(node))
+        if self.b.kernel is not None:
+            raise TileSyntaxError("`with T.Kernel(...)` cannot be nested in another kernel",
+                                  self.loc(node), hint="write the kernels one after the other")
         if len(self.scopes) > 2:
             raise TileSyntaxError("`with T.Kernel(...)` must be at the top of the function body",
                                   self.loc(node))
