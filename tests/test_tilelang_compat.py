@@ -368,3 +368,22 @@ def test_alloc_global_scratch_and_several_kernels_run_on_interp():
 def test_several_kernels_are_refused_by_thread_lowered_targets():
     with pytest.raises(TileError, match="2 `with T.Kernel` blocks"):
         tilecore.compile(_two_pass_sum(16, 3), out_idx=[-1], target="toy:w4")
+
+
+@needs_interp
+def test_slice_extents_are_proved_through_let_names():
+    @T.prim_func
+    def f(A: T.Tensor((4, 64), "float32"), B: T.Tensor((4, 16), "float32")):
+        with T.Kernel(4, threads=32) as bx:
+            S = T.alloc_shared((16,), "float32")
+            lo = (bx % 2) * 32 + 8
+            hi = lo + 16
+            T.copy(A[bx, lo:hi], S)
+            T.copy(S, B[bx, :])
+
+    a = np.arange(256, dtype=np.float32).reshape(4, 64)
+    b = np.zeros((4, 16), np.float32)
+    tilecore.compile(f, target="interp")(a, b)
+    for r in range(4):
+        lo = (r % 2) * 32 + 8
+        np.testing.assert_array_equal(b[r], a[r, lo:lo + 16])

@@ -41,7 +41,7 @@ from pathlib import Path
 
 RESULT = "TLPORT-RESULT:"
 HARDWARE = re.compile(r"(^|/)(amd|iket|analyze)(/|$)|sm100|sm120|cdna|rocm|_amd")
-MISSING_PKGS = ("triton", "fla", "FLA_KDA", "bitblas")
+MISSING_PKGS = ("triton", "fla", "FLA_KDA", "bitblas", "flash_attn")
 BATCH_NAMES = {"batch", "batch_size", "bs", "b", "BATCH", "B"}
 
 

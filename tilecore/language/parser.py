@@ -383,6 +383,7 @@ class Parser:
                 return
             var = Var(name, value.dtype)
             self.let_vars.add(var)
+            self.b.let_values[id(var)] = (var, value)
             self.b.emit(LetStmt(var, value, self.b.loc))
             self.scopes[-1].vars[name] = var
             return
