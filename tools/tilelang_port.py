@@ -14,8 +14,8 @@ port it to a machine without a GPU:
   bookkeeping calls are no-ops;
 * shapes shrink where the example exposes them as its driver's arguments: int literals >= 1024 in
   `main()`'s defaults, in the `if __name__ == "__main__":` block and in `argparse` defaults are
-  divided by 16 (at least 256), batch-like arguments become at most 2. Shapes fixed inside a
-  kernel or `main()` body are left alone.
+  divided by 16 (at least 256), batch-like arguments become at most 2 and head counts >= 32 a
+  quarter (at least 16). Shapes fixed inside a kernel or `main()` body are left alone.
 
 An example passes when it runs to the end (each example checks itself against its own reference,
 mostly `torch.testing.assert_close` or `profiler.assert_allclose`); `fail` is an assertion (a wrong
@@ -43,6 +43,8 @@ RESULT = "TLPORT-RESULT:"
 HARDWARE = re.compile(r"(^|/)(amd|iket|analyze)(/|$)|sm100|sm120|cdna|rocm|_amd")
 MISSING_PKGS = ("triton", "fla", "FLA_KDA", "bitblas", "flash_attn")
 BATCH_NAMES = {"batch", "batch_size", "bs", "b", "BATCH", "B"}
+# head counts: a quarter (at least 16, which every example's head-group ratio divides)
+HEAD_NAMES = {"heads", "h", "H", "num_heads", "nheads", "n_heads", "head_num", "num_head"}
 
 
 # ---------------------------------------------------------------------------------- discovery
@@ -202,8 +204,8 @@ def _shrink_tree(tree: ast.Module) -> ast.Module:
                 for c in ast.walk(s):
                     if isinstance(c, ast.Call):
                         for kw in c.keywords:
-                            if kw.arg in BATCH_NAMES:
-                                _batch(kw.value)
+                            if kw.arg in BATCH_NAMES | HEAD_NAMES:
+                                _shrink_default(kw.value, kw.arg)
         elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
             flag = next((a.value for a in node.args if isinstance(a, ast.Constant)), "")
             for kw in node.keywords:
@@ -214,13 +216,13 @@ def _shrink_tree(tree: ast.Module) -> ast.Module:
 
 def _shrink_default(d, name: str) -> None:
     if isinstance(d, ast.Constant) and type(d.value) is int and not getattr(d, "shrunk", False):
-        d.value = min(d.value, 2) if name in BATCH_NAMES else _shrink_int(d.value)
+        if name in BATCH_NAMES:
+            d.value = min(d.value, 2)
+        elif name in HEAD_NAMES and d.value >= 32:
+            d.value = max(16, d.value // 4)
+        else:
+            d.value = _shrink_int(d.value)
         d.shrunk = True
-
-
-def _batch(e) -> None:
-    if isinstance(e, ast.Constant) and type(e.value) is int:
-        e.value = min(e.value, 2)
 
 
 def child(path: Path) -> int:
