@@ -387,3 +387,18 @@ def test_slice_extents_are_proved_through_let_names():
     for r in range(4):
         lo = (r % 2) * 32 + 8
         np.testing.assert_array_equal(b[r], a[r, lo:lo + 16])
+
+
+@needs_interp
+def test_comprehensions_over_python_sequences():
+    sizes = [4, 8, 12]
+
+    @T.prim_func
+    def f(Out: T.Tensor((4,), "int32")):
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(4):
+                Out[i] = sum(s * i for s in sizes if s > 4) + len([s for s in sizes])
+
+    out = np.zeros(4, np.int32)
+    tilecore.compile(f, target="interp")(out)
+    np.testing.assert_array_equal(out, np.arange(4) * 20 + 3)

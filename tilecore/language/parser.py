@@ -592,6 +592,41 @@ class Parser:
 
     ev_List = ev_Tuple
 
+    def ev_ListComp(self, node):
+        """`[f(g) for g in groups if ...]` over a Python sequence: evaluated at build time (the
+        element may be a kernel expression; the sequence and the conditions are Python's)."""
+        out: list = []
+
+        def gen(i):
+            if i == len(node.generators):
+                out.append(self.ev(node.elt))
+                return
+            g = node.generators[i]
+            if g.is_async:
+                raise TileSyntaxError("async comprehensions are not supported", self.loc(node))
+            seq = self.ev(g.iter)
+            if isinstance(seq, (Expr, Ref, Buffer)) or not hasattr(seq, "__iter__"):
+                raise TileSyntaxError("a comprehension in a kernel iterates over a Python sequence",
+                                      self.loc(node), hint="use a T.serial / T.Parallel loop for "
+                                      "kernel values")
+            for v in seq:
+                self.scopes.append(_Scope("static"))
+                try:
+                    self.assign_value(g.target, v)
+                    conds = [self.ev(c) for c in g.ifs]
+                    if any(isinstance(c, (Expr, Ref)) for c in conds):
+                        raise TileSyntaxError("a comprehension's `if` must be a build-time value",
+                                              self.loc(node))
+                    if all(conds):
+                        gen(i + 1)
+                finally:
+                    self.scopes.pop()
+
+        gen(0)
+        return out
+
+    ev_GeneratorExp = ev_ListComp
+
     def arith(self, op, a, b):
         if isinstance(a, Ref):
             a = a.as_expr()
