@@ -402,3 +402,25 @@ def test_comprehensions_over_python_sequences():
     out = np.zeros(4, np.int32)
     tilecore.compile(f, target="interp")(out)
     np.testing.assert_array_equal(out, np.arange(4) * 20 + 3)
+
+
+@needs_interp
+@needs_torch
+def test_autotune_keeps_the_given_tuned_parameters_fixed():
+    from tilecore.autotuner import autotune
+
+    configs = [{"block": b, "threads": t} for b in (8, 16) for t in (32, 64)]
+
+    @autotune(configs=configs, warmup=1, rep=1)
+    @tilecore.jit(out_idx=[-1], target="interp")
+    def scale(M, block=8, threads=32):
+        @T.prim_func
+        def f(X: T.Tensor((M,), "float32"), Y: T.Tensor((M,), "float32")):
+            with T.Kernel(T.ceildiv(M, block), threads=threads) as bx:
+                for i in T.Parallel(block):
+                    Y[bx * block + i] = X[bx * block + i] * 2
+        return f
+
+    assert scale(32, block=16).config["block"] == 16
+    with pytest.raises(TileError, match="no config agrees"):
+        scale(32, block=4)

@@ -103,11 +103,17 @@ class _Tuned:
     def _tune(self, args, kwargs):
         o = self.opts
         cfgs = _configs(self.configs, args, kwargs)
-        given = set(self._sig.bind_partial(*args, **{k: v for k, v in kwargs.items()
-                                                     if k in self._sig.parameters}).arguments)
-        given |= set(kwargs)
-        if set().union(*cfgs) <= given:  # the caller chose the config: no tuning
+        bound = dict(self._sig.bind_partial(*args, **{k: v for k, v in kwargs.items()
+                                                      if k in self._sig.parameters}).arguments)
+        bound.update(kwargs)
+        if set().union(*cfgs) <= set(bound):  # the caller chose the config: no tuning
             return self._build(args, kwargs)
+        # tuned parameters the caller gave stay fixed: only the configs that agree are tried
+        fixed = sorted(set(bound) & set().union(*cfgs))
+        cfgs = [c for c in cfgs if all(bound[k] == v for k, v in c.items() if k in bound)]
+        if not cfgs:
+            raise TileError(f"autotune: no config agrees with the given {', '.join(fixed)}",
+                            caller_loc(), hint="give values one of the configs has, or none")
         key = _cache_key(args, kwargs)
         if key is not None and key in self._cache:
             return self._cache[key]
