@@ -304,13 +304,15 @@ def names_table(files: list[Path]) -> str:
     """A markdown table of the TileLang names the examples use (`T.x`, `tilelang.x.y`, `from
     tilelang.x import y`), how many files use each, and whether tilecore has it."""
     import importlib
+    import inspect
 
     uses: dict[str, set] = {}
     for f in files:
         src = f.read_text(errors="replace")
         found = {"T." + n for n in re.findall(r"\bT\.([A-Za-z_]\w*)", src)}
         found |= {"tilelang." + n for n in re.findall(r"\btilelang\.([A-Za-z_][\w.]*[\w])", src)}
-        for mod, names in re.findall(r"^\s*from (tilelang[\w.]*) import \(?([\w, ]+)", src, re.M):
+        for mod, names in re.findall(r"^\s*from (tilelang(?:\.[\w.]+)?) import \(?([\w, ]+)",
+                                     src, re.M):
             found |= {f"{mod}.{n.split(' as ')[0].strip()}" for n in names.split(",") if n.strip()}
         for n in found:
             uses.setdefault(n, set()).add(f.name)
@@ -319,19 +321,18 @@ def names_table(files: list[Path]) -> str:
         parts = name.split(".")
         base = "tilecore.language" if parts[0] == "T" else "tilecore"
         obj = importlib.import_module(base)
-        path = base
+        path = base  # the dotted module path while every step so far is a module
         for p in parts[1:]:
             if hasattr(obj, p):
                 obj = getattr(obj, p)
-                path = None
-                continue
-            if path is None:
+            elif path is not None:
+                try:
+                    obj = importlib.import_module(f"{path}.{p}")
+                except ImportError:
+                    return False
+            else:
                 return False
-            try:
-                path = f"{path}.{p}"
-                obj = importlib.import_module(path)
-            except ImportError:
-                return False
+            path = f"{path}.{p}" if path is not None and inspect.ismodule(obj) else None
         return True
 
     rows = sorted(uses.items(), key=lambda kv: (-len(kv[1]), kv[0]))

@@ -104,6 +104,7 @@ from .parser import macro, prim_func
 cast = builtin(cast)
 symbolic = dynamic
 parallel = Parallel  # TIR's lower-case spelling of a parallel loop
+Serial = serial  # TIR's capitalized spelling
 # TF32 tensor-core inputs: stored as float32; tilecore's gemm computes them at float32 precision
 # (at least TF32's), a documented difference (docs/tilelang.md)
 tfloat32 = float32
@@ -127,5 +128,5 @@ __all__ = [
     "bitwise_or", "bitwise_xor", "bitwise_not", "Layout", "Fragment",
     "Cast", "clamp", "dtype", "truncdiv", "truncmod", "annotate_consumer_reg_alloc",
     "annotate_producer_reg_dealloc", "disable_warp_group_reg_alloc", "no_set_max_nreg",
-    "parallel", "tfloat32", "alloc_global",
+    "parallel", "tfloat32", "alloc_global", "Serial",
 ]
