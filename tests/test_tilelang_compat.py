@@ -424,3 +424,20 @@ def test_autotune_keeps_the_given_tuned_parameters_fixed():
     assert scale(32, block=16).config["block"] == 16
     with pytest.raises(TileError, match="no config agrees"):
         scale(32, block=4)
+
+
+@needs_interp
+def test_clear_and_fill_of_an_alloc_var():
+    @T.prim_func
+    def f(Out: T.Tensor((2,), "float32")):
+        with T.Kernel(1, threads=32):
+            v = T.alloc_var("float32")
+            w = T.alloc_var("float32")
+            T.fill(v, 3.0)
+            T.clear(w)
+            Out[0] = v
+            Out[1] = w
+
+    out = np.full(2, 9, np.float32)
+    tilecore.compile(f, target="interp")(out)
+    np.testing.assert_array_equal(out, [3.0, 0.0])

@@ -15,9 +15,9 @@ port it to a machine without a GPU:
 * shapes shrink where the example exposes them as its driver's arguments: int literals >= 1024 in
   `main()`'s defaults, in the `if __name__ == "__main__":` block and in `argparse` defaults are
   divided by 16 (at least 256), batch-like arguments become at most 2 and head counts >= 32 a
-  quarter (at least 16). Shapes fixed inside a kernel or `main()` body are left alone. When the
-  smaller shapes break one of the example's own preconditions (a failure that is not a tilecore
-  error), it runs again as written, in the time left.
+  quarter (at least 16). Shapes fixed inside a kernel or `main()` body are left alone. When a
+  run at the smaller shapes fails other than by a wrong answer, the example runs again as
+  written, in the time left.
 
 An example passes when it runs to the end (each example checks itself against its own reference,
 mostly `torch.testing.assert_close` or `profiler.assert_allclose`); `fail` is an assertion (a wrong
@@ -271,14 +271,15 @@ def child(path: Path) -> int:
 
 # ---------------------------------------------------------------------------------- the parent
 def run_one(path: Path, timeout: float) -> tuple[str, str, float]:
-    """(status, first error line, seconds) of one example. When the shrunk run fails outside
-    tilecore (an exception that is not a Tile* error: the smaller shapes broke one of the
-    example's own preconditions), it runs again at the example's own shapes in the time left."""
+    """(status, first error line, seconds) of one example. When the shrunk run fails other than
+    by a wrong answer (the smaller shapes may break one of the example's own preconditions, e.g.
+    a buffer sized by one argument indexed by another), it runs again at the example's own
+    shapes in the time left; the first failure is the one reported."""
     t0 = time.time()
     status, detail, _ = _run_once(path, timeout, {})
     left = timeout - (time.time() - t0)
     wrong = any(w in detail for w in ("Tensor-likes", "not close", "Mismatch"))  # a wrong answer
-    if status in ("fail", "error") and not detail.startswith("Tile") and not wrong and left > 10:
+    if status in ("fail", "error") and not wrong and left > 10:
         s2, d2, _ = _run_once(path, left, {"TLPORT_AS_WRITTEN": "1"})
         if s2 == "pass":
             return "pass", "(at the example's own shapes)", time.time() - t0

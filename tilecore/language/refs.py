@@ -73,7 +73,10 @@ def squeezed(shape) -> tuple:
 
 def region_of(x, other_shape: tuple | None = None, what: str = "operand") -> Region:
     """A Region from a Buffer, a sliced Ref, or a start-corner Ref whose extents come from
-    `other_shape` (the other operand's squeezed shape, aligned to trailing dimensions)."""
+    `other_shape` (the other operand's squeezed shape, aligned to trailing dimensions). A
+    `T.alloc_var` read by name (`T.clear(v)`) is its one-element buffer."""
+    if isinstance(x, Load) and x.buffer.is_var:
+        x = x.buffer
     if isinstance(x, Buffer):
         if x.static_shape is None:
             raise TileShapeError(
