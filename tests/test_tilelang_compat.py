@@ -441,3 +441,21 @@ def test_clear_and_fill_of_an_alloc_var():
     out = np.full(2, 9, np.float32)
     tilecore.compile(f, target="interp")(out)
     np.testing.assert_array_equal(out, [3.0, 0.0])
+
+
+@needs_interp
+def test_eager_constants_bind_from_tensors_whose_shapes_hold_expressions():
+    @tilecore.jit(target="interp")
+    def half(X, H, groups=2):
+        n, h = T.const("n, h")
+        h_kv = h // groups
+        X: T.Tensor((n, h_kv), "float32")  # n binds from here though h // groups is an expression
+        H: T.Tensor((n, h), "float32")
+        Y = T.empty((n, h_kv), "float32")
+        with T.Kernel(1, threads=32):
+            for i, j in T.Parallel(n, h_kv):
+                Y[i, j] = X[i, j] + H[i, j * groups]
+        return Y
+
+    x, hh = np.ones((4, 3), np.float32), np.arange(24, dtype=np.float32).reshape(4, 6)
+    np.testing.assert_array_equal(half(x, hh), x + hh[:, ::2])
