@@ -182,18 +182,32 @@ def helper(x):
     return x + 1
 
 
-def test_arbitrary_python_call():
+def failing_helper(n):
+    raise ValueError(f"no tile size for {n}")
+
+
+def test_python_helper_calls():
+    # a helper runs at build time (TileLang's semantics); one that fails names the kernel line
+    @T.prim_func
+    def ok(A: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(64):
+                A[i] = helper(A[i])
+
+    assert ok.name == "ok"
+
     def build():
         @T.prim_func
         def k(A: T.Tensor((64,), "float32")):
             with T.Kernel(1, threads=128) as bx:
-                for i in T.Parallel(64):
-                    A[i] = helper(A[i])  # <- here
+                for i in T.Parallel(failing_helper(64)):  # <- here
+                    A[i] = 0.0
         return k
 
     with pytest.raises(TileSyntaxError) as e:
         build()
     check(e, build, TileSyntaxError)
+    assert "failing_helper" in str(e.value) and "no tile size for 64" in str(e.value)
     assert "T.macro" in str(e.value)
 
 

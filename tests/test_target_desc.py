@@ -17,7 +17,7 @@ import tilecore
 import tilecore.language as T
 from tilecore import plugins
 from tilecore.contract import Declined
-from tilecore.errors import TileInternalError, TilePerformanceWarning, TileTargetError
+from tilecore.errors import TileConfigWarning, TileInternalError, TilePerformanceWarning, TileTargetError
 from tilecore.hookspec import hookimpl
 from tilecore.ir.module import Module, ModuleAttrs
 from tilecore.ir.stmt import KernelLaunch
@@ -215,7 +215,13 @@ def test_two_backends_claiming_one_kind_is_an_error():
 
 
 def test_jit_rejects_unknown_keywords():
-    with pytest.raises(tilecore.TileError, match="execution_backend"):
+    with pytest.raises(tilecore.TileError, match="bogus_option"):
+        tilecore.jit(out_idx=[-1], bogus_option="cython")
+
+
+def test_jit_warns_on_tilelang_host_keywords():
+    # TileLang's host-toolchain keywords mean nothing here: accepted with a warning, never silently
+    with pytest.warns(TileConfigWarning, match="execution_backend"):
         tilecore.jit(out_idx=[-1], execution_backend="cython")
 
 

@@ -18,10 +18,17 @@ __version__ = "0.1.0"
 # public name -> (submodule, attribute), imported when first asked for
 _LAZY = {"compile": ("compiler", "compile"), "jit": ("compiler", "jit"),
          "Kernel": ("kernel", "Kernel"), "targets": ("plugins", "targets"),
-         "autotune": ("autotuner", "autotune"), "plot_layout": ("visual", "plot_layout")}
+         "autotune": ("autotuner", "autotune"), "plot_layout": ("visual", "plot_layout"),
+         # TileLang's host API under tilecore's names (tilecore/compat.py says why)
+         "JITKernel": ("kernel", "Kernel"), "cdiv": ("math", "cdiv"),
+         "PassConfigKey": ("transform", "PassConfigKey"),
+         "TensorSupplyType": ("profiler", "TensorSupplyType"),
+         "set_log_level": ("compat", "set_log_level"), "disable_cache": ("compat", "disable_cache"),
+         "get_num_sms": ("compat", "get_num_sms")}
 
 __all__ = ["TileError", "jit", "compile", "targets", "Kernel", "autotune", "plot_layout",
-           "__version__"]
+           "__version__", "cdiv", "PassConfigKey", "TensorSupplyType", "set_log_level",
+           "disable_cache", "get_num_sms", "layout", "math", "testing", "JITKernel"]
 
 
 def __getattr__(name: str):

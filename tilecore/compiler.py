@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import warnings
 
 from . import compile_cache, plugins
-from .errors import TileCallError, TileError, TilePerformanceWarning, TileTargetError, caller_loc
+from .errors import (
+    TileCallError,
+    TileConfigWarning,
+    TileError,
+    TilePerformanceWarning,
+    TileTargetError,
+    caller_loc,
+)
 from .ir.module import Module, ModuleAttrs, PrimFunc
 from .kernel import Kernel, normalize_out_idx
 from .language import eager
@@ -27,9 +35,12 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
     options = options_from_pass_configs(pass_configs)
     normalize_out_idx(func, out_idx)  # a bad out_idx fails before any code generation
     try:
-        t = plugins.resolve(target)
+        # TILECORE_TARGET_OVERRIDE runs a program written for one target on another unedited
+        # (tools/tilelang_port.py runs TileLang's cuda examples on interp this way)
+        t = plugins.resolve(os.environ.get("TILECORE_TARGET_OVERRIDE") or target)
     except TileError as e:
         raise e.with_loc(caller_loc()) from None
+    _one_kernel_unless_interp(func, t)
     reason = plugins.unsupported(t, func)
     if reason:
         raise TileTargetError(f"target {t} cannot compile {func.name}: {reason}", func.loc,
@@ -58,6 +69,19 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
 def _stages(func: PrimFunc, t, options, desc) -> list:
     """The pipeline's [(stage name, Module)] for `func` on `t`."""
     return run_pipeline(Module(func, ModuleAttrs(target=t, options=options)), desc)
+
+
+def _one_kernel_unless_interp(func: PrimFunc, t) -> None:
+    """Several `with T.Kernel` in one function (TileLang's split-KV style) run in order on the
+    oracle; the thread lowering builds one kernel per function, so other targets refuse."""
+    from .ir.stmt import KernelLaunch
+    from .ir.visit import walk
+
+    n = sum(isinstance(x, KernelLaunch) for x in walk(func.body))
+    if n > 1 and t.kind != "interp":
+        raise TileTargetError(f"{func.name} has {n} `with T.Kernel` blocks; target {t} builds one "
+                              "kernel per function (several run on interp only)", func.loc,
+                              hint="split the function into one @T.prim_func per kernel")
 
 
 _warned: set = set()
@@ -181,7 +205,8 @@ class EagerJIT:
             return self._cache[key], tensors
         func = eager.build(self.fn, config, binding)
         n_in = len(self.call_names)
-        k = compile(func, list(range(n_in, n_in + len(func.params) - len(self.tensor_names))),
+        n_out = len(func.params) - len(self.tensor_names) - len(func.attr("scratch", ()))
+        k = compile(func, list(range(n_in, n_in + n_out)),
                     self.target, self.pass_configs)
         if key is not None:
             self._cache[key] = k
@@ -273,15 +298,39 @@ def _key(obj):
     return key
 
 
+# TileLang jit keywords about its host toolchain, with why they mean nothing here (warned once).
+_JIT_NOT_APPLIED = {
+    "execution_backend": "tilecore has one way to call each target's kernels",
+    "target_host": "tilecore builds no host code",
+    "verbose": "use TILECORE_DUMP_IR or Kernel.get_ir() to see the stages",
+    "compile_flags": "no compiler flags are taken from the program",
+    "debug_root_path": "use TILECORE_DUMP_IR=<dir>",
+}
+_jit_warned: set = set()
+
+
+def _tilelang_jit_keywords(kw: dict) -> None:
+    """TileLang's host-toolchain keywords warn once each; any other unknown keyword raises."""
+    unknown = sorted(k for k in kw if k not in _JIT_NOT_APPLIED)
+    if unknown:
+        raise TileError(f"tilecore.jit got unknown keyword argument(s) {', '.join(unknown)}",
+                        caller_loc(), hint="tilecore.jit takes out_idx, target and pass_configs")
+    for k in kw:
+        if k not in _jit_warned:
+            _jit_warned.add(k)
+            loc = caller_loc()
+            warnings.warn_explicit(f"tilecore.jit({k}=...) has no effect: {_JIT_NOT_APPLIED[k]}",
+                                   TileConfigWarning, loc.file if loc else "<tilecore>",
+                                   loc.line if loc else 0)
+
+
 def jit(func=None, *, out_idx=None, target="auto", pass_configs=None, **unknown):
     """Compile a kernel: `tilecore.jit(prim_func, out_idx=[-1], target="cpu")`, or decorate a
     factory `@tilecore.jit(out_idx=[-1])\\ndef matmul(M, N, K): ... return main`.
 
     Any other keyword (TileLang's `execution_backend`, `target_host`, ...) is a TileError: an
     option that would be ignored must not look accepted."""
-    if unknown:
-        raise TileError(f"tilecore.jit got unknown keyword argument(s) {', '.join(sorted(unknown))}",
-                        caller_loc(), hint="tilecore.jit takes out_idx, target and pass_configs")
+    _tilelang_jit_keywords(unknown)
     options_from_pass_configs(pass_configs)  # a bad key fails at decoration, not first call
     if func is None:
         return lambda f: jit(f, out_idx=out_idx, target=target, pass_configs=pass_configs)

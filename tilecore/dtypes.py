@@ -56,6 +56,25 @@ class DType:
     def __repr__(self) -> str:
         return f"T.{self.name}"
 
+    def __eq__(self, other) -> bool:
+        """A DType equals itself and its spellings: `T.float16 == "float16"` (TileLang's dtype
+        objects compare with strings; `"half"` and torch.float16 are equal too)."""
+        if isinstance(other, DType):
+            return self.name == other.name and self.kind == other.kind and self.bits == other.bits
+        if isinstance(other, str) or type(other).__module__ in ("torch", "numpy"):
+            try:
+                return as_dtype(other).name == self.name
+            except TileNameError:
+                return False
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.name)  # equal to the canonical name's hash, as equality allows
+
+    def as_torch(self):
+        """The torch dtype (TileLang's `T.dtype(x).as_torch()`)."""
+        return torch_dtype(self)
+
 
 float16 = DType("float16", "float", 16)
 bfloat16 = DType("bfloat16", "float", 16)

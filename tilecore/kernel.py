@@ -24,6 +24,7 @@ def _to_numpy(t) -> np.ndarray:
     """A NumPy view of a torch CPU tensor, narrow floats included (viewed through ints)."""
     import torch
 
+    t = t.detach()  # a kernel reads and writes the storage; autograd does not see kernels
     if t.device.type != "cpu":
         t = t.cpu()
     d = dt.as_dtype(t.dtype)
@@ -99,7 +100,11 @@ class Kernel:
         norm = normalize_out_idx(func, out_idx)
         outs = {id(signature[i]) for i in norm}
         self.out_idx = [i for i, p in enumerate(func.params) if id(p) in outs]
-        self.in_idx = [i for i in range(len(func.params)) if i not in self.out_idx]
+        # T.alloc_global scratch: hidden parameters each call allocates and does not return
+        scratch = {id(b) for b in func.attr("scratch", ())}
+        self.scratch_idx = [i for i, p in enumerate(func.params) if id(p) in scratch]
+        self.in_idx = [i for i in range(len(func.params))
+                       if i not in self.out_idx and i not in self.scratch_idx]
         self.inputs = [p for p in signature if id(p) not in outs]  # what a call passes, in order
         self._written = call_args.written_params(func)  # inputs never written are never copied back
         self._runnable = None
@@ -272,6 +277,11 @@ class Kernel:
 
             def alloc(i, shape, dtype):
                 return empty(shape, dtype=dtype, device=dev)
+
+            def zeros(shape, dtype):
+                return torch.zeros(shape, dtype=dtype, device=dev)
+            scratch = [(i, self._out_shape(self.func.params[i], dyn),
+                        dt.torch_dtype(self.func.params[i].dtype)) for i in self.scratch_idx]
         else:
             outs = [(i, self._out_shape(self.func.params[i], dyn), self.func.params[i].dtype.np)
                     for i in out_idx]
@@ -280,6 +290,9 @@ class Kernel:
             # callers rely on); torch outputs are torch.empty, as torch's own operators allocate
             def alloc(i, shape, dtype):
                 return np.zeros(shape, dtype=dtype)
+            zeros = np.zeros
+            scratch = [(i, self._out_shape(self.func.params[i], dyn), self.func.params[i].dtype.np)
+                       for i in self.scratch_idx]
         launcher = getattr(self.artifact, "launcher", None)
         direct = (launcher is not None and self.artifact.array_api == "torch" and use_torch
                   and all(_is_torch(a) and a.is_contiguous() and a.device == dev for a in tensors))
@@ -316,6 +329,8 @@ class Kernel:
                 full[i] = args[j]
             for i, shape, dtype in outs:
                 full[i] = alloc(i, shape, dtype)
+            for i, shape, dtype in scratch:  # T.alloc_global: zeroed, used by this call only
+                full[i] = zeros(shape, dtype)
             if launch is not None:
                 launch(full)
             else:

@@ -96,6 +96,7 @@ NOT_APPLIED = {
     "tirx.enable_debug": "tilecore emits no debug information",
     "tirx.merge_static_smem": "shared buffers are not merged",
     "cuda.kernels_output_dir": "use Kernel.get_kernel_source()",
+    "tl.disable_prelower_semantic_check": "tilecore's frontend checks are not optional",
 }
 
 _warned: set[str] = set()

@@ -297,6 +297,26 @@ def _sync_for(inputs: list):
     return None
 
 
+def do_bench(fn, warmup: float = 25, rep: float = 100, _n_warmup: int = 0, _n_repeat: int = 0,
+             quantiles=None, fast_flush: bool = True, return_mode: str = "mean", **kwargs):
+    """TileLang's `tilelang.profiler.do_bench`: milliseconds per call of `fn()`, timed with the
+    wall clock (`fn` has no tensors to say where it runs; `Profiler.do_bench` of a kernel uses
+    CUDA events on GPUs); `quantiles` returns those quantiles, `return_mode` is
+    min/max/mean/median. `backend` other than "event" is accepted with a warning."""
+    import warnings
+
+    unknown = sorted(k for k in kwargs if k not in ("backend", "device", "early_stop_baseline"))
+    if unknown:
+        raise TileError(f"do_bench got unknown keyword(s) {', '.join(unknown)}", caller_loc(),
+                        hint="warmup, rep, _n_warmup, _n_repeat, quantiles, return_mode, backend")
+    if kwargs.get("backend", "event") != "event":
+        warnings.warn(f"do_bench(backend={kwargs['backend']!r}) times with CUDA events / the wall clock",
+                      stacklevel=2)
+    timing = time_call(fn, [], warmup=warmup, rep=rep, n_warmup=_n_warmup or None,
+                       n_repeat=_n_repeat or None)
+    return timing.summary(return_mode, quantiles)
+
+
 def get_profiler(kernel, tensor_supply_type: str = TensorSupplyType.Auto) -> Profiler:
     """`kernel.get_profiler(...)`: a Profiler for a compiled Kernel."""
     return Profiler(kernel, tensor_supply_type)

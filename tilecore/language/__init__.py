@@ -18,9 +18,16 @@ from ..dtypes import (
 )
 from ..ir.expr import cast
 from .builder import builtin
+from .compat_ops import Cast, alloc_global, clamp, dtype, truncdiv, truncmod
 from .debug_ops import device_assert, print_format
 from .debug_ops import print as print  # noqa: A004 - T.print mirrors TileLang
 from .eager import const, empty
+from .hints import (
+    annotate_consumer_reg_alloc,
+    annotate_producer_reg_dealloc,
+    disable_warp_group_reg_alloc,
+    no_set_max_nreg,
+)
 from .intops import (
     bitwise_and,
     bitwise_not,
@@ -38,6 +45,7 @@ from .layout_ops import (
     make_swizzled_layout,
     use_swizzle,
 )
+from .layouts import Fragment, Layout
 from .ops import (
     Buffer_ as Buffer,
 )
@@ -97,6 +105,11 @@ from .parser import macro, prim_func
 
 cast = builtin(cast)
 symbolic = dynamic
+parallel = Parallel  # TIR's lower-case spelling of a parallel loop
+Serial = serial  # TIR's capitalized spelling
+# TF32 tensor-core inputs: stored as float32; tilecore's gemm computes them at float32 precision
+# (at least TF32's), a documented difference (docs/tilelang.md)
+tfloat32 = float32
 float8_e4m3 = float8_e4m3fn
 bool = bool_  # noqa: A001
 half = float16
@@ -115,4 +128,8 @@ __all__ = [
     "unroll", "use_swizzle", "vectorized", "half", "float",
     "const", "empty", "floordiv", "floormod", "shift_left", "shift_right", "bitwise_and",
     "bitwise_or", "bitwise_xor", "bitwise_not", "print", "print_format", "device_assert",
+    "Layout", "Fragment",
+    "Cast", "clamp", "dtype", "truncdiv", "truncmod", "annotate_consumer_reg_alloc",
+    "annotate_producer_reg_dealloc", "disable_warp_group_reg_alloc", "no_set_max_nreg",
+    "parallel", "tfloat32", "alloc_global", "Serial",
 ]

@@ -30,6 +30,8 @@ class Builder:
     parallel_depth: int = 0
     names: set = field(default_factory=set)
     pending: str | None = None
+    scratch: list = field(default_factory=list)  # T.alloc_global buffers (hidden parameters)
+    let_values: dict = field(default_factory=dict)  # id(let Var) -> (Var, value): proves extents
 
     def pending_name(self) -> str | None:
         """The name the statement being parsed assigns to (used to name allocated buffers)."""

@@ -121,6 +121,14 @@ def scalar_param_dtypes(fn) -> dict:
     return out
 
 
+@dataclass(frozen=True)
+class _ProbeShape:
+    """A probed declaration's shape: the constants' placeholders, None where a dimension is an
+    expression (see EagerParser._partial_spec)."""
+
+    shape: tuple
+
+
 class _Undeclared:
     """A tensor parameter's placeholder until its `X: T.Tensor(...)` line is parsed."""
 
@@ -195,9 +203,12 @@ class EagerParser(Parser):
         outs = tuple(self.outputs[n] for n in returned)
         params = tuple(self.inputs[n] for n in self.tensor_names) + outs
         attrs = ()
+        sig = tuple(self.inputs.get(n) or self.scalars[n] for n in self.order) + outs
         if self.scalars:
-            sig = tuple(self.inputs.get(n) or self.scalars[n] for n in self.order) + outs
             attrs = (("scalar_params", tuple(self.scalars.values())), ("signature", sig))
+        from .compat_ops import with_scratch
+
+        params, attrs = with_scratch(params, sig, attrs, self.b.scratch)
         return PrimFunc(fdef.name, params, SeqStmt(tuple(body)), self.loc(fdef), attrs)
 
     # ------------------------------------------------------------------ statements
@@ -242,7 +253,7 @@ class EagerParser(Parser):
             ann = self._annotation(node.annotation)
         except TileError:
             if self.binding is None:  # a dimension the probe cannot evaluate: checked at call time
-                self.specs[name] = (None, loc)
+                self.specs[name] = (self._partial_spec(node.annotation), loc)
                 self.scopes[0].vars[name] = Buffer(name, (), dt.int32, "global")
                 return
             raise
@@ -254,6 +265,27 @@ class EagerParser(Parser):
         self.scopes[0].vars[name] = buf
         self.specs[name] = (ann, loc)
         self.inputs[name] = buf
+
+    def _partial_spec(self, node):
+        """In the probe, a declaration whose shape holds an expression of constants
+        (`(batch, seq_len, heads // groups)`): its shape with the plain constants kept, so they
+        still bind from this tensor (the other dimensions are checked when the kernel is built).
+        None when even the shape cannot be read."""
+        args = None
+        if isinstance(node, ast.Subscript):
+            sl = node.slice
+            args = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+        elif isinstance(node, ast.Call) and node.args:
+            args = node.args
+        if not args:
+            return None
+        try:
+            shape = self.ev(args[0])
+        except TileError:
+            return None
+        if not isinstance(shape, (tuple, list)):
+            return None
+        return _ProbeShape(tuple(s if isinstance(s, Var) else None for s in shape))
 
     def _annotation(self, node):
         """`T.Tensor(shape, dtype)`, or TileLang's subscript spelling `T.Tensor[shape, dtype]`."""

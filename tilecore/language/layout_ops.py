@@ -74,11 +74,8 @@ def annotate_layout(layout_map):
                             hint="write T.annotate_layout({A_shared: T.make_swizzled_layout(A_shared)})")
     entries = []
     for buf, lay in layout_map.items():
-        if isinstance(buf, Buffer) and buf.scope == "fragment":
-            raise TileTypeError(
-                f"T.annotate_layout: a layout for fragment {buf.name} is not supported; tilecore "
-                f"infers fragment layouts from T.gemm, reductions and T.Parallel loops",
-                hint=f"remove {buf.name} from the annotation (shared buffers can be annotated)")
+        if not_honoured(buf, lay, b.loc):
+            continue
         _shared_buffer(buf, "T.annotate_layout")
         if isinstance(lay, LayoutRequest):
             if lay.buffer is not buf:
@@ -92,6 +89,43 @@ def annotate_layout(layout_map):
                      "T.make_row_major_layout(buf), or a tilecore.ir.smem_layout layout")
         entries.append((buf, lay, b.loc))
     b.kernel.annotations.append((LAYOUT_ANNOTATION, tuple(entries)))
+
+
+_told: set = set()
+
+
+def not_honoured(buf, lay, loc) -> bool:
+    """Whether `{buf: lay}` is a layout tilecore accepts without honouring it (warned once per
+    line): an explicit `T.Layout` / `T.Fragment` index map, or any layout of a fragment or
+    global buffer. tilecore picks fragment layouts from the program and keeps global tensors
+    row-major; a layout moves values, never changes them, so results stay the same."""
+    import warnings
+
+    from ..errors import TileConfigWarning
+    from .layouts import Fragment, Layout
+
+    if not isinstance(buf, Buffer):
+        raise TileTypeError(f"T.annotate_layout keys are buffers, got {buf!r}")
+    if isinstance(lay, LayoutRequest) and lay.buffer is not buf:
+        raise TileTypeError(f"T.annotate_layout gives {buf.scope} {buf.name} a layout made for "
+                            f"{lay.buffer.name}: a shared layout for {buf.scope} {buf.name} is "
+                            f"not supported", hint=f"write T.make_swizzled_layout({buf.name}) for "
+                            f"a shared {buf.name}")
+    if isinstance(lay, (Layout, Fragment)):
+        why = f"the explicit {type(lay).__name__} of {buf.name}"
+    elif buf.scope in ("fragment", "local", "global"):
+        why = f"a layout for {buf.scope} buffer {buf.name}"
+    else:
+        return False
+    key = (loc, why)
+    if key not in _told:
+        _told.add(key)
+        where = (loc.file, loc.line) if loc is not None else ("<tilecore>", 0)
+        warnings.warn_explicit(
+            f"T.annotate_layout: {why} is not honoured (tilecore derives fragment and shared "
+            f"layouts itself and keeps global tensors row-major); values are unchanged",
+            TileConfigWarning, *where)
+    return True
 
 
 @builtin

@@ -73,9 +73,13 @@ Tensor = _TensorAnnotation()
 Buffer_ = Tensor
 
 
-def dynamic(name: str, dtype="int32") -> Var:
-    """A symbolic dimension, bound from the arguments' shapes at call time."""
-    return Var(name, dt.as_dtype(dtype))
+def dynamic(name: str, dtype="int32"):
+    """A symbolic dimension, bound from the arguments' shapes at call time; a string naming
+    several (`T.dynamic("batch, seq_len")`) gives a tuple of them, as T.const does."""
+    names = [n for n in name.replace(",", " ").split() if n] if isinstance(name, str) else [name]
+    if len(names) > 1:
+        return tuple(Var(n, dt.as_dtype(dtype)) for n in names)
+    return Var(name.strip() if isinstance(name, str) else name, dt.as_dtype(dtype))
 
 
 @dataclass(frozen=True)
@@ -151,15 +155,17 @@ def Parallel(*extents, coalesced_width=None, loop_layout=None) -> LoopSpec:
 def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None, group=None) -> LoopSpec:
     """A serial loop the compiler may software-pipeline `num_stages` deep.
 
-    TileLang's `order`, `stage`, `sync` and `group` (a hand-written schedule) are not supported:
-    giving any of them is an error rather than a silently different schedule."""
+    TileLang's `order`, `stage`, `sync` and `group` (a hand-written schedule) are not applied:
+    the compiler derives the schedule from the loop body; giving them warns once per line
+    (`tilecore.language.hints`). A schedule reorders work, never changes a value."""
+    from .hints import ignored_hint
+
     given = [n for n, v in (("order", order), ("stage", stage), ("sync", sync), ("group", group))
              if v is not None]
     if given:
-        raise TileSyntaxError(
-            f"T.Pipelined: {', '.join(given)} {'is' if len(given) == 1 else 'are'} not supported",
-            hint="drop them and give num_stages only: the compiler derives the schedule (stage "
-                 "buffers, prologue, waits) from the loop body")
+        ignored_hint(f"T.Pipelined({', '.join(given)}=...)",
+                     "the compiler derives the pipeline schedule (stage buffers, prologue, waits) "
+                     "from the loop body and num_stages")
     if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 0:
         raise TileShapeError(f"T.Pipelined: num_stages={num_stages!r} is not a non-negative int",
                              hint="use num_stages=0 or 1 for no pipelining, 2..4 for a pipeline")
@@ -256,6 +262,10 @@ def alloc_var(dtype, init=None, scope="local.var"):
 def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None) -> None:
     """Copy a tile between global, shared and fragment memory (start-corner or slice form)."""
     b = current()
+    if disable_tma:
+        from .hints import ignored_hint
+
+        ignored_hint("T.copy(disable_tma=True)", "the lowering chooses the copy engine per target")
     src_shape, dst_shape = shape_of(src), shape_of(dst)
     if src_shape is None and dst_shape is None:
         raise TileShapeError(
@@ -304,6 +314,11 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
          clear_accum=False, k_pack=1, wg_wait=0) -> None:
     """C (+)= op(A) @ op(B) on tiles; A and B in shared or fragment memory, C a fragment."""
     b = current()
+    if k_pack != 1 or wg_wait != 0:
+        from .hints import ignored_hint
+
+        ignored_hint("T.gemm(k_pack=, wg_wait=)", "the lowering packs operands and waits for "
+                     "asynchronous tensor-core results itself")
     ra, rb, rc = region_of(A, None, "gemm A"), region_of(B, None, "gemm B"), region_of(C, None, "gemm C")
     for r, n in ((ra, "A"), (rb, "B"), (rc, "C")):
         if len(r.squeezed_shape) != 2 and not (len(r.extents) >= 2 and len(r.squeezed_shape) < 2):

@@ -41,8 +41,15 @@ _BIT_OPS = ("bitand", "bitor", "bitxor", "shl", "shr")
 _CMPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 _PY_CMP = {"lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b,
            "ge": lambda a, b: a >= b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b}
+# Identity and membership are about Python objects, decided when the kernel is built.
+_PY_ONLY_CMP = {ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b,
+                ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
 _PY_SAFE = {builtins.int, builtins.float, builtins.bool, builtins.len, builtins.range,
-            builtins.tuple, builtins.list, builtins.zip, builtins.enumerate, builtins.isinstance}
+            builtins.tuple, builtins.list, builtins.zip, builtins.enumerate, builtins.isinstance,
+            builtins.sum, builtins.any, builtins.all, builtins.sorted, builtins.reversed,
+            builtins.divmod, builtins.round, builtins.str, builtins.dict, builtins.set,
+            builtins.hasattr, builtins.getattr, builtins.callable, builtins.map, builtins.filter,
+            builtins.slice, builtins.type}
 _UNSUPPORTED = {
     ast.While: ("`while` loops are not supported in kernels",
                 "use `for i in T.serial(n)` with a bound, and `if` inside it"),
@@ -53,7 +60,6 @@ _UNSUPPORTED = {
              "check inputs before calling the kernel; guard risky elements with `if`"),
     ast.Raise: ("`raise` is not supported in kernels",
                "validate arguments in Python before calling the kernel"),
-    ast.Assert: ("`assert` is not supported in kernels", "check inputs before calling the kernel"),
     ast.FunctionDef: ("nested function definitions are not supported in kernels",
                       "define it outside and decorate it with @T.macro"),
     ast.Lambda: ("lambdas are not supported in kernels", "write a @T.macro helper instead"),
@@ -86,6 +92,7 @@ class Parser:
                  outer_locals: dict | None = None):
         self.fn = fn
         self.outer_locals = outer_locals or {}
+        self.outer_chain: list[dict] = []  # locals of the frames further out (see string_annotation)
         try:
             lines, start = inspect.getsourcelines(fn)
         except (OSError, TypeError) as e:
@@ -156,13 +163,7 @@ class Parser:
         for arg in a.args:
             ann = annotations.get(arg.arg)
             if isinstance(ann, str):
-                scope = {**self.outer_locals, **self.closure}
-                try:
-                    ann = eval(ann, self.globals, scope)  # noqa: S307 - the user's own annotation
-                except NameError as e:
-                    raise TileNameError(f"annotation of {arg.arg!r}: {e}", self.loc(arg),
-                                        hint="define the names an annotation uses before the "
-                                        "kernel") from None
+                ann = self.string_annotation(arg, ann)
             if isinstance(ann, str):
                 ann = dt.as_dtype(ann)
             if isinstance(ann, dt.DType):
@@ -190,7 +191,27 @@ class Parser:
                                   hint="wrap the body in `with T.Kernel(grid..., threads=128) as (bx, by):`")
         scalars = tuple(v for v in signature if isinstance(v, Var))
         attrs = (("scalar_params", scalars), ("signature", tuple(signature))) if scalars else ()
+        from .compat_ops import with_scratch
+
+        params, attrs = with_scratch(tuple(params), tuple(signature), attrs, self.b.scratch)
         return PrimFunc(fdef.name, tuple(params), body, self.loc(fdef), attrs)
+
+    def string_annotation(self, arg, text: str):
+        """A `from __future__ import annotations` annotation, evaluated in the kernel's closure
+        and its decorating frame; failing that, in the frames that called it (a factory nested
+        in a factory whose sizes only the annotations use, as TileLang examples write)."""
+        scope = {**self.outer_locals, **self.closure}
+        try:
+            return eval(text, self.globals, scope)  # noqa: S307 - the user's own annotation
+        except NameError as e:
+            err = e
+        for more in self.outer_chain:
+            scope = {**more, **scope}
+            try:
+                return eval(text, self.globals, scope)  # noqa: S307
+            except NameError as e:
+                err = e
+        raise TileNameError(f"annotation of {arg.arg!r}: {err}", self.loc(arg)) from None
 
     def scalar_param(self, arg, d: dt.DType) -> Var:
         """`n: T.int32` in the signature: an integer passed by value at call time (a Var bound
@@ -246,6 +267,8 @@ class Parser:
                                   hint="see docs/language.md for what kernels accept") from None
 
     def _stmt(self, node):
+        if isinstance(node, ast.Assert):
+            return self.build_time_assert(node)
         for kind, (msg, hint) in _UNSUPPORTED.items():
             if isinstance(node, kind):
                 raise TileSyntaxError(msg, self.loc(node), hint=hint)
@@ -258,8 +281,7 @@ class Parser:
                                       hint="assign it to a buffer element or a name")
         elif isinstance(node, ast.Assign):
             if len(node.targets) != 1:
-                raise TileSyntaxError("chained assignment `a = b = ...` is not supported", self.loc(node),
-                                      hint="assign each name on its own line")
+                return self.chained_assign(node)
             self.assign(node.targets[0], node.value)
         elif isinstance(node, ast.AugAssign):
             op = _BINOPS.get(type(node.op))
@@ -289,6 +311,28 @@ class Parser:
             raise TileSyntaxError(f"`{type(node).__name__}` statements are not supported in kernels",
                                   self.loc(node),
                                   hint="see docs/language.md for the statements kernels accept")
+
+    def chained_assign(self, node: ast.Assign):
+        """`a = b = value`: the value is evaluated once and bound to each target, left to right."""
+        value = self.ev(node.value)
+        for t in node.targets:
+            self.assign_value(t, value)
+
+    def build_time_assert(self, node: ast.Assert):
+        """`assert cond, msg` on build-time values is checked now (TileLang's frontend runs it
+        as Python); on a kernel value it would need a device-side check, which is not provided."""
+        cond = self.ev(node.test)
+        if isinstance(cond, Ref):
+            cond = cond.as_expr()
+        if isinstance(cond, Const):
+            cond = cond.value
+        if isinstance(cond, Expr):
+            raise TileSyntaxError("`assert` on a kernel value is not supported (only build-time "
+                                  "Python values can be asserted)", self.loc(node),
+                                  hint="check inputs before calling the kernel")
+        if not cond:
+            msg = self.ev(node.msg) if node.msg is not None else ast.unparse(node.test)
+            raise TileError(f"assertion failed while building the kernel: {msg}", self.loc(node))
 
     def assign(self, target, value_node):
         if isinstance(target, ast.Name):
@@ -354,6 +398,7 @@ class Parser:
                 return
             var = Var(name, value.dtype)
             self.let_vars.add(var)
+            self.b.let_values[id(var)] = (var, value)
             self.b.emit(LetStmt(var, value, self.b.loc))
             self._bind_scope().vars[name] = var
             return
@@ -481,10 +526,10 @@ class Parser:
         spec = self.ev(item.context_expr)
         if not isinstance(spec, KernelSpec):
             raise TileSyntaxError("the only `with` supported in kernels is `with T.Kernel(...)`",
-                                  self.loc(node), hint="open files and contexts outside the kernel")
-        if self.kernel_seen or self.b.kernel is not None:
-            raise TileSyntaxError("a kernel may contain only one `with T.Kernel(...)`", self.loc(node),
-                                  hint="split it into two kernels, or merge the bodies into one launch")
+                                  self.loc(node))
+        if self.b.kernel is not None:
+            raise TileSyntaxError("`with T.Kernel(...)` cannot be nested in another kernel",
+                                  self.loc(node), hint="write the kernels one after the other")
         if len(self.scopes) > 2:
             raise TileSyntaxError("`with T.Kernel(...)` must be at the top of the function body",
                                   self.loc(node), hint="move the launch out of the loop or branch; loop "
@@ -610,12 +655,49 @@ class Parser:
 
     ev_List = ev_Tuple
 
+    def ev_ListComp(self, node):
+        """`[f(g) for g in groups if ...]` over a Python sequence: evaluated at build time (the
+        element may be a kernel expression; the sequence and the conditions are Python's)."""
+        out: list = []
+
+        def gen(i):
+            if i == len(node.generators):
+                out.append(self.ev(node.elt))
+                return
+            g = node.generators[i]
+            if g.is_async:
+                raise TileSyntaxError("async comprehensions are not supported", self.loc(node))
+            seq = self.ev(g.iter)
+            if isinstance(seq, (Expr, Ref, Buffer)) or not hasattr(seq, "__iter__"):
+                raise TileSyntaxError("a comprehension in a kernel iterates over a Python sequence",
+                                      self.loc(node), hint="use a T.serial / T.Parallel loop for "
+                                      "kernel values")
+            for v in seq:
+                self.scopes.append(_Scope("static"))
+                try:
+                    self.assign_value(g.target, v)
+                    conds = [self.ev(c) for c in g.ifs]
+                    if any(isinstance(c, (Expr, Ref)) for c in conds):
+                        raise TileSyntaxError("a comprehension's `if` must be a build-time value",
+                                              self.loc(node))
+                    if all(conds):
+                        gen(i + 1)
+                finally:
+                    self.scopes.pop()
+
+        gen(0)
+        return out
+
+    ev_GeneratorExp = ev_ListComp
+
     def arith(self, op, a, b):
         if isinstance(a, Ref):
             a = a.as_expr()
         if isinstance(b, Ref):
             b = b.as_expr()
         py = lambda x: isinstance(x, (int, float, bool)) and not isinstance(x, Expr)  # noqa: E731
+        if not (py(a) and py(b)) and not any(isinstance(x, (Expr, Buffer)) for x in (a, b)):
+            return self.py_binop(op, a, b)
         if py(a) and py(b):
             if op in _BIT_OPS and isinstance(a, int) and isinstance(b, int):
                 if isinstance(a, bool) and isinstance(b, bool) and op != "shl" and op != "shr":
@@ -651,6 +733,22 @@ class Parser:
             return binop("pow", ea, b)
         return binop(op, a, b)
 
+    @staticmethod
+    def py_binop(op, a, b):
+        """An operator on build-time Python objects that are not numbers (`"reduce_" + op`,
+        tuple concatenation, `[0] * n`): Python's own meaning."""
+        import operator
+
+        fn = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+              "mod": operator.mod, "pow": operator.pow, "floordiv": operator.floordiv,
+              "bitand": operator.and_, "bitor": operator.or_, "bitxor": operator.xor,
+              "shl": operator.lshift, "shr": operator.rshift}[op]
+        try:
+            return fn(a, b)
+        except TypeError as e:
+            raise TileTypeError(f"cannot apply {op} to {type(a).__name__} and {type(b).__name__}: "
+                                f"{e}") from None
+
     def ev_BinOp(self, node):
         op = _BINOPS.get(type(node.op))
         if op is None:
@@ -676,6 +774,12 @@ class Parser:
         result = None
         for op, right_node in zip(node.ops, node.comparators):
             name = _CMPS.get(type(op))
+            if type(op) in _PY_ONLY_CMP:
+                right = self.ev(right_node)
+                r = self.py_only_compare(op, left, right, node)
+                result = r if result is None else self.logic("and", result, r)
+                left = right
+                continue
             if name is None:
                 raise TileSyntaxError(f"comparison {type(op).__name__} is not supported in kernels",
                                       self.loc(node), hint="compare values with ==, !=, <, <=, >, >=")
@@ -689,6 +793,14 @@ class Parser:
             result = r if result is None else self.logic("and", result, r)
             left = right
         return result
+
+    def py_only_compare(self, op, a, b, node) -> bool:
+        """`is`, `is not`, `in`, `not in`: Python's answer at build time (`if dtype is None`,
+        `if mode in ("a", "b")`); membership of a kernel value is an error, not a guess."""
+        if isinstance(op, (ast.In, ast.NotIn)) and isinstance(a, (Expr, Ref)):
+            raise TileTypeError("`in` on a kernel value cannot be decided when the kernel is built",
+                                self.loc(node), hint="compare with == and combine with `or`")
+        return _PY_ONLY_CMP[type(op)](a, b)
 
     def logic(self, op, a, b):
         if not isinstance(a, Expr) and not isinstance(b, Expr):
@@ -763,17 +875,46 @@ class Parser:
             return out
         if fn is builtins.abs:
             return abs(args[0]) if py_vals else unary("abs", self.value_expr(args[0]))
-        if fn in _PY_SAFE and py_vals:
-            return fn(*args, **kwargs)
+        if fn in _PY_SAFE and (py_vals or fn not in (builtins.int, builtins.float, builtins.bool)):
+            # containers of kernel values and attribute lookups are Python's business too
+            return self.call_python(fn, name, args, kwargs, node)
         if getattr(fn, "__module__", None) == "math" or fn in vars(math).values():
             if py_vals:
                 return fn(*args, **kwargs)
+        if callable(fn) and not isinstance(fn, type(builtins.print)):
+            return self.call_python(fn, name, args, kwargs, node)
         raise TileSyntaxError(
             f"call to Python function `{name}` inside a kernel is not supported",
             self.loc(node),
             hint="compute the value outside the kernel and pass it in, or decorate the helper with "
             "@T.macro to inline it",
         )
+
+
+    def call_python(self, fn, name: str, args, kwargs, node):
+        """A plain Python callable (a helper returning an index expression, a layout, a dtype,
+        or a class such as functools.partial) runs now, at build time, as TileLang's frontend
+        does: kernel values reach it as expressions and T.* calls in it emit into the kernel."""
+        args = [a.as_expr() if isinstance(a, Ref) and a.is_element else a for a in args]
+        from .helpers import HelperParser, is_user_helper
+
+        if is_user_helper(fn) and any(isinstance(a, Expr) and not isinstance(a, Const)
+                                      for a in list(args) + list(kwargs.values())):
+            sub = HelperParser(fn, self.b, self.let_vars)
+            sub.kernel_seen = True
+            value = sub.inline(args, kwargs, node)
+            self.b.loc = self.loc(node)
+            return value
+        try:
+            return fn(*args, **kwargs)
+        except TileError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the user's helper failed; name it and where
+            raise TileSyntaxError(
+                f"the Python function `{name}` called in the kernel failed when the kernel was "
+                f"built: {type(e).__name__}: {e}", self.loc(node),
+                hint="a helper called from a kernel runs at build time on expressions; decorate "
+                     "it with @T.macro if it holds kernel statements") from None
 
 
 def prim_func(fn) -> PrimFunc:
@@ -785,7 +926,12 @@ def prim_func(fn) -> PrimFunc:
     # With `from __future__ import annotations`, a factory parameter used only in annotations
     # is not captured by the closure; the decorating frame (the factory) still holds it.
     caller = sys._getframe(1)
-    return Parser(fn, outer_locals=dict(caller.f_locals)).parse_prim_func()
+    p = Parser(fn, outer_locals=dict(caller.f_locals))
+    f = caller.f_back
+    while f is not None and f.f_code.co_name != "<module>" and len(p.outer_chain) < 6:
+        p.outer_chain.append(dict(f.f_locals))
+        f = f.f_back
+    return p.parse_prim_func()
 
 
 def macro(fn) -> Macro:

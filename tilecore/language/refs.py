@@ -73,7 +73,10 @@ def squeezed(shape) -> tuple:
 
 def region_of(x, other_shape: tuple | None = None, what: str = "operand") -> Region:
     """A Region from a Buffer, a sliced Ref, or a start-corner Ref whose extents come from
-    `other_shape` (the other operand's squeezed shape, aligned to trailing dimensions)."""
+    `other_shape` (the other operand's squeezed shape, aligned to trailing dimensions). A
+    `T.alloc_var` read by name (`T.clear(v)`) is its one-element buffer."""
+    if isinstance(x, Load) and x.buffer.is_var:
+        x = x.buffer
     if isinstance(x, Buffer):
         if x.static_shape is None:
             raise TileShapeError(
@@ -111,6 +114,8 @@ def region_of(x, other_shape: tuple | None = None, what: str = "operand") -> Reg
             stop = buf.shape[dim] if item.stop is None else item.stop
             n = const_int(binop("sub", as_expr(stop), start))
             if n is None:
+                n = _extent_through_lets(as_expr(stop), start)
+            if n is None:
                 raise TileShapeError(
                     f"the extent of slice {dim} of {buf.name} is not a compile-time constant",
                     hint="tile shapes must be constants: write A[i * 64:(i + 1) * 64]",
@@ -124,6 +129,28 @@ def region_of(x, other_shape: tuple | None = None, what: str = "operand") -> Reg
             starts.append(as_expr(item))
             extents.append(1)
     return Region(buf, tuple(starts), tuple(extents))
+
+
+def _extent_through_lets(stop, start) -> int | None:
+    """`stop - start` once the kernel's `x = ...` names are replaced by their definitions
+    (`H1 = H0 + 64; Q[b, H0:H1]` has extent 64), or None when it is still not a constant."""
+    from ..ir.visit import substitute
+    from .builder import current
+
+    try:
+        lets = current().let_values
+    except Exception:  # noqa: BLE001 - no kernel being built: nothing to expand
+        return None
+    if not lets:
+        return None
+    mapping = {v: val for v, val in lets.values()}
+    diff = binop("sub", stop, start)
+    for _ in range(8):  # definitions may refer to earlier names
+        diff = substitute(diff, mapping)
+        n = const_int(diff)
+        if n is not None:
+            return n
+    return None
 
 
 def shape_of(x) -> tuple | None:

@@ -1,0 +1,105 @@
+"""Small T.* names of TileLang's long tail, each defined by tilecore's existing operations.
+
+- `T.dtype(x)`: a dtype object (compares with strings, `.as_torch()`);
+- `T.clamp(x, lo, hi)`: min(max(x, lo), hi);
+- `T.truncdiv` / `T.truncmod`: C-style integer division and remainder (what `//` and `%` mean
+  on kernel integers in tilecore; `T.floordiv` / `T.floormod` are the flooring ones);
+- `T.Cast(dtype, x)`: TVM's argument order for a cast.
+"""
+
+from __future__ import annotations
+
+from .. import dtypes as dt
+from ..errors import TileTypeError
+from ..ir.expr import Expr, as_expr, binop, cast
+from .builder import builtin
+
+
+def _value(x):
+    return x.as_expr() if hasattr(x, "as_expr") and not isinstance(x, Expr) else x
+
+
+@builtin
+def dtype(x) -> dt.DType:
+    """`T.dtype("float16")`: the DType of a spelling (string, torch or NumPy dtype)."""
+    return dt.as_dtype(x)
+
+
+@builtin
+def clamp(x, lo, hi):
+    """x limited to [lo, hi] (lo <= hi); on Python numbers it computes now."""
+    x, lo, hi = _value(x), _value(lo), _value(hi)
+    if not any(isinstance(v, Expr) for v in (x, lo, hi)):
+        return min(max(x, lo), hi)
+    ex = as_expr(x)
+    return binop("min", binop("max", ex, lo), hi)
+
+
+def _ints(a, b, what: str):
+    a, b = _value(a), _value(b)
+    ea = as_expr(a, b.dtype if isinstance(b, Expr) else None)
+    eb = as_expr(b, ea.dtype)
+    if not (ea.dtype.is_int and eb.dtype.is_int):
+        raise TileTypeError(f"T.{what} takes integers, got {ea.dtype} and {eb.dtype}",
+                            hint="use / for floats")
+    return a, b
+
+
+@builtin
+def truncdiv(a, b):
+    """Integer division rounding toward zero (C's `/`)."""
+    a, b = _ints(a, b, "truncdiv")
+    if isinstance(a, int) and isinstance(b, int):
+        q = abs(a) // abs(b)
+        return q if (a >= 0) == (b >= 0) else -q
+    return binop("div", a, b)
+
+
+@builtin
+def truncmod(a, b):
+    """The remainder of `T.truncdiv` (sign of the dividend, C's `%`)."""
+    a, b = _ints(a, b, "truncmod")
+    if isinstance(a, int) and isinstance(b, int):
+        return a - truncdiv(a, b) * b
+    return binop("mod", a, b)
+
+
+@builtin
+def alloc_global(shape, dtype):
+    """`T.alloc_global(shape, dtype)` before the kernels of a function: global scratch that its
+    kernels share (split-KV partial results). It becomes a hidden parameter the call allocates
+    (zeroed) and does not return (PrimFunc attr `scratch`)."""
+    from ..errors import TileSyntaxError
+    from ..ir.buffer import Buffer
+    from .builder import current
+    from .ops import _shape
+
+    b = current()
+    if b.kernel is not None:
+        raise TileSyntaxError("T.alloc_global must come before `with T.Kernel(...)`, at the top "
+                              "of the function", b.loc, hint="allocate shared or fragment "
+                              "buffers inside a kernel with T.alloc_shared / T.alloc_fragment")
+    name = b.unique_name(b.pending_name() or "global_scratch")
+    buf = Buffer(name, _shape(shape, f"T.alloc_global {name}"), dt.as_dtype(dtype), "global")
+    b.names.add(name)
+    b.scratch.append(buf)
+    return buf
+
+
+def with_scratch(params: tuple, signature: tuple, attrs: tuple, scratch: list):
+    """(params, attrs) of a PrimFunc with `scratch` appended as hidden parameters: `signature`
+    (what a call passes and returns) is recorded so the Kernel leaves them out."""
+    if not scratch:
+        return params, attrs
+    attrs = tuple((k, v) for k, v in attrs if k != "signature")
+    return (tuple(params) + tuple(scratch),
+            attrs + (("signature", tuple(signature)), ("scratch", tuple(scratch))))
+
+
+@builtin
+def Cast(dtype, value):  # noqa: N802 - TVM's spelling
+    """`T.Cast(dtype, x)`: x converted to dtype."""
+    return cast(_value(value), dt.as_dtype(dtype))
+
+
+__all__ = ["dtype", "clamp", "truncdiv", "truncmod", "Cast", "alloc_global", "with_scratch"]

@@ -1,0 +1,86 @@
+"""`T.Layout` and `T.Fragment`: TileLang's explicit index maps, as data.
+
+`T.Layout(shape, lambda i, j: [...])` maps a logical index of a buffer to a storage index;
+`T.Fragment(shape, forward_thread_fn=..., forward_index_fn=...)` maps it to (thread, register).
+Both evaluate their maps (`forward`, `thread`) on ints or expressions. tilecore chooses shared
+and fragment layouts itself (for the target's banks and tensor-core lane maps) and keeps global
+tensors row-major, so `T.annotate_layout` with one of these warns once that it is not honoured:
+a layout never changes a value, only where it is stored, so results are the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..errors import TileTypeError
+
+
+def _shape(shape) -> tuple:
+    try:
+        return tuple(shape)
+    except TypeError:
+        raise TileTypeError(f"a layout's shape is a tuple of sizes, got {shape!r}") from None
+
+
+@dataclass(frozen=True, eq=False)
+class Layout:
+    """An index map of a buffer of `shape`: `forward(*index)` is the storage index (a list)."""
+
+    shape: tuple
+    forward_fn: Callable
+
+    def __init__(self, shape, forward_fn: Callable):
+        if not callable(forward_fn):
+            raise TileTypeError("T.Layout(shape, fn): fn must be callable, e.g. lambda i, j: [i, j]")
+        object.__setattr__(self, "shape", _shape(shape))
+        object.__setattr__(self, "forward_fn", forward_fn)
+
+    def forward(self, *index) -> list:
+        """The storage index of logical `index`."""
+        out = self.forward_fn(*index)
+        return list(out) if isinstance(out, (tuple, list)) else [out]
+
+    def get_output_shape(self) -> list:
+        """The storage extent of each output dimension (the maps' maximum + 1, at the corners
+        of the logical shape for the affine maps layouts are written with)."""
+        import itertools
+
+        corners = itertools.product(*[(0, int(s) - 1) for s in self.shape])
+        outs = [self.forward(*c) for c in corners]
+        return [max(int(o[d]) for o in outs) + 1 for d in range(len(outs[0]))]
+
+
+@dataclass(frozen=True, eq=False)
+class Fragment:
+    """A register layout of a buffer of `shape`: `thread(*index)` and `index(*index)`."""
+
+    shape: tuple
+    forward_thread_fn: Callable | None
+    forward_index_fn: Callable | None
+    replicate: int
+
+    def __init__(self, shape, forward_fn=None, forward_thread_fn=None, forward_index_fn=None,
+                 replicate: int = 1):
+        if forward_fn is not None:  # one map returning (thread, register)
+            forward_thread_fn = lambda *i: forward_fn(*i)[0]  # noqa: E731
+            forward_index_fn = lambda *i: forward_fn(*i)[1]  # noqa: E731
+        object.__setattr__(self, "shape", _shape(shape))
+        object.__setattr__(self, "forward_thread_fn", forward_thread_fn)
+        object.__setattr__(self, "forward_index_fn", forward_index_fn)
+        object.__setattr__(self, "replicate", replicate)
+
+    def thread(self, *index):
+        """The thread holding logical `index`."""
+        if self.forward_thread_fn is None:
+            raise TileTypeError("this T.Fragment has no thread map")
+        return self.forward_thread_fn(*index)
+
+    def index(self, *index):
+        """The register of logical `index` in its thread."""
+        if self.forward_index_fn is None:
+            raise TileTypeError("this T.Fragment has no register map")
+        return self.forward_index_fn(*index)
+
+
+__all__ = ["Layout", "Fragment"]

@@ -1,0 +1,1 @@
+"""Host-side helpers under TileLang's module names (`tilecore.utils.tensor`)."""
