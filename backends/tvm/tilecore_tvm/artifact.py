@@ -43,7 +43,12 @@ class TvmArtifact:
         except Unsupported as e:
             raise TileTargetError(str(e), self.func.loc) from None
         self.tvm_target, self.runs_here, _ = KINDS[kind]
-        self.executable = tvm.compile(self.ir_module, target=self.tvm_target)
+        pipeline = None
+        if self.caps.gpu:
+            from .pipeline import gpu_pipeline
+
+            pipeline = gpu_pipeline()
+        self.executable = tvm.compile(self.ir_module, target=self.tvm_target, tir_pipeline=pipeline)
         if kind == "llvm":
             self.source = self.executable.mod.inspect_source("ll")
             self._runner = _LlvmRunner(self)

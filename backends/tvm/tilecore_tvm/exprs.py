@@ -259,6 +259,10 @@ class ExprLower:
         v = float(e.value)
         if d.is_narrow_float and math.isfinite(v):
             v = float(np.array(v, dtype=np.float32).astype(d.np).astype(np.float32))
+        if not math.isfinite(v) and self.caps.gpu:
+            # TVM's WGSL printer spells infinity `inff` (not WGSL): build it from its bits
+            bits = np.array(v, dtype=compute(d)).view(np.uint64 if d.bits == 64 else np.uint32)
+            return tir.reinterpret(compute(d), c(int(bits), "uint64" if d.bits == 64 else "uint32"))
         return c(v, compute(d))
 
     def binop(self, e: BinOp, index: bool):
