@@ -43,12 +43,6 @@ def compute(d: DType) -> str:
     return d.name
 
 
-def unsigned_of(tir_dtype: str) -> str:
-    """The unsigned TIR dtype of the same width (signed arithmetic wraps through it: TVM's
-    LLVM code generator marks signed adds `nsw`, so an overflow there would be undefined)."""
-    return "u" + tir_dtype if tir_dtype.startswith("int") else tir_dtype
-
-
 # What each TVM target kind can hold in buffers and compute in. WGSL has f32, f16 (with the
 # shader-f16 feature), i32, u32 and bool; no 64-bit types, no 8/16-bit integers in storage.
 WGSL_DTYPES = frozenset({"float32", "float16", "int32", "uint32"})

@@ -16,13 +16,15 @@ import math
 
 import numpy as np
 from tvm import tirx as tir
+from tvm.script.ir_builder import tirx as T
 
 from tilecore import dtypes as dt
 from tilecore.dtypes import DType
 from tilecore.ir.expr import BinOp, Cast, Const, Load, Select, Unary, Var
+from tilecore.ir.visit import walk
 
 from .caps import Caps, Unsupported
-from .dtypes import FP8, compute, storage, unsigned_of
+from .dtypes import FP8, compute, storage
 
 _CMP = {"lt": tir.LT, "le": tir.LE, "gt": tir.GT, "ge": tir.GE, "eq": tir.EQ, "ne": tir.NE}
 _FLOAT_UNARY = {
@@ -44,6 +46,19 @@ def ty(x) -> str:
     return str(x.ty)
 
 
+def share(x, f):
+    """`f(v)` with `v` bound to `x` by a binding statement emitted here (`T.bind`): formulas that
+    use an operand several times (rounding, NaN-propagating min/max, guarded division) would
+    otherwise copy it, and chains of them would grow exponentially. (TIR `Let` expressions
+    would keep it inside the expression, but TVM's loop unrolling and vectorization copy them
+    and its analyzer then rejects the rebound variable.) Callers never share a value whose
+    evaluation is conditional: `ExprLower` lowers a Select whose branches load memory as
+    statements (`_select`)."""
+    if isinstance(x, (tir.Var, tir.IntImm, tir.FloatImm)):
+        return f(x)
+    return f(T.bind(x))
+
+
 def as_i32(x):
     """Index expression `x` as int32 (TIR buffer indices and loop bounds here are int32)."""
     return x if ty(x) == "int32" else tir.Cast("int32", x)
@@ -55,8 +70,11 @@ def _u32(x):
 
 def fp8_decode(bits, name: str):
     """uint8 bits of a float8 value -> its float32 value (exact)."""
+    return share(_u32(bits), lambda b: _fp8_decode(b, name))
+
+
+def _fp8_decode(b, name: str):
     eb, mb, bias, _, _, _ = _FP8[name]
-    b = _u32(bits)
     s = tir.shift_right(b, c(7, "uint32"))
     e = tir.bitwise_and(tir.shift_right(b, c(mb, "uint32")), c((1 << eb) - 1, "uint32"))
     m = tir.bitwise_and(b, c((1 << mb) - 1, "uint32"))
@@ -78,10 +96,17 @@ def fp8_decode(bits, name: str):
 def fp8_encode(x, name: str):
     """float32 -> uint8 bits of the nearest float8 value (ties to even), as ml_dtypes rounds:
     e4m3fn overflows to NaN, e5m2 to inf."""
+    return share(tir.reinterpret("uint32", x), lambda bits: _fp8_encode(bits, name))
+
+
+def _fp8_encode(bits, name: str):
     eb, mb, bias, top, over, nan = _FP8[name]
-    bits = tir.reinterpret("uint32", x)
     s = tir.shift_right(bits, c(31, "uint32"))
-    a = tir.bitwise_and(bits, c(0x7FFFFFFF, "uint32"))
+    return share(tir.bitwise_and(bits, c(0x7FFFFFFF, "uint32")), lambda a: _fp8_round(a, s, name))
+
+
+def _fp8_round(a, s, name: str):
+    eb, mb, bias, top, over, nan = _FP8[name]
     shift = 23 - mb
     half = c((1 << (shift - 1)) - 1, "uint32")
     r = tir.shift_right(a + half + tir.bitwise_and(tir.shift_right(a, c(shift, "uint32")), c(1, "uint32")),
@@ -92,8 +117,8 @@ def fp8_encode(x, name: str):
     scaled = tir.reinterpret("float32", a) * c(2.0 ** (bias - 1 + mb), "float32")
     sub = tir.Cast("uint32", tir.nearbyint(scaled))
     is_normal = a >= c((127 + 1 - bias) << 23, "uint32")
-    code = tir.Select(is_normal, normal, sub)
-    code = tir.Select(code > c(top, "uint32"), c(over, "uint32"), code)
+    code = share(tir.Select(is_normal, normal, sub),
+                 lambda k: tir.Select(k > c(top, "uint32"), c(over, "uint32"), k))
     code = tir.Select(a > c(0x7F800000, "uint32"), c(nan, "uint32"), code)
     return tir.Cast("uint8", tir.bitwise_or(code, tir.shift_left(s, c(7, "uint32"))))
 
@@ -110,6 +135,10 @@ def round_to(x, d: DType):
 def odd_f32(x):
     """float64 -> float32 rounded to odd (`semantics._round_to_odd_f32`): rounding that again
     to a narrow float gives the single-rounding result."""
+    return share(x, _odd_f32)
+
+
+def _odd_f32(x):
     f = tir.Cast("float32", x)
     back = tir.Cast("float64", f)
     inexact = tir.And(back != x, tir.isfinite(x))
@@ -122,21 +151,28 @@ def odd_f32(x):
 
 def nan_max(a, b):
     """np.maximum: NaN if either operand is NaN."""
-    return tir.Select(tir.Or(a >= b, tir.isnan(a)), a, b)
+    return share(a, lambda x: share(b, lambda y: tir.Select(tir.Or(x >= y, tir.isnan(x)), x, y)))
 
 
 def nan_min(a, b):
     """np.minimum: NaN if either operand is NaN."""
-    return tir.Select(tir.Or(a <= b, tir.isnan(a)), a, b)
+    return share(a, lambda x: share(b, lambda y: tir.Select(tir.Or(x <= y, tir.isnan(x)), x, y)))
 
 
-def wrap_arith(op: str, a, b, tdt: str):
-    """`a op b` (add, sub, mul, shl) on integers of TIR dtype `tdt`, wrapping on overflow."""
-    u = unsigned_of(tdt)
-    ua, ub = (tir.Cast(u, a), tir.Cast(u, b)) if u != tdt else (a, b)
-    r = {"add": lambda: ua + ub, "sub": lambda: ua - ub, "mul": lambda: ua * ub,
-         "shl": lambda: tir.shift_left(ua, ub)}[op]()
-    return tir.Cast(tdt, r) if u != tdt else r
+def wrap_arith(op: str, a, b, tdt: str, wide: bool):
+    """`a op b` (add, sub, mul, shl) on integers of TIR dtype `tdt`, wrapping like C.
+
+    With 64-bit integers (`wide`), 32-bit operations run in int64 (uint64 for a uint32 product),
+    where they cannot overflow, and are truncated back: TVM's simplifier assumes neither signed
+    nor unsigned arithmetic wraps (it folds `uint64(0) - uint64(x)` to 0), so wrapping
+    arithmetic cannot be written in the narrow type. int64 operations stay int64 (an overflow
+    there is not defined); WGSL's i32 / u32 arithmetic wraps by definition."""
+    f = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+         "shl": tir.shift_left}[op]
+    if not wide or tdt not in ("int32", "uint32"):
+        return f(a, b)
+    w = "uint64" if (tdt == "uint32" and op in ("mul", "shl")) else "int64"
+    return tir.Cast(tdt, f(tir.Cast(w, a), tir.Cast(w, b)))
 
 
 def convert(x, src: DType, dst: DType, caps: Caps):
@@ -163,18 +199,23 @@ def convert(x, src: DType, dst: DType, caps: Caps):
     ct = compute(dst)
     if src.is_float:
         wide = "float64" if caps.has_64bit else "float32"
-        t = tir.trunc(tir.Cast(wide, x))
-        bad = tir.Or(tir.isnan(t), tir.isinf(t))
-        if caps.has_64bit:
-            t = tir.max(tir.min(t, c(2.0**63 - 1024, wide)), c(-(2.0**63), wide))
-            i = tir.Cast("int64", t)
-        else:
-            i = tir.Cast(ct, t)
-        i = tir.Select(bad, c(0, ty(i)), i)
-        return tir.Cast(ct, tir.Cast(storage(dst), i))
+        return share(tir.trunc(tir.Cast(wide, x)), lambda t: _float_to_int(t, dst, caps))
     if src.is_bool:
         return tir.Cast(ct, x)
     return tir.Cast(ct, tir.Cast(storage(dst), x))
+
+
+def _float_to_int(t, dst: DType, caps: Caps):
+    """A truncated float `t` -> integer `dst`: NaN and inf give 0, finite values saturate to
+    int64's range and wrap to the destination (`semantics.cast_value`)."""
+    ct, wide = compute(dst), ty(t)
+    bad = tir.Or(tir.isnan(t), tir.isinf(t))
+    if caps.has_64bit:
+        i = tir.Cast("int64", tir.max(tir.min(t, c(2.0**63 - 1024, wide)), c(-(2.0**63), wide)))
+    else:
+        i = tir.Cast(ct, t)
+    i = tir.Select(bad, c(0, ty(i)), i)
+    return tir.Cast(ct, tir.Cast(storage(dst), i))
 
 
 def to_storage(x, d: DType):
@@ -203,6 +244,10 @@ class ExprLower:
         self.caps = caps
         self.vars: dict[int, object] = {}
         self.bufs: dict[int, object] = {}
+        # per-thread fragments (GPU mapping, `private.py`): id -> TIR local buffer, indexed by
+        # `it`, the current split statement's iteration number
+        self.private: dict[int, object] = {}
+        self.it = None
 
     def buffer(self, b):
         """The TIR buffer of tilecore buffer `b`."""
@@ -221,6 +266,8 @@ class ExprLower:
 
     def load(self, buf, idx):
         """`buf[idx]` in compute form."""
+        if id(buf) in self.private:
+            return from_storage(tir.BufferLoad(self.private[id(buf)], [self.it]), buf.dtype)
         return from_storage(tir.BufferLoad(self.buffer(buf), self.indices(idx)), buf.dtype)
 
     def __call__(self, e, index: bool = False):
@@ -238,12 +285,27 @@ class ExprLower:
             self._check(e.dtype)
             return convert(self(e.value, index), e.value.dtype, e.dtype, self.caps)
         if isinstance(e, Select):
-            return tir.if_then_else(self(e.cond), self(e.true_value, index), self(e.false_value, index))
+            return self.select(e, index)
         if isinstance(e, BinOp):
             return self.binop(e, index)
         if isinstance(e, Unary):
             return self.unary(e, index)
         raise Unsupported(f"the tvm backend cannot lower {type(e).__name__}")
+
+    def select(self, e: Select, index: bool):
+        """`T.if_then_else`: only the chosen operand is evaluated. When an operand reads memory
+        (which the condition may guard) the choice is an `if` statement assigning a one-element
+        local buffer, so bindings made while lowering the operand stay inside its branch."""
+        cond = self(e.cond)
+        if not any(isinstance(n, Load) for x in (e.true_value, e.false_value) for n in walk(x)):
+            return tir.if_then_else(cond, self(e.true_value, index), self(e.false_value, index))
+        cell = T.alloc_buffer([1], compute(e.dtype) if not e.dtype.is_bool else "bool", scope="local")
+        with T.If(cond):
+            with T.Then():
+                T.buffer_store(cell, self(e.true_value, index), [0])
+            with T.Else():
+                T.buffer_store(cell, self(e.false_value, index), [0])
+        return tir.BufferLoad(cell, [0])
 
     def _check(self, d: DType) -> None:
         if not self.caps.has_64bit and d.bits == 64:
@@ -293,31 +355,42 @@ class ExprLower:
             raise Unsupported(f"no float {op} in the tvm backend")
         return round_to(r, t)
 
+    def wrap(self, op: str, a, b, tdt: str):
+        """Wrapping integer `a op b` (`wrap_arith`) on this target."""
+        return wrap_arith(op, a, b, tdt, self.caps.has_64bit)
+
+    def divide(self, op: str, a, b, tdt: str):
+        """C (or floor) division / remainder with the divisor guarded: x86's idiv traps on 0 and
+        on INT_MIN / -1, whose C result with -fwrapv is INT_MIN, remainder 0 (given here)."""
+        signed = tdt.startswith("int")
+        safe = tir.Select(b == c(0, tdt), c(1, tdt), b)
+        if signed:
+            safe = tir.Select(b == c(-1, tdt), c(1, tdt), safe)
+        f = {"div": tir.truncdiv, "mod": tir.truncmod, "floordiv": tir.floordiv,
+             "floormod": tir.floormod}[op]
+        r = f(a, safe)
+        if signed:
+            neg = self.wrap("sub", c(0, tdt), a, tdt)
+            r = tir.Select(b == c(-1, tdt), neg if op in ("div", "floordiv") else c(0, tdt), r)
+        return r
+
     def int_binop(self, op: str, a, b, tdt: str, index: bool):
         if op in ("add", "sub", "mul"):
             if index:
                 return {"add": a + b, "sub": a - b, "mul": a * b}[op]
-            return wrap_arith(op, a, b, tdt)
+            return self.wrap(op, a, b, tdt)
         if op in ("div", "mod", "floordiv", "floormod"):
-            # guard the divisor: x86's idiv traps on 0 and on INT_MIN / -1 (whose C result with
-            # -fwrapv is INT_MIN, remainder 0: what the guarded forms below give)
-            minus1 = tdt.startswith("int")
-            safe = tir.Select(b == c(0, tdt), c(1, tdt), b)
-            if minus1:
-                safe = tir.Select(b == c(-1, tdt), c(1, tdt), safe)
             f = {"div": tir.truncdiv, "mod": tir.truncmod, "floordiv": tir.floordiv,
                  "floormod": tir.floormod}[op]
-            r = f(a, safe)
-            if minus1:
-                neg = wrap_arith("sub", c(0, tdt), a, tdt)
-                r = tir.Select(b == c(-1, tdt), neg if op in ("div", "floordiv") else c(0, tdt), r)
-            return r
+            if index:  # index arithmetic (grid extents, indices): a zero divisor is a program bug
+                return f(a, b)
+            return share(a, lambda x: share(b, lambda y: self.divide(op, x, y, tdt)))
         if op == "min":
             return tir.min(a, b)
         if op == "max":
             return tir.max(a, b)
         if op == "shl":
-            return wrap_arith("shl", a, b, tdt)
+            return self.wrap("shl", a, b, tdt)
         if op == "shr":
             return tir.shift_right(a, b)
         if op == "bitand":
@@ -337,9 +410,9 @@ class ExprLower:
         if t.is_int:
             tdt = compute(t)
             if op == "neg":
-                return a * c(-1, tdt) if index else wrap_arith("sub", c(0, tdt), a, tdt)
+                return a * c(-1, tdt) if index else self.wrap("sub", c(0, tdt), a, tdt)
             if op == "abs":
-                return tir.Select(a < c(0, tdt), wrap_arith("sub", c(0, tdt), a, tdt), a)
+                return share(a, lambda x: tir.Select(x < c(0, tdt), self.wrap("sub", c(0, tdt), x, tdt), x))
             if op == "bitnot":
                 return tir.bitwise_not(a)
             raise Unsupported(f"integer {op} is not implemented by the tvm backend")

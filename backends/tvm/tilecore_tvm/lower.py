@@ -46,6 +46,12 @@ from .caps import Caps, Unsupported
 from .dtypes import storage
 from .exprs import ExprLower, as_i32, as_prim, c, convert, round_to, to_storage, ty, wrap_arith
 from .params import call_order
+from .private import private_fragments
+
+# Shared memory per block (bytes) of the GPU-mapped targets: WebGPU adapters (lavapipe's
+# maxComputeWorkgroupStorageSize, TVM's default for webgpu) and Metal 32 KiB, OpenCL's common
+# 48 KiB, AMD's 64 KiB LDS.
+SHARED_LIMIT = {"webgpu": 32768, "metal": 32768, "opencl": 49152, "rocm": 65536}
 
 
 def _global_atomics(body) -> bool:
@@ -111,6 +117,7 @@ class Lowerer:
         return ib.get()
 
     def launch(self, k: KernelLaunch) -> None:
+        # not bound to variables: on a GPU a host-side binding would become a kernel parameter
         grid = [self.x(g, index=True) for g in k.grid]
         total = grid[0]
         for g in grid[1:]:
@@ -134,9 +141,22 @@ class Lowerer:
             val = rest if i == len(grid) - 1 else tir.floormod(rest, g)
             self.x.vars[id(v)] = T.bind(as_i32(val))
             rest = tir.floordiv(rest, g)
+        private = private_fragments(k) if self.caps.gpu else set()
+        shared = 0
         for b in k.allocs:
+            if id(b) in private:  # per thread: one value per element it owns
+                n = -(-b.numel // self.threads)
+                self.x.private[id(b)] = T.alloc_buffer([n], storage(b.dtype), scope="local")
+                continue
             scope = "local" if (not self.caps.gpu or b.is_var) else "shared"
+            if scope == "shared":
+                shared += b.numel * b.dtype.itemsize
             self.x.bufs[id(b)] = T.alloc_buffer(list(b.static_shape), storage(b.dtype), scope=scope)
+        limit = SHARED_LIMIT.get(self.caps.kind)
+        if limit is not None and shared > limit:
+            raise Unsupported(f"the kernel's shared tiles need {shared} bytes of shared memory; "
+                              f"tvm:{self.caps.kind} has {limit} (fragments that every statement "
+                              "accesses element-wise are kept in registers; these are not)")
         self.stmt(k.body)
 
     # ----------------------------------------------------------------- statements
@@ -156,8 +176,10 @@ class Lowerer:
             self.stmt(x)
 
     def let(self, s: LetStmt) -> None:
+        # named like the tilecore variable: a top-level one becomes a kernel parameter on GPUs,
+        # which the WebGPU runner finds by this name in the WGSL's PODArgs
         value = self.x(s.value)
-        self.x.vars[id(s.var)] = T.bind(value)
+        self.x.vars[id(s.var)] = T.bind(value, var=tir.Var(s.var.name, ty(value)))
 
     s_LetStmt = let
 
@@ -167,6 +189,9 @@ class Lowerer:
     def store(self, buf: Buffer, indices, value) -> None:
         """`buf[indices] = value` (a compute value of buf's dtype); on a GPU outside a split
         statement, thread 0 stores into memory the block shares and a barrier follows."""
+        if id(buf) in self.x.private:  # inside a split statement, at the element's own position
+            T.buffer_store(self.x.private[id(buf)], to_storage(value, buf.dtype), [self.x.it])
+            return
         tbuf = self.x.buffer(buf)
         emit = lambda: T.buffer_store(tbuf, to_storage(value, buf.dtype), self.x.indices(indices))  # noqa: E731
         if self.caps.gpu and self.depth and buf.is_var:
@@ -190,7 +215,7 @@ class Lowerer:
         d = s.buffer.dtype
         cur = self.x.load(s.buffer, s.indices)
         v = convert(self.x(s.value), s.value.dtype, d, self.caps)
-        new = wrap_arith("add", cur, v, ty(cur)) if d.is_int else round_to(cur + v, d)
+        new = wrap_arith("add", cur, v, ty(cur), self.caps.has_64bit) if d.is_int else round_to(cur + v, d)
         self.store(s.buffer, s.indices, new)
 
     def s_IfThenElse(self, s: IfThenElse) -> None:
@@ -206,7 +231,7 @@ class Lowerer:
         if s.kind == "parallel" and self.caps.gpu and not self.depth:
             self.distributed(lambda: self.parallel_nest(s))
             return
-        start, stop = self.x(s.start, index=True), self.x(s.stop, index=True)
+        start, stop = self.bound(self.x(s.start, index=True)), self.bound(self.x(s.stop, index=True))
         loop = T.unroll if s.kind == "unroll" and isinstance(stop, tir.IntImm) else T.serial
         if s.step == 1:
             with loop(start, stop) as v:
@@ -219,6 +244,12 @@ class Lowerer:
         with loop(0, n) as k:
             self.x.vars[id(s.var)] = T.bind(start + k * c(st, "int32"))
             self.stmt(s.body)
+
+    @staticmethod
+    def bound(x):
+        """`x` itself when it is a variable or a constant, else a variable bound to it (a value
+        used twice must not be two copies of one expression: TIR Lets inside would clash)."""
+        return x if isinstance(x, (tir.Var, tir.IntImm)) else T.bind(x)
 
     # ----------------------------------------------------------------- thread splitting
     def barrier(self) -> None:
@@ -260,9 +291,11 @@ class Lowerer:
                         for j in range(len(extents) - 1, -1, -1):
                             idx.append(tir.floormod(rest, extents[j]) if j else rest)
                             rest = tir.floordiv(rest, extents[j])
+                        self.x.it = it  # where per-thread fragments keep this element
                         body(list(reversed(idx)))
         finally:
             self.depth -= 1
+            self.x.it = None
 
     def _nest(self, extents, idx, body) -> None:
         if len(idx) == len(extents):
@@ -278,8 +311,8 @@ class Lowerer:
             loops.append(loops[-1].body)
         if any(lp.step != 1 for lp in loops):
             raise Unsupported("a T.Parallel loop with a step is not lowered for GPU targets")
-        starts = [self.x(lp.start, index=True) for lp in loops]
-        extents = [self.x(lp.stop, index=True) - st for lp, st in zip(loops, starts)]
+        starts = [self.bound(self.x(lp.start, index=True)) for lp in loops]
+        extents = [self.bound(self.x(lp.stop, index=True) - st) for lp, st in zip(loops, starts)]
 
         def body(idx):
             for lp, st, i in zip(loops, starts, idx):

@@ -17,9 +17,26 @@ from tilecore.ir.stmt import AtomicAddRegion, Copy, CumSum, Fill, Gemm, Reduce
 
 from .caps import Unsupported
 from .dtypes import compute, storage
-from .exprs import as_i32, c, convert, from_storage, nan_max, nan_min, round_to, to_storage, ty, wrap_arith
+from .exprs import (
+    as_i32,
+    c,
+    convert,
+    from_storage,
+    nan_max,
+    nan_min,
+    round_to,
+    share,
+    to_storage,
+    ty,
+    wrap_arith,
+)
 
 TILE_OPS = (Copy, Fill, AtomicAddRegion, Gemm, Reduce, CumSum)
+
+
+def _int(lw, op: str, a, b, t: str):
+    """Wrapping integer `a op b` in TIR dtype `t` (`exprs.wrap_arith`)."""
+    return wrap_arith(op, a, b, t, lw.caps.has_64bit)
 
 
 def emit(lw, s) -> None:
@@ -36,7 +53,9 @@ class _Ref:
 
     def __init__(self, lw, r: Region):
         self.r = r
-        self.buf = lw.x.buffer(r.buffer)
+        self.lw = lw
+        self.private = id(r.buffer) in lw.x.private
+        self.buf = lw.x.private[id(r.buffer)] if self.private else lw.x.buffer(r.buffer)
         self.starts = []
         for e in r.starts:
             v = lw.x(e, index=True)
@@ -45,6 +64,8 @@ class _Ref:
 
     def index(self, idx) -> list:
         """Buffer indices of the element at squeezed position `idx`."""
+        if self.private:
+            return [self.lw.x.it]
         it = iter(idx)
         out = []
         for st, n in zip(self.starts, self.r.extents):
@@ -65,9 +86,11 @@ class _Ref:
     def load(self, ix):
         """The stored element at `ix` in compute form, 0 outside a global tensor."""
         d = self.r.buffer.dtype
-        v = from_storage(tir.BufferLoad(self.buf, ix), d)
+        raw = tir.BufferLoad(self.buf, ix)
         ok = self.inside(ix)
-        return v if ok is None else tir.if_then_else(ok, v, tir.const(0, ty(v)))
+        if ok is not None:  # guard the raw load (decoding a float8 binds its operand)
+            raw = tir.if_then_else(ok, raw, tir.const(0, ty(raw)))
+        return from_storage(raw, d)
 
     def store(self, ix, value) -> None:
         """Store a compute value (of the buffer's dtype) at `ix`, dropped outside the tensor."""
@@ -85,7 +108,8 @@ def _copy(lw, s: Copy) -> None:
     sd, dd = s.src.buffer.dtype, s.dst.buffer.dtype
     if s.src.buffer is s.dst.buffer:
         if lw.caps.gpu:
-            raise Unsupported("a T.copy between overlapping regions of one buffer is not lowered for GPU targets")
+            raise Unsupported("a T.copy between overlapping regions of one buffer is not lowered "
+                              "for GPU targets")
         # regions of one buffer may overlap: read all of the source first, as interp does
         tmp = T.alloc_buffer(list(s.src.extents), storage(sd), scope="local")
         src = _Ref(lw, s.src)
@@ -143,7 +167,7 @@ def _atomic_region(lw, s: AtomicAddRegion) -> None:
         v = _compute_as(src.load(src.index(idx)), sd, dd, lw.caps)
         ix = dst.index(idx)
         cur = from_storage(tir.BufferLoad(dst.buf, ix), dd)
-        new = wrap_arith("add", cur, v, ty(cur)) if dd.is_int else round_to(cur + v, dd)
+        new = _int(lw, "add", cur, v, ty(cur)) if dd.is_int else round_to(cur + v, dd)
         dst.store(ix, new)
 
     lw.elements(s.dst.squeezed_shape or (1,), lambda idx: elem(idx if s.dst.squeezed_shape else []))
@@ -188,6 +212,8 @@ def _gemm(lw, s: Gemm) -> None:
     lead = len(s.c.extents) - 2
 
     def cix(i, j):
+        if cref.private:
+            return [lw.x.it]
         return list(cref.starts[:lead]) + [cref.starts[lead] + i, cref.starts[lead + 1] + j]
 
     def term(i, kk, j):
@@ -201,7 +227,7 @@ def _gemm(lw, s: Gemm) -> None:
             total = cur_acc
         else:
             cur = convert(from_storage(tir.BufferLoad(cref.buf, ix), dc), dc, acc, lw.caps)
-            total = wrap_arith("add", cur, cur_acc, at) if acc.is_int else cur + cur_acc
+            total = _int(lw, "add", cur, cur_acc, at) if acc.is_int else cur + cur_acc
         T.buffer_store(cref.buf, to_storage(convert(total, acc, dc, lw.caps), dc), ix)
 
     if not lw.caps.gpu:
@@ -214,9 +240,10 @@ def _gemm(lw, s: Gemm) -> None:
             with T.serial(0, k) as kk:
                 with T.serial(0, n) as j:
                     a, b = term(i, kk, j)
-                    prod = wrap_arith("mul", a, b, at) if acc.is_int else a * b
+                    prod = _int(lw, "mul", a, b, at) if acc.is_int else a * b
                     cur = tir.BufferLoad(tile, [i, j])
-                    T.buffer_store(tile, wrap_arith("add", cur, prod, at) if acc.is_int else cur + prod, [i, j])
+                    new = _int(lw, "add", cur, prod, at) if acc.is_int else cur + prod
+                    T.buffer_store(tile, new, [i, j])
             with T.serial(0, n) as j:
                 finish(tir.BufferLoad(tile, [i, j]), i, j)
         return
@@ -227,9 +254,10 @@ def _gemm(lw, s: Gemm) -> None:
         T.buffer_store(cell, c(0, at), [0])
         with T.serial(0, k) as kk:
             a, b = term(i, kk, j)
-            prod = wrap_arith("mul", a, b, at) if acc.is_int else a * b
+            prod = _int(lw, "mul", a, b, at) if acc.is_int else a * b
             cur = tir.BufferLoad(cell, [0])
-            T.buffer_store(cell, wrap_arith("add", cur, prod, at) if acc.is_int else cur + prod, [0])
+            new = _int(lw, "add", cur, prod, at) if acc.is_int else cur + prod
+            T.buffer_store(cell, new, [0])
         finish(tir.BufferLoad(cell, [0]), i, j)
 
     lw.elements([m, n], elem)
@@ -245,19 +273,23 @@ def _reduce(lw, s: Reduce) -> None:
     kept = [d for d in range(len(shape)) if d != s.dim]
     acc = _acc_dtype(lw, sd)
     at = compute(acc)
-    tsrc, tdst = lw.x.buffer(src), lw.x.buffer(dst)
+    tsrc = lw.x.buffer(src)
+    tdst = lw.x.private[id(dst)] if id(dst) in lw.x.private else lw.x.buffer(dst)
     red = s.kind.replace("abs", "")
 
     def value(ix):
         v = convert(from_storage(tir.BufferLoad(tsrc, ix), sd), sd, acc, lw.caps) if sd.is_int \
             else tir.Cast(at, from_storage(tir.BufferLoad(tsrc, ix), sd))
         if s.kind.startswith("abs"):
-            v = tir.Select(v < c(0, at), wrap_arith("sub", c(0, at), v, at), v) if acc.is_int else tir.abs(v)
+            if acc.is_int:
+                v = share(v, lambda y: tir.Select(y < c(0, at), _int(lw, "sub", c(0, at), y, at), y))
+            else:
+                v = tir.abs(v)
         return v
 
     def combine(a, b, t, is_int):
         if red == "sum":
-            return wrap_arith("add", a, b, t) if is_int else a + b
+            return _int(lw, "add", a, b, t) if is_int else a + b
         if is_int:
             return tir.max(a, b) if red == "max" else tir.min(a, b)
         return nan_max(a, b) if red == "max" else nan_min(a, b)
@@ -276,6 +308,8 @@ def _reduce(lw, s: Reduce) -> None:
         out = convert(tir.BufferLoad(cell, [0]), acc, dd, lw.caps)
         it = iter(i for i, d in zip(idx, kept) if shape[d] != 1)
         dix = [c(0, "int32") if nd == 1 else next(it, c(0, "int32")) for nd in dst.static_shape]
+        if id(dst) in lw.x.private:
+            dix = [lw.x.it]
         if not s.clear:
             cur = from_storage(tir.BufferLoad(tdst, dix), dd)
             out = combine(cur, out, compute(dd), dd.is_int)
@@ -305,7 +339,7 @@ def _cumsum(lw, s: CumSum) -> None:
             v = from_storage(tir.BufferLoad(tsrc, ix), sd)
             v = convert(v, sd, acc, lw.caps) if sd.is_int else tir.Cast(at, v)
             cur = tir.BufferLoad(cell, [0])
-            T.buffer_store(cell, wrap_arith("add", cur, v, at) if acc.is_int else cur + v, [0])
+            T.buffer_store(cell, _int(lw, "add", cur, v, at) if acc.is_int else cur + v, [0])
             T.buffer_store(tdst, to_storage(convert(tir.BufferLoad(cell, [0]), acc, dd, lw.caps), dd), ix)
 
     lw.elements([shape[d] for d in kept] or [1], lambda idx: elem(idx if kept else []))

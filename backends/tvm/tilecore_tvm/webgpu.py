@@ -110,11 +110,15 @@ class WebGpuRunner:
         lets, self.launch = _split_top(self.func)
         self.lets = lets
 
-    def _blocks(self, dyn: dict) -> int:
+    def _scalars(self, dyn: dict) -> dict:
+        """The call's scalars and the kernel's top-level integer assignments, by name."""
         env = dict(dyn)
         for s in self.lets:
             if s.var.dtype.is_int:
                 env[s.var.name] = host_int(s.value, env)
+        return env
+
+    def _blocks(self, env: dict) -> int:
         n = 1
         for g in self.launch.grid:
             n *= host_int(g, env)
@@ -125,7 +129,8 @@ class WebGpuRunner:
         import wgpu
 
         dev = device()
-        blocks = self._blocks(dyn)
+        env = self._scalars(dyn)
+        blocks = self._blocks(env)
         if blocks <= 0:
             return
         entries, back = [], []
@@ -141,11 +146,12 @@ class WebGpuRunner:
             values = []
             for name in self.pod:
                 values.append(struct.pack("<I", blocks - 1) if name == "packGridDimX"
-                              else struct.pack("<i", int(dyn[name])))
+                              else struct.pack("<i", int(env[name])))
             data = b"".join(values)
             data += b"\0" * (-len(data) % 16)
             ub = dev.create_buffer_with_data(data=data, usage=wgpu.BufferUsage.UNIFORM)
-            entries.append({"binding": self.uniform, "resource": {"buffer": ub, "offset": 0, "size": ub.size}})
+            entries.append({"binding": self.uniform,
+                            "resource": {"buffer": ub, "offset": 0, "size": ub.size}})
         group = dev.create_bind_group(layout=self.pipeline.get_bind_group_layout(0), entries=entries)
         enc = dev.create_command_encoder()
         cp = enc.begin_compute_pass()
