@@ -43,6 +43,8 @@ class TvmArtifact:
         except Unsupported as e:
             raise TileTargetError(str(e), self.func.loc) from None
         self.tvm_target, self.runs_here, _ = KINDS[kind]
+        if kind == "rocm":
+            _rocm_bitcode_callback()
         pipeline = None
         if self.caps.gpu:
             from .pipeline import gpu_pipeline
@@ -73,12 +75,37 @@ class TvmArtifact:
         self._runner.run(args, dyn)
 
 
+# Debian's rocm-device-libs (ocml, ockl bitcode): only kernels calling math functions need them
+ROCM_BITCODE_DIRS = ("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode", "/opt/rocm/amdgcn/bitcode")
+
+
+def _rocm_bitcode_callback() -> None:
+    """Point TVM's ROCm device-library lookup at Debian's rocm-device-libs when installed and
+    at no libraries otherwise (TVM's own lookup needs a ROCm install and raises without one);
+    TVM then links the code object with `ld.lld-<its LLVM major>` from PATH."""
+    import glob
+    import os
+
+    import tvm_ffi
+
+    def bitcode_path(rocdl_dir=None):
+        for d in ROCM_BITCODE_DIRS:
+            if os.path.isdir(d):
+                names = ("ocml", "ockl", "oclc_finite_only_off", "oclc_unsafe_math_off",
+                         "oclc_correctly_rounded_sqrt_on", "oclc_daz_opt_off",
+                         "oclc_wavefrontsize64_on", "oclc_abi_version_500")
+                return [p for n in names for p in glob.glob(os.path.join(d, n + ".bc"))]
+        return []
+
+    tvm_ffi.register_global_func("tvm_callback_rocm_bitcode_path", bitcode_path, override=True)
+
+
 def _device_source(executable, kind: str) -> str:
     """The device code TVM generated (WGSL, HIP's LLVM IR, MSL, OpenCL C)."""
     mods = list(executable.mod.imports)
     if not mods:
         raise TileTargetError(f"TVM produced no device module for tvm:{kind}")
-    fmt = {"rocm": "ll"}.get(kind, "")
+    fmt = {"rocm": "asm"}.get(kind, "")  # ROCm: the GCN assembly of the linked code object
     return mods[0].inspect_source(fmt)
 
 

@@ -59,6 +59,13 @@ def share(x, f):
     return f(T.bind(x))
 
 
+def is_inf(x):
+    """`x` is +-inf (TVM's own `isinf` compares with an infinity literal, which its WGSL
+    printer spells `inff`; larger than the largest finite value says the same)."""
+    big = float(np.finfo(np.float64 if ty(x) == "float64" else np.float32).max)
+    return tir.abs(x) > c(big, ty(x))
+
+
 def as_i32(x):
     """Index expression `x` as int32 (TIR buffer indices and loop bounds here are int32)."""
     return x if ty(x) == "int32" else tir.Cast("int32", x)
@@ -141,7 +148,7 @@ def odd_f32(x):
 def _odd_f32(x):
     f = tir.Cast("float32", x)
     back = tir.Cast("float64", f)
-    inexact = tir.And(back != x, tir.isfinite(x))
+    inexact = tir.And(back != x, tir.Not(tir.Or(tir.isnan(x), is_inf(x))))
     over = tir.And(inexact, tir.abs(back) > tir.abs(x))
     b = tir.reinterpret("uint32", f)
     b = tir.Select(over, b - c(1, "uint32"), b)
@@ -209,7 +216,7 @@ def _float_to_int(t, dst: DType, caps: Caps):
     """A truncated float `t` -> integer `dst`: NaN and inf give 0, finite values saturate to
     int64's range and wrap to the destination (`semantics.cast_value`)."""
     ct, wide = compute(dst), ty(t)
-    bad = tir.Or(tir.isnan(t), tir.isinf(t))
+    bad = tir.Or(tir.isnan(t), is_inf(t))
     if caps.has_64bit:
         i = tir.Cast("int64", tir.max(tir.min(t, c(2.0**63 - 1024, wide)), c(-(2.0**63), wide)))
     else:
