@@ -12,8 +12,10 @@ from tvm_test_util import needs_tvm, needs_webgpu
 import tilecore
 from tilecore import dtypes as dt
 from tilecore import plugins
+from tilecore.errors import TileTargetError
 
 EXAMPLES = [p.stem for p in example_files()]
+TOO_LARGE_FOR_WEBGPU = {"flash_attention"}
 
 
 def cases(target, mark):
@@ -32,7 +34,14 @@ def _as_f32(x):
 def test_example(target, name, sizes):
     mod = importlib.import_module(name)
     func = mod.program(**_split(mod.program, sizes))
-    kernel = tilecore.jit(func, out_idx=mod.OUT_IDX, target=target)
+    try:
+        kernel = tilecore.compile(func, out_idx=mod.OUT_IDX, target=target)
+    except TileTargetError as e:
+        # FlashAttention keeps Q, K, V, the scores (a reduction source) and their fp16 copy (a
+        # gemm operand) in shared memory: 40 KiB and more, over WebGPU's 32 KiB
+        assert target == "tvm:webgpu" and name in TOO_LARGE_FOR_WEBGPU, str(e)
+        assert "bytes of shared memory" in str(e)
+        return
     oracle = tilecore.jit(func, out_idx=mod.OUT_IDX, target="interp")
     args = mod.make_inputs(np.random.default_rng(1), **_split(mod.make_inputs, sizes))
     out = kernel(*args)

@@ -46,17 +46,23 @@ def ty(x) -> str:
     return str(x.ty)
 
 
+_LOAD = type(tir.BufferLoad(tir.decl_buffer((1,), "int32"), [tir.const(0, "int32")]))  # its class
+
+
 def share(x, f):
-    """`f(v)` with `v` bound to `x` by a binding statement emitted here (`T.bind`): formulas that
-    use an operand several times (rounding, NaN-propagating min/max, guarded division) would
-    otherwise copy it, and chains of them would grow exponentially. (TIR `Let` expressions
-    would keep it inside the expression, but TVM's loop unrolling and vectorization copy them
-    and its analyzer then rejects the rebound variable.) Callers never share a value whose
-    evaluation is conditional: `ExprLower` lowers a Select whose branches load memory as
-    statements (`_select`)."""
-    if isinstance(x, (tir.Var, tir.IntImm, tir.FloatImm)):
+    """`f(v)` with `v` a one-element local buffer holding `x`, stored here: formulas that use an
+    operand several times (rounding, NaN-propagating min/max, guarded division) would otherwise
+    copy it, and chains of them would grow exponentially. A variable binding is not enough:
+    TVM's simplifier sees through bindings and then takes minutes on a few chained float8
+    roundings (and TIR `Let` expressions, which TVM's unroller copies, clash in its analyzer);
+    it does not see through memory, and LLVM keeps the cell in a register. Callers never share
+    a value whose evaluation is conditional: `ExprLower` lowers a Select whose branches load
+    memory as statements (`select`)."""
+    if isinstance(x, (tir.Var, tir.IntImm, tir.FloatImm, _LOAD)):
         return f(x)
-    return f(T.bind(x))
+    cell = T.alloc_buffer([1], ty(x), scope="local")
+    T.buffer_store(cell, x, [0])
+    return f(tir.BufferLoad(cell, [0]))
 
 
 def is_inf(x):
