@@ -1,13 +1,13 @@
 """tilecore scalar expressions -> TVM TIR PrimExprs, with `tilecore.semantics`' meaning.
 
 Values are built in their compute form (`dtypes.compute`): narrow floats in float32, rounded
-back after every operation (`round_to`); integers at C's compute width, with signed add / sub /
-mul / neg / shl computed in the unsigned type of the same width so they wrap like C with
-`-fwrapv` (TVM's LLVM backend emits `nsw` for signed arithmetic). Index expressions (`index=True`:
-buffer indices, loop bounds) keep plain signed arithmetic so TVM's simplifier can reason
-about them: an in-bounds index never overflows. Integer division and remainder truncate
-toward zero (TIR `truncdiv` / `truncmod`) with the divisor guarded so that a zero divisor or
-INT_MIN / -1 cannot trap the process (the oracle raises on a zero divisor; conformance has none).
+back after every operation (`round_to`); integers at C's compute width, 32-bit add / sub / mul /
+neg / shl computed in int64 and truncated back so they wrap like C with `-fwrapv`
+(`wrap_arith`). Index expressions (`index=True`: buffer indices, loop bounds, grid extents)
+keep plain arithmetic so TVM's simplifier can reason about them: an in-bounds index never
+overflows. Integer division and remainder truncate toward zero (TIR `truncdiv` / `truncmod`)
+with the divisor guarded so that a zero divisor or INT_MIN / -1 cannot trap the process (the
+oracle raises on a zero divisor; conformance generates none).
 """
 
 from __future__ import annotations
