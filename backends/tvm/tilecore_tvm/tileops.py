@@ -178,12 +178,13 @@ def _atomic_region(lw, s: AtomicAddRegion) -> None:
 
 def _acc_dtype(lw, d):
     """The accumulator dtype for `d`'s reductions (`semantics.accumulator_dtype`); without 64-bit
-    types an integer accumulator is int32, which gives the same sum modulo 2**32."""
+    types an integer accumulator is the 32-bit integer of `d`'s signedness, which gives the same
+    sums modulo 2**32 and the same maxima and minima (and keeps uint32 values >= 2**31 positive)."""
     acc = S.accumulator_dtype(d)
     if not lw.caps.has_64bit and acc.bits == 64:
         if acc.is_float:
             raise Unsupported(f"tvm:{lw.caps.kind} has no float64 accumulator")
-        return dt.int32
+        return dt.uint32 if d.kind == "uint" else dt.int32
     return acc
 
 
