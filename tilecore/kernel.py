@@ -7,7 +7,7 @@ import numpy as np
 from . import call_args
 from . import dtypes as dt
 from .contract import Artifact, Diagnostic
-from .errors import TileCallError, TileError, caller_loc
+from .errors import TileCallError, TileError, TileTargetError, caller_loc
 from .ir.buffer import Buffer
 from .ir.expr import Var
 from .ir.module import Module, PrimFunc
@@ -131,6 +131,17 @@ class Kernel:
         if callable(self._stages):
             self._stages = self._stages()
         return self._stages
+
+    def to_tvm(self):
+        """The kernel as a `tvm.IRModule` (one TIR PrimFunc named like the kernel) that a TVM
+        user can compose and build; only kernels compiled for a `tvm:*` target have one (the
+        artifact's `to_tvm`, from the `tilecore-tvm` backend)."""
+        export = getattr(self.artifact, "to_tvm", None)
+        if export is None:
+            raise TileTargetError(f"kernel {self.func.name} was compiled for {self.target}, which "
+                                  "has no TVM form", hint="compile it with target='tvm:llvm' "
+                                  "(or another tvm:* target; pip install -e backends/tvm)")
+        return export()
 
     @property
     def stage_names(self) -> list[str]:

@@ -1,0 +1,1 @@
+"""tilecore backend `tvm`: tile programs lowered to Apache TVM TIR (imports tvm lazily)."""
