@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .errors import TileCallError
 from .ir.buffer import Buffer, Region
+from .ir.expr import Load
 from .ir.module import PrimFunc
 from .ir.stmt import AtomicAdd, AtomicAddRegion, Copy, CumSum, Fill, Gemm, Reduce, Store
 from .ir.visit import walk
@@ -27,6 +28,21 @@ def written_params(func: PrimFunc) -> frozenset:
             out.add(id(n.c.buffer))
         elif isinstance(n, (Reduce, CumSum)) and isinstance(n.dst, Buffer):
             out.add(id(n.dst))
+    return frozenset(out)
+
+
+def accumulated_params(func: PrimFunc) -> frozenset:
+    """ids of the parameters whose old contents the kernel may see: targets of atomic adds and
+    buffers it reads. An output among them starts at zero (a dQ accumulated with atomics); the
+    others are allocated uninitialized (torch.empty), since every element is written."""
+    out = set()
+    for n in walk(func.body):
+        if isinstance(n, AtomicAdd) or isinstance(n, Load):
+            out.add(id(n.buffer))
+        elif isinstance(n, AtomicAddRegion):
+            out.add(id(n.dst.buffer))
+        elif isinstance(n, Copy):
+            out.add(id(n.src.buffer))
     return frozenset(out)
 
 

@@ -107,6 +107,9 @@ class Kernel:
                        if i not in self.out_idx and i not in self.scratch_idx]
         self.inputs = [p for p in signature if id(p) not in outs]  # what a call passes, in order
         self._written = call_args.written_params(func)  # inputs never written are never copied back
+        # outputs the kernel accumulates into (or reads) start at zero; the rest are torch.empty
+        acc = call_args.accumulated_params(func)
+        self._zero_out = frozenset(i for i in self.out_idx if id(func.params[i]) in acc)
         self._runnable = None
 
     # --------------------------------------------------------------------- introspection
@@ -284,10 +287,10 @@ class Kernel:
             dev = device if device is not None else torch.device("cuda")
             outs = [(i, self._out_shape(self.func.params[i], dyn),
                      dt.torch_dtype(self.func.params[i].dtype)) for i in out_idx]
-            empty = torch.empty
+            empty, zero_out = torch.empty, self._zero_out
 
             def alloc(i, shape, dtype):
-                return empty(shape, dtype=dtype, device=dev)
+                return (torch.zeros if i in zero_out else empty)(shape, dtype=dtype, device=dev)
 
             def zeros(shape, dtype):
                 return torch.zeros(shape, dtype=dtype, device=dev)
@@ -313,7 +316,7 @@ class Kernel:
         # the parameter list is the arguments plus the new outputs
         plain = (len(tensor_pos) == len(args) and [i for i, _ in in_map] == list(range(len(args)))
                  and [i for i, _, _ in outs] == list(range(len(args), n)))
-        if plain and launch is not None and single:
+        if plain and launch is not None and single and not self._zero_out:
             (_, shape1, dtype1), = outs
             # an input of the output's shape and dtype (contiguous: the signature says so)
             # makes the allocation torch.empty_like, the cheapest call torch has
