@@ -3,10 +3,10 @@ an output that is the target of atomic adds (or is read) starts at zero on every
 
 import numpy as np
 import pytest
+from optional_backends import needs_interp
 
 import tilecore
 import tilecore.language as T
-from optional_backends import needs_interp
 
 torch = pytest.importorskip("torch")
 
