@@ -31,9 +31,10 @@ def _example(name):
     return next(m for m in example_modules() if m.__name__ == name)
 
 
-def _gemm_source(arch="sm_80", **kw) -> str:
+def _gemm_source(arch="sm_80", pass_configs=None, **kw) -> str:
     gemm = _example("gemm")
-    kernel = tilecore.compile(gemm.program(**kw), out_idx=[-1], target=f"cuda:{arch}")
+    kernel = tilecore.compile(gemm.program(**kw), out_idx=[-1], target=f"cuda:{arch}",
+                              pass_configs=pass_configs)
     return kernel.get_kernel_source()
 
 
@@ -73,8 +74,9 @@ def _nvcc(src: str, arch: str, tmp_path) -> tuple[str, str]:
 @pytest.mark.parametrize("arch", CI_ARCHS)
 @pytest.mark.parametrize("block_K, threads", [(32, 128), (64, 128), (32, 256), (64, 256)])
 def test_pipelined_gemm_sass_has_ldgsts_and_no_spills(block_K, threads, arch, tmp_path):
+    # the cp.async path (sm_90a stages by TMA unless told not to: test_cuda_tma.py)
     src = _gemm_source(arch, M=4096, N=4096, K=4096, block_M=128, block_N=128, block_K=block_K,
-                       num_stages=3, threads=threads)
+                       num_stages=3, threads=threads, pass_configs={"tl.disable_tma_lower": True})
     log, sass = _nvcc(src, arch, tmp_path)
     assert "0 bytes spill stores, 0 bytes spill loads" in log and "stack frame" in log
     assert "0 bytes stack frame" in log
