@@ -16,6 +16,7 @@ on first attribute access).
 from __future__ import annotations
 
 import hashlib
+import inspect
 import re
 
 import torch
@@ -28,20 +29,6 @@ from .ir.module import PrimFunc
 from .ir.printer import print_func
 
 _REGISTERED: dict[str, object] = {}
-
-
-def _schema(kernel, mutates: bool) -> str:
-    """`(Tensor A, Tensor B, int n) -> Tensor` for the call's inputs and outputs."""
-    args = []
-    for i, p in enumerate(kernel.inputs):
-        if isinstance(p, Var):
-            args.append(f"int {_ident(p.name)}")
-        else:
-            alias = f"(a{i}!)" if mutates else ""
-            args.append(f"Tensor{alias} {_ident(p.name)}")
-    n_out = len(kernel.out_idx)
-    ret = "()" if n_out == 0 else "Tensor" if n_out == 1 else "(" + ", ".join(["Tensor"] * n_out) + ")"
-    return f"({', '.join(args)}) -> {ret}"
 
 
 def _ident(name: str) -> str:
@@ -79,7 +66,9 @@ def _fake(kernel):
 
 
 def _impl(kernel):
-    """The real implementation: run the Kernel (outputs come back as fresh torch tensors)."""
+    """The real implementation: run the Kernel (outputs come back as fresh torch tensors). It
+    carries the kernel's signature (tensors as torch.Tensor, scalars as int, the outputs as the
+    return annotation), from which torch infers the op's schema."""
 
     def impl(*args):
         out = kernel(*args)
@@ -87,6 +76,12 @@ def _impl(kernel):
             return tuple(out)
         return out
 
+    params = [inspect.Parameter(_ident(p.name), inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                annotation=int if isinstance(p, Var) else torch.Tensor)
+              for p in kernel.inputs]
+    n_out = len(kernel.out_idx)
+    ret = None if n_out == 0 else torch.Tensor if n_out == 1 else tuple[(torch.Tensor,) * n_out]
+    impl.__signature__ = inspect.Signature(params, return_annotation=ret)
     return impl
 
 
@@ -109,9 +104,10 @@ def custom_op(func, out_idx=None, target="auto", pass_configs=None, name: str | 
     if qual in _REGISTERED:
         return _REGISTERED[qual]
     mutates = not kernel.out_idx
-    schema = _schema(kernel, mutates)
     mutated = tuple(_ident(p.name) for p in kernel.inputs if not isinstance(p, Var)) if mutates else ()
-    op = torch.library.custom_op(qual, _impl(kernel), mutates_args=mutated, schema=schema)
+    # the schema is inferred from the implementation's signature, as torch recommends (an
+    # explicit schema= string was misparsed by torch 2.11 on the H200)
+    op = torch.library.custom_op(qual, _impl(kernel), mutates_args=mutated)
     op.register_fake(_fake(kernel))
     op.kernel = kernel
     _REGISTERED[qual] = op

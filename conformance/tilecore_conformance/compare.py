@@ -23,10 +23,19 @@ DEFAULT_TOLERANCE = {
 _FLOATS = sorted(DEFAULT_TOLERANCE, key=lambda n: -DEFAULT_TOLERANCE[n][0])
 
 
+# math functions the generator applies; on integer operands they compute in float32
+_MATH_CALL = re.compile(r"T\.(exp2|exp|log2|log|sqrt|rsqrt|tanh|sigmoid|erf|sin|cos|pow)\(")
+_INT_DTYPE = re.compile(r"['\"]u?int(8|16|32|64)['\"]")
+
+
 def narrowest_float(case: Case) -> DType:
-    """The least precise float dtype the program names: inexact errors are of its size."""
+    """The least precise float dtype the program computes in: inexact errors are of its size.
+    That is the narrowest float dtype it names, or float32 when a math function may see an
+    integer operand (`T.erf(i)` computes in float32 even in a program naming only float64)."""
     for name in _FLOATS:
         if re.search(rf"['\".]{name}\b", case.source):
+            if name == "float64" and _MATH_CALL.search(case.source) and _INT_DTYPE.search(case.source):
+                return dt.float32
             return dt.as_dtype(name)
     return dt.float32
 

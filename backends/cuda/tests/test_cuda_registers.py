@@ -77,7 +77,12 @@ def test_nvrtc_and_nvcc_give_the_same_register_count(name):
            for c in ("nvrtc", "nvcc")}
     if build.compiler_id("nvrtc").split("-")[1] not in build.compiler_id("nvcc"):
         pytest.skip(f"different compiler versions: {got}")
-    assert got["nvrtc"] == got["nvcc"]
+    # the same code: no spills or stack either way, registers within 4% (on the H200, NVRTC and
+    # nvcc 13.0 gave the attention kernel 96 and 99; the 64-bit address bug this guards against
+    # cost 196 against 128)
+    n, c = got["nvrtc"], got["nvcc"]
+    assert {k: v for k, v in n.items() if k != "registers"} == {k: v for k, v in c.items() if k != "registers"}
+    assert abs(n["registers"] - c["registers"]) <= 0.04 * c["registers"] + 1
 
 
 def test_fast_math_comes_from_the_compile_options():
