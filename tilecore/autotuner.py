@@ -143,7 +143,8 @@ class AutoTuner:
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:
-            raise TileCallError(f"{self.factory.fn.__name__}(): {e}", where) from None
+            raise TileCallError(f"{self.factory.fn.__name__}(): {e}", where,
+                                hint="call it with the arguments its signature takes") from None
         configs = self._configs(bound)
         tuned = sorted({k for c in configs for k in c})
         given = [k for k in tuned if k in bound.arguments]
@@ -196,7 +197,8 @@ class AutoTuner:
                             hint="pass configs=[dict(block_M=..., ...), ...]")
         for c in cfgs:
             if not isinstance(c, dict):
-                raise TileError(f"an autotune config is a dict of parameter values, got {c!r}")
+                raise TileError(f"an autotune config is a dict of parameter values, got {c!r}",
+                                hint="write each config as dict(param=value, ...)")
             bad = [k for k in c if k not in self.signature.parameters]
             if bad:
                 raise TileError(f"autotune config {c} names {', '.join(bad)}, not a parameter of "
@@ -235,7 +237,8 @@ class AutoTuner:
         func = self.factory.fn(**params)
         if not isinstance(func, PrimFunc):
             raise TileError(f"{self.factory.fn.__name__} must return a @T.prim_func kernel, got "
-                            f"{type(func).__name__}")
+                            f"{type(func).__name__}",
+                            hint="build the kernel with @T.prim_func inside the factory and return it")
         return tc_compile(func, self.factory.out_idx, self.factory.target, self.factory.pass_configs)
 
     def _n_workers(self, n: int) -> int:
@@ -301,14 +304,16 @@ class AutoTuner:
         first = next((k for k in kernels if k is not None), None)
         if first is None:
             raise TileError(f"autotune of {self.factory.fn.__name__}: no config compiled; "
-                            + "; ".join(f"{c}: {e}" for c, e in zip(configs, errors)))
+                            + "; ".join(f"{c}: {e}" for c, e in zip(configs, errors)),
+                            hint="fix the first error above, or drop the configs that cannot compile")
         latencies, ref_latency = self._evaluate(first, kernels, errors)
         results = [ConfigResult(c, lat, err, round(s, 3))
                    for c, lat, err, s in zip(configs, latencies, errors, build_s)]
         ok = [r for r in results if r.latency is not None]
         if not ok:
             raise TileError(f"autotune of {self.factory.fn.__name__}: every config failed; "
-                            + "; ".join(f"{r.config}: {r.error}" for r in results))
+                            + "; ".join(f"{r.config}: {r.error}" for r in results),
+                            hint="fix the first error above (check inputs, ref_prog) or drop those configs")
         best = min(range(len(results)), key=lambda i: (results[i].latency is None,
                                                         results[i].latency or 0.0))
         return (AutotuneResult(dict(configs[best]), results[best].latency, results, ref_latency),
@@ -436,7 +441,8 @@ def autotune(func=None, *, configs=None, key=None, warmup: float = 25, rep: floa
         raise TileError(f"tilecore.autotune got unknown keyword argument(s) {', '.join(sorted(unknown))}",
                         caller_loc(), hint="see help(tilecore.autotune) for the supported arguments")
     if configs is None:
-        raise TileError("tilecore.autotune needs configs=[...]", caller_loc())
+        raise TileError("tilecore.autotune needs configs=[...]", caller_loc(),
+                        hint="pass configs=[dict(block_M=..., ...), ...]")
 
     def wrap(f):
         return AutoTuner(f, configs, key, warmup, rep, timeout, supply_type, ref_prog, supply_prog,

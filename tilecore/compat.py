@@ -38,7 +38,8 @@ def get_num_sms(device: int = 0) -> int:
     except ImportError:
         torch = None
     if torch is None or not torch.cuda.is_available():
-        raise TileTargetError("get_num_sms needs a CUDA device (none is visible)")
+        raise TileTargetError("get_num_sms needs a CUDA device (none is visible)",
+                              hint="run on a machine with a CUDA GPU and a CUDA build of torch")
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 

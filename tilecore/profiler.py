@@ -115,7 +115,8 @@ class Timing:
             return [float(np.quantile(t, q)) for q in quantiles]
         fns = {"median": statistics.median, "mean": statistics.fmean, "min": min, "max": max}
         if return_mode not in fns:
-            raise TileError(f"do_bench return_mode {return_mode!r} is not one of {sorted(fns)}")
+            raise TileError(f"do_bench return_mode {return_mode!r} is not one of {sorted(fns)}",
+                            hint="pass return_mode='median', 'mean', 'min' or 'max'")
         return float(fns[return_mode](t))
 
 
@@ -251,7 +252,8 @@ class Profiler:
 
         dev = bench_device(inputs)
         if backend not in (None, "event", "wall", "cupti"):
-            raise TileError(f"do_bench backend {backend!r} is not 'event' or 'wall'", caller_loc())
+            raise TileError(f"do_bench backend {backend!r} is not 'event' or 'wall'", caller_loc(),
+                            hint="pass backend='event' or backend='wall' (or leave it out)")
         if backend == "cupti":
             raise TileError("do_bench backend 'cupti' is not supported", caller_loc(),
                             hint="use backend='event' (CUDA events) or leave it out")
@@ -259,7 +261,8 @@ class Profiler:
             timing = time_cuda(call, dev, warmup, rep, n_warmup, n_repeat)
         else:
             if backend == "event" and dev is None:
-                raise TileError("do_bench backend='event' needs CUDA tensors", caller_loc())
+                raise TileError("do_bench backend='event' needs CUDA tensors", caller_loc(),
+                                hint="pass CUDA tensors, or use backend='wall' for host arrays")
             timing = time_wall(call, warmup, rep, n_warmup, n_repeat, sync=_sync_for(inputs))
         self.last_timing = timing
         return timing.summary(return_mode, quantiles)

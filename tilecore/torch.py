@@ -99,7 +99,8 @@ def custom_op(func, out_idx=None, target="auto", pass_configs=None, name: str | 
                              + repr(sorted((pass_configs or {}).items()))).encode()).hexdigest()[:10]
     op_name = name or f"{_ident(func.name)}_{digest}"
     if not re.fullmatch(r"[A-Za-z_]\w*", op_name):
-        raise TileError(f"custom op name {op_name!r} is not an identifier", caller_loc())
+        raise TileError(f"custom op name {op_name!r} is not an identifier", caller_loc(),
+                        hint="pass name= made of letters, digits and _ (not starting with a digit)")
     qual = f"tilecore::{op_name}"
     if qual in _REGISTERED:
         return _REGISTERED[qual]

@@ -132,7 +132,8 @@ def layout_picture(kernel, buffer) -> LayoutPicture:
     """The picture of `buffer` (a name, or an object with `.name`) in `kernel`."""
     name = buffer if isinstance(buffer, str) else getattr(buffer, "name", None)
     if not isinstance(name, str):
-        raise TileError(f"plot_layout takes a buffer or its name, got {buffer!r}", caller_loc())
+        raise TileError(f"plot_layout takes a buffer or its name, got {buffer!r}", caller_loc(),
+                        hint="pass the T.alloc_* buffer or its name string")
     if "layout-inference" not in kernel.stage_names:
         raise TileError(f"target {kernel.target} does not lower to threads, so {name} has no layout",
                         caller_loc(), hint="compile for a thread target to look at layouts, e.g. "

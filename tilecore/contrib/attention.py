@@ -66,7 +66,8 @@ def _check(query, key, value, attn_mask, dropout_p, enable_gqa):
     if query.dim() != 4 or key.dim() != 4 or value.dim() != 4 or key.shape != value.shape:
         shapes = ", ".join(str(tuple(t.shape)) for t in (query, key, value))
         raise TileCallError("query, key and value must be [batch, heads, seq, dim], key and value of "
-                            f"one shape; got {shapes}", loc)
+                            f"one shape; got {shapes}", loc,
+                            hint="reshape the inputs to 4-d [batch, heads, seq, dim] tensors")
     (b, h, s, d), (bk, hk, sk, dk) = query.shape, key.shape
     if (bk, sk, dk) != (b, s, d):
         raise TileCallError(f"key {tuple(key.shape)} must match query {tuple(query.shape)} in batch, "
@@ -77,7 +78,8 @@ def _check(query, key, value, attn_mask, dropout_p, enable_gqa):
                             hint="pass enable_gqa=True with query heads a multiple of key heads")
     if str(query.dtype) not in _DTYPES or key.dtype != query.dtype or value.dtype != query.dtype:
         raise TileTypeError(f"dtypes {query.dtype}, {key.dtype}, {value.dtype}: tilecore's attention "
-                            "takes one of float16, bfloat16, float32 for all three", loc)
+                            "takes one of float16, bfloat16, float32 for all three", loc,
+                            hint="cast query, key and value to one of those dtypes")
 
 
 def _function():

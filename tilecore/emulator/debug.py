@@ -24,4 +24,5 @@ def run_assert(block, s: DeviceAssert, mask: np.ndarray) -> None:
     if bad.any():
         t = int(np.argmax(bad))
         blk = [int(np.broadcast_to(np.asarray(block.eval(b, mask)), (block.T,))[t]) for b in s.block]
-        raise TileRuntimeError(assert_text(s.msg, blk), block.loc)
+        raise TileRuntimeError(assert_text(s.msg, blk), block.loc,
+                               hint="the asserted condition is false here: fix the inputs or the kernel")

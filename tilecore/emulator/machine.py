@@ -396,7 +396,8 @@ class Block:
         """Producer and consumer threads run concurrently (`tasks.py`): each side blocks at an
         mbarrier wait until the other completes the phase."""
         if self.tasks is not None:
-            raise TileRuntimeError("nested warp specialization", self.loc)
+            raise TileRuntimeError("nested warp specialization", self.loc,
+                                   hint="a lowering produced this; please report it with the kernel")
         cons, prod = mask & (self.tid < s.split), mask & (self.tid >= s.split)
         self.tasks = TaskGroup()
         try:

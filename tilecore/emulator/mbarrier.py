@@ -56,7 +56,8 @@ class MbarrierState:
         bad = (idx < 0) | (idx >= buf.shape[0])
         if bad.any():
             raise TileRuntimeError(f"out-of-bounds {what} of shared buffer {buf.name}: element "
-                                   f"{int(idx[np.argmax(bad)])}, outside 0..{buf.shape[0] - 1}", blk.loc)
+                                   f"{int(idx[np.argmax(bad)])}, outside 0..{buf.shape[0] - 1}", blk.loc,
+                                   hint="index the barrier buffer within its size (check the stage index)")
 
     @staticmethod
     def _offsets(blk, e, mask) -> np.ndarray:

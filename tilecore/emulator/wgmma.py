@@ -89,11 +89,13 @@ class WgmmaState:
         intr = s.intrinsic
         G = intr.lanes
         if blk.T % G:
-            raise TileRuntimeError(f"{intr.name} needs whole warpgroups of {G} threads", blk.loc)
+            raise TileRuntimeError(f"{intr.name} needs whole warpgroups of {G} threads", blk.loc,
+                                   hint=f"make threads= in T.Kernel a multiple of {G}")
         groups = mask.reshape(-1, G)
         if not np.all(groups.all(axis=1) | ~groups.any(axis=1)):
             raise TileRuntimeError(f"{intr.name} executed by part of a warpgroup (divergent control "
-                                   "flow)", blk.loc)
+                                   "flow)", blk.loc,
+                                   hint="move the gemm out of branches that split a warpgroup")
         for w in np.nonzero(groups.all(axis=1))[0]:
             self._issue_group(blk, s, np.arange(w * G, (w + 1) * G))
 
@@ -124,14 +126,17 @@ class WgmmaState:
         st = np.broadcast_to(np.asarray(blk.eval(ref.offset, None), dtype=np.int64), (blk.T,))[tids]
         if np.any(st != st[0]):
             raise TileRuntimeError(f"the threads of a warpgroup give {spec.name} different descriptor "
-                                   "start addresses", blk.loc)
+                                   "start addresses", blk.loc,
+                                   hint="a lowering produced this; please report it with the kernel")
         if spec.desc is None:
-            raise TileRuntimeError(f"wgmma operand {spec.name} has no descriptor", blk.loc)
+            raise TileRuntimeError(f"wgmma operand {spec.name} has no descriptor", blk.loc,
+                                   hint="a lowering produced this; please report it with the kernel")
         el = spec.desc.elements(int(st[0]), mn, k)
         n = blk.shared[id(ref.buffer)].shape[0]
         if el.min() < 0 or el.max() >= n:
             raise TileRuntimeError(f"out-of-bounds wgmma read of shared buffer {ref.buffer.name}: "
-                                   f"elements {int(el.min())}..{int(el.max())} outside 0..{n - 1}", blk.loc)
+                                   f"elements {int(el.min())}..{int(el.max())} outside 0..{n - 1}", blk.loc,
+                                   hint="check the gemm operand's shared tile shape and slice bounds")
         flat = el.reshape(-1)
         blk.trackers[id(ref.buffer)].read(flat, np.full(flat.size, tids[0]), blk.loc_id, blk.locs)
         vals = S.from_storage(blk.shared[id(ref.buffer)][flat], ref.buffer.dtype).astype(np.float64)

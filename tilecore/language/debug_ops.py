@@ -14,7 +14,8 @@ def _debug_frame(what: str):
     """The builder, checked: inside a kernel, outside T.Parallel (for T.print)."""
     b = current()
     if b.kernel is None:
-        raise TileSyntaxError(f"{what} must be inside `with T.Kernel(...)`", b.loc)
+        raise TileSyntaxError(f"{what} must be inside `with T.Kernel(...)`", b.loc,
+                              hint=f"move {what} into the body of `with T.Kernel(...)`")
     return b
 
 
@@ -81,10 +82,12 @@ def print_format(fmt, *args):
 
     b = _debug_frame("T.print_format")
     if b.parallel_depth:
-        raise TileSyntaxError("T.print_format cannot be used inside T.Parallel", b.loc)
+        raise TileSyntaxError("T.print_format cannot be used inside T.Parallel", b.loc,
+                              hint="move it outside the T.Parallel loop")
     if not isinstance(fmt, str) or len(pieces(fmt)) - 1 != len(args):
         raise TileSyntaxError(f"T.print_format({fmt!r}) has {len(pieces(str(fmt))) - 1} placeholders "
-                              f"for {len(args)} argument(s)", b.loc)
+                              f"for {len(args)} argument(s)", b.loc,
+                              hint="pass one argument per {} placeholder")
     b.emit(Print(fmt, tuple(as_expr(a) for a in args), b.loc))
 
 

@@ -35,7 +35,8 @@ class HelperParser(Parser):
         try:
             sig = inspect.signature(self.fn).bind(*args, **kwargs)
         except TypeError as e:
-            raise TileSyntaxError(f"bad arguments to {self.fn.__name__}: {e}") from e
+            raise TileSyntaxError(f"bad arguments to {self.fn.__name__}: {e}",
+                                  hint=f"call {self.fn.__name__} with the parameters it declares") from e
         sig.apply_defaults()
         self.scopes = [_Scope("helper")]
         self.scopes[0].vars.update(sig.arguments)

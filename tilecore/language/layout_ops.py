@@ -105,7 +105,8 @@ def not_honoured(buf, lay, loc) -> bool:
     from .layouts import Fragment, Layout
 
     if not isinstance(buf, Buffer):
-        raise TileTypeError(f"T.annotate_layout keys are buffers, got {buf!r}")
+        raise TileTypeError(f"T.annotate_layout keys are buffers, got {buf!r}",
+                            hint="write T.annotate_layout({A_shared: layout, ...}) with buffer keys")
     if isinstance(lay, LayoutRequest) and lay.buffer is not buf:
         raise TileTypeError(f"T.annotate_layout gives {buf.scope} {buf.name} a layout made for "
                             f"{lay.buffer.name}: a shared layout for {buf.scope} {buf.name} is "

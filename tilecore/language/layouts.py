@@ -20,7 +20,8 @@ def _shape(shape) -> tuple:
     try:
         return tuple(shape)
     except TypeError:
-        raise TileTypeError(f"a layout's shape is a tuple of sizes, got {shape!r}") from None
+        raise TileTypeError(f"a layout's shape is a tuple of sizes, got {shape!r}",
+                            hint="pass the shape as a tuple, e.g. (32, 32)") from None
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,7 +33,8 @@ class Layout:
 
     def __init__(self, shape, forward_fn: Callable):
         if not callable(forward_fn):
-            raise TileTypeError("T.Layout(shape, fn): fn must be callable, e.g. lambda i, j: [i, j]")
+            raise TileTypeError("T.Layout(shape, fn): fn must be callable, e.g. lambda i, j: [i, j]",
+                                hint="pass a function of the logical indices as the second argument")
         object.__setattr__(self, "shape", _shape(shape))
         object.__setattr__(self, "forward_fn", forward_fn)
 
@@ -73,13 +75,15 @@ class Fragment:
     def thread(self, *index):
         """The thread holding logical `index`."""
         if self.forward_thread_fn is None:
-            raise TileTypeError("this T.Fragment has no thread map")
+            raise TileTypeError("this T.Fragment has no thread map",
+                                hint="build the T.Fragment with forward_thread_fn=...")
         return self.forward_thread_fn(*index)
 
     def index(self, *index):
         """The register of logical `index` in its thread."""
         if self.forward_index_fn is None:
-            raise TileTypeError("this T.Fragment has no register map")
+            raise TileTypeError("this T.Fragment has no register map",
+                                hint="build the T.Fragment with forward_index_fn=...")
         return self.forward_index_fn(*index)
 
 

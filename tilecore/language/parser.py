@@ -211,7 +211,8 @@ class Parser:
                 return eval(text, self.globals, scope)  # noqa: S307
             except NameError as e:
                 err = e
-        raise TileNameError(f"annotation of {arg.arg!r}: {err}", self.loc(arg)) from None
+        raise TileNameError(f"annotation of {arg.arg!r}: {err}", self.loc(arg),
+                            hint="define or import the names the annotation uses") from None
 
     def scalar_param(self, arg, d: dt.DType) -> Var:
         """`n: T.int32` in the signature: an integer passed by value at call time (a Var bound
@@ -332,7 +333,8 @@ class Parser:
                                   hint="check inputs before calling the kernel")
         if not cond:
             msg = self.ev(node.msg) if node.msg is not None else ast.unparse(node.test)
-            raise TileError(f"assertion failed while building the kernel: {msg}", self.loc(node))
+            raise TileError(f"assertion failed while building the kernel: {msg}", self.loc(node),
+                            hint="change the build-time values (shapes, parameters) so the assert holds")
 
     def assign(self, target, value_node):
         if isinstance(target, ast.Name):
@@ -526,7 +528,7 @@ class Parser:
         spec = self.ev(item.context_expr)
         if not isinstance(spec, KernelSpec):
             raise TileSyntaxError("the only `with` supported in kernels is `with T.Kernel(...)`",
-                                  self.loc(node))
+                                  self.loc(node), hint="remove this `with` or move it outside the kernel")
         if self.b.kernel is not None:
             raise TileSyntaxError("`with T.Kernel(...)` cannot be nested in another kernel",
                                   self.loc(node), hint="write the kernels one after the other")
@@ -666,7 +668,8 @@ class Parser:
                 return
             g = node.generators[i]
             if g.is_async:
-                raise TileSyntaxError("async comprehensions are not supported", self.loc(node))
+                raise TileSyntaxError("async comprehensions are not supported", self.loc(node),
+                                      hint="use a plain `for` in the comprehension")
             seq = self.ev(g.iter)
             if isinstance(seq, (Expr, Ref, Buffer)) or not hasattr(seq, "__iter__"):
                 raise TileSyntaxError("a comprehension in a kernel iterates over a Python sequence",
@@ -679,7 +682,8 @@ class Parser:
                     conds = [self.ev(c) for c in g.ifs]
                     if any(isinstance(c, (Expr, Ref)) for c in conds):
                         raise TileSyntaxError("a comprehension's `if` must be a build-time value",
-                                              self.loc(node))
+                                              self.loc(node),
+                                              hint="use T.if_then_else(cond, a, b) for a kernel value")
                     if all(conds):
                         gen(i + 1)
                 finally:
@@ -747,7 +751,7 @@ class Parser:
             return fn(a, b)
         except TypeError as e:
             raise TileTypeError(f"cannot apply {op} to {type(a).__name__} and {type(b).__name__}: "
-                                f"{e}") from None
+                                f"{e}", hint="make both operands numbers or kernel values") from None
 
     def ev_BinOp(self, node):
         op = _BINOPS.get(type(node.op))

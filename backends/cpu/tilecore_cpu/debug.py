@@ -77,4 +77,5 @@ def flush(sites, log: tuple, err: np.ndarray) -> None:
 
 def fault_error(f: Fault, idx: list[int]) -> TileRuntimeError:
     """The TileRuntimeError of a failed device assertion (`f.buffer` holds its message)."""
-    return TileRuntimeError(assert_text(f.buffer, idx[:f.rank]), f.loc)
+    return TileRuntimeError(assert_text(f.buffer, idx[:f.rank]), f.loc,
+                            hint="the asserted condition is false here: fix the inputs or the kernel")

@@ -32,6 +32,7 @@ def compile_assert(s: DeviceAssert, slots):
         if mask is not None:
             bad = bad & mask
         if bad.any():
-            raise TileRuntimeError(assert_text(s.msg, [int(f(env, None)) for f in blk]), s.loc)
+            raise TileRuntimeError(assert_text(s.msg, [int(f(env, None)) for f in blk]), s.loc,
+                                   hint="the asserted condition is false here: fix the inputs or the kernel")
 
     return run

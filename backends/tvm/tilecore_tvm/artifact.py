@@ -41,7 +41,8 @@ class TvmArtifact:
         try:
             self.ir_module = lower(self.func, self.caps)
         except Unsupported as e:
-            raise TileTargetError(str(e), self.func.loc) from None
+            raise TileTargetError(str(e), self.func.loc,
+                                  hint="avoid this construct on tvm targets or pick another target") from None
         self.tvm_target, self.runs_here, _ = KINDS[kind]
         if kind == "rocm":
             _rocm_bitcode_callback()
@@ -71,7 +72,8 @@ class TvmArtifact:
         """Execute on NumPy arrays in parameter order (outputs written in place)."""
         if self._runner is None:
             raise TileTargetError(f"tvm:{self.kind} is source-only here: its code was generated "
-                                  "(and validated where a tool exists) but cannot run on this machine")
+                                  "(and validated where a tool exists) but cannot run on this machine",
+                                  hint="use get_kernel_source() here, or run it where the device exists")
         self._runner.run(args, dyn)
 
 
@@ -104,7 +106,8 @@ def _device_source(executable, kind: str) -> str:
     """The device code TVM generated (WGSL, HIP's LLVM IR, MSL, OpenCL C)."""
     mods = list(executable.mod.imports)
     if not mods:
-        raise TileTargetError(f"TVM produced no device module for tvm:{kind}")
+        raise TileTargetError(f"TVM produced no device module for tvm:{kind}",
+                              hint="check that the installed TVM was built with this device's codegen")
     fmt = {"rocm": "asm"}.get(kind, "")  # ROCm: the GCN assembly of the linked code object
     return mods[0].inspect_source(fmt)
 

@@ -88,7 +88,8 @@ class WebGpuRunner:
         src = art.source
         m = _ENTRY.search(src)
         if m is None:
-            raise TileTargetError("TVM's WGSL has no compute entry point")
+            raise TileTargetError("TVM's WGSL has no compute entry point",
+                                  hint="a lowering produced this; please report it with the kernel")
         self.entry = m.group(1)
         self.storage = []  # (binding, param index, writable)
         self.uniform = None
@@ -99,7 +100,8 @@ class WebGpuRunner:
                 continue
             pname = name[:-4] if name.endswith("_ptr") else name
             if pname not in names:
-                raise TileTargetError(f"WGSL binding {name} names no parameter of {self.func.name}")
+                raise TileTargetError(f"WGSL binding {name} names no parameter of {self.func.name}",
+                                      hint="a lowering produced this; please report it with the kernel")
             self.storage.append((int(b), names[pname], access == "read_write"))
         pod = _POD.search(src)
         self.pod = [f.split(":")[0].strip() for f in pod.group(1).split(",") if f.strip()] if pod else []
