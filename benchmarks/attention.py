@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import sys
 import time
@@ -101,23 +100,11 @@ def _compile_one(job):
 
 
 def precompile(jobs, arch):
-    """Start compiling `jobs` in a spawned pool with no GPU visible; returns the executor."""
-    from concurrent.futures import ProcessPoolExecutor
+    """Start compiling `jobs` in a spawned pool with no GPU visible; (executor, futures)."""
+    from gpu import submit_without_gpu
 
-    old = os.environ.get("CUDA_VISIBLE_DEVICES")
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    try:
-        ex = ProcessPoolExecutor(
-            max(1, min(12, (os.cpu_count() or 2) - 2)), mp_context=mp.get_context("spawn")
-        )
-        pc = dict(cases.PASS_CONFIGS)
-        futures = [ex.submit(_compile_one, (kind, params, arch, pc)) for kind, params in jobs]
-    finally:
-        if old is None:
-            del os.environ["CUDA_VISIBLE_DEVICES"]
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = old
-    return ex, futures
+    pc = dict(cases.PASS_CONFIGS)
+    return submit_without_gpu(_compile_one, [(kind, params, arch, pc) for kind, params in jobs])
 
 
 # --------------------------------------------------------------------------- driver

@@ -122,25 +122,31 @@ def _precompile_one(job):
         return name, params, time.perf_counter() - t0, f"{type(e).__name__}: {str(e)[:200]}"
 
 
-def start_precompile(jobs, arch):
-    """A spawned process pool compiling `jobs` ((example, params)) with no GPU visible; returns
-    (executor, futures). A worker that dies breaks the pool (its futures raise) rather than
-    hanging it, and the main process then builds those kernels itself."""
+def submit_without_gpu(fn, jobs: list):
+    """A spawned process pool running `fn(job)` for every job with no GPU visible (workers only
+    compile: no CUDA contexts); returns (executor, futures). Shared by the GPU benchmarks."""
     from concurrent.futures import ProcessPoolExecutor
 
     old = os.environ.get("CUDA_VISIBLE_DEVICES")
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # workers only compile: no CUDA contexts
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
     try:
         workers = max(1, min(12, (os.cpu_count() or 2) - 2))
         ex = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
         # a spawning pool starts its workers inside submit(), so they all see the env above
-        futures = [ex.submit(_precompile_one, (n, p, arch)) for n, p in jobs]
+        futures = [ex.submit(fn, job) for job in jobs]
     finally:
         if old is None:
             del os.environ["CUDA_VISIBLE_DEVICES"]
         else:
             os.environ["CUDA_VISIBLE_DEVICES"] = old
     return ex, futures
+
+
+def start_precompile(jobs, arch):
+    """A spawned process pool compiling `jobs` ((example, params)) with no GPU visible; returns
+    (executor, futures). A worker that dies breaks the pool (its futures raise) rather than
+    hanging it, and the main process then builds those kernels itself."""
+    return submit_without_gpu(_precompile_one, [(n, p, arch) for n, p in jobs])
 
 
 def finish_precompile(ex, futures) -> list:

@@ -14,26 +14,13 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gemm  # noqa: E402
 import softmax  # noqa: E402
+from cpu import best_of, np_softmax  # noqa: E402  (benchmarks/cpu.py: one timer for both)
 
 import tilecore  # noqa: E402
-
-
-def best_of(fn, repeat=5) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
-
-
-def np_softmax(x):
-    e = np.exp(x - x.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
 
 
 def cases(quick: bool):
