@@ -86,6 +86,9 @@ def _oracle(case: Case, seed: int, func=None):
         want = execute(case, ORACLE, seed, func=func)
         shuffled = execute(case, ORACLE, seed, shuffle=seed + 1, func=func)
     except Exception as e:  # the oracle failing on a generated program is a generator or interp bug
+        if isinstance(e, TileError) and "read of uninitialized" in str(e):
+            # TILECORE_CHECK_UNINIT: interp names the read itself; the program is ill-formed
+            return Outcome("program_bug", f"the program reads uninitialized memory: {_short_trace(e)}")
         return Outcome("error", f"the oracle (interp) failed: {_short_trace(e)}")
     bug = compare(case, want, shuffled, plugins.resolve(ORACLE))
     if bug is not None:
