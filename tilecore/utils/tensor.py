@@ -2,41 +2,22 @@
 
 from __future__ import annotations
 
-from .. import dtypes as dt
+import numpy as np
+
 from ..profiler import TensorSupplyType  # the one definition (TileLang's names)
 
 
-def get_tensor_supply(supply_type: TensorSupplyType = TensorSupplyType.Integer):
-    """A function Buffer -> torch tensor of its shape and dtype, filled per `supply_type`."""
-    import torch
+def get_tensor_supply(supply_type: str = TensorSupplyType.Integer):
+    """A function Buffer -> torch (CPU) tensor of its shape and dtype, filled per `supply_type`
+    by the profiler's one generator (`tilecore.profiler.random_array`)."""
+    from ..kernel import _from_numpy
+    from ..profiler import random_array
+
+    rng = np.random.default_rng()
 
     def make(p):
         shape = tuple(int(s) for s in p.shape)
-        d = p.dtype
-        tdt = dt.torch_dtype(d)
-        kind = supply_type
-        if kind == TensorSupplyType.Auto:
-            kind = TensorSupplyType.Uniform if d.is_float and d.bits >= 16 else TensorSupplyType.Integer
-        if kind == TensorSupplyType.Integer or not d.is_float:
-            if kind in (TensorSupplyType.Zero, TensorSupplyType.One):
-                return (torch.zeros if kind == TensorSupplyType.Zero else torch.ones)(shape, dtype=tdt)
-            if d.name == "bool":
-                return torch.randint(0, 2, shape).to(tdt)
-            if d.name.startswith("float8"):
-                return torch.randint(-8, 9, shape).to(torch.float32).to(tdt)
-            lo = 0 if d.kind == "uint" else -2
-            return torch.randint(lo, 3, shape).to(tdt)
-        if kind == TensorSupplyType.Uniform:
-            return torch.empty(shape, dtype=torch.float32).uniform_(-1.0, 1.0).to(tdt)
-        if kind == TensorSupplyType.Normal:
-            return torch.empty(shape, dtype=torch.float32).normal_(-1.0, 1.0).to(tdt)
-        if kind == TensorSupplyType.Randn:
-            return torch.randn(shape).to(tdt)
-        if kind == TensorSupplyType.Zero:
-            return torch.zeros(shape, dtype=tdt)
-        if kind == TensorSupplyType.One:
-            return torch.ones(shape, dtype=tdt)
-        raise ValueError(f"unknown TensorSupplyType {supply_type!r}")
+        return _from_numpy(random_array(shape, p.dtype, supply_type, rng))
 
     return make
 
