@@ -37,7 +37,10 @@ class Options:
       asynchronous and no epilogue is staged for wider stores; `ldmatrix` and the fragment
       layouts are unchanged (read in `tilecore/lower/vectorize.py` and `parallel.py`);
     - ``disable_thread_storage_sync``: no automatic barriers (`insert-barriers` is skipped; the
-      kernel author synchronizes, and `emu` reports the races of a kernel that does not).
+      kernel author synchronizes, and `emu` reports the races of a kernel that does not);
+    - ``disable_fragment_pipeline`` (tilecore's own key ``tilecore.disable_fragment_pipeline``):
+      mma.sync gemms in asynchronous-copy pipelines keep the as-written order of operand loads
+      and mmas (`fragment-pipeline` is skipped; for A/B comparisons in benchmarks).
     """
 
     disable_tma_lower: bool = False
@@ -48,6 +51,7 @@ class Options:
     enable_async_copy: bool = True
     disable_vectorize: bool = False
     disable_thread_storage_sync: bool = False
+    disable_fragment_pipeline: bool = False
 
 
 # TileLang pass-config key -> Options field
@@ -63,6 +67,7 @@ HONOURED = {
     "tirx.disable_vectorize": "disable_vectorize",
     "tir.disable_vectorize": "disable_vectorize",
     "tl.disable_thread_storage_sync": "disable_thread_storage_sync",
+    "tilecore.disable_fragment_pipeline": "disable_fragment_pipeline",
 }
 
 # TileLang keys accepted without effect, with why (told once per process).

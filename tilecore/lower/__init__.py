@@ -12,6 +12,8 @@ Passes, in order (their names are anchors for backends' `tile_passes`):
   the math;
 - ``insert-barriers``: block barriers wherever shared memory passes between threads (skipped
   under ``pass_configs={"tl.disable_thread_storage_sync": True}``);
+- ``fragment-pipeline``: in asynchronous-copy pipelines of mma.sync gemms, the next k tile's
+  first operand fragments load before this tile's last mmas;
 - ``wide-offsets``: int64 offsets into global buffers that may hold 2^31 elements or more.
 
 Every pass is ``(Module, TargetDesc) -> Module`` and reads the backend's answers (facts,
@@ -30,6 +32,7 @@ from ..target import TargetDesc
 from .async_pipeline import async_pipeline
 from .barrier import insert_barriers
 from .context import LayoutMap, LowerCtx
+from .fragment_pipeline import fragment_pipeline
 from .infer import annotate_layouts, plan_gemms, stored_layouts
 from .layout import MmaLayout
 from .prefetch import prefetch
@@ -40,6 +43,10 @@ from .wide_offsets import wide_offsets
 
 def _lowers(desc: TargetDesc) -> bool:
     return desc.facts.lowers_to_threads
+
+
+def _pipelines_fragments(desc: TargetDesc) -> bool:
+    return desc.facts.lowers_to_threads and not desc.options.disable_fragment_pipeline
 
 
 def _syncs(desc: TargetDesc) -> bool:
@@ -135,11 +142,24 @@ def barriers(module: Module, desc: TargetDesc) -> Module:
     return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
 
 
+def fragment_pipelines(module: Module, desc: TargetDesc) -> Module:
+    """Invariant: in asynchronous-copy pipelined loops whose body is the loop head and a
+    tensorized mma.sync gemm with an even number of k steps, step i + 1's operand loads precede
+    step i's mmas and the next iteration's head and first loads precede the last mmas (same
+    values; see tilecore.lower.fragment_pipeline). Such loops carry `fragment_pipeline`."""
+
+    def fn(n):
+        return fragment_pipeline(n) if isinstance(n, ThreadKernel) else None
+
+    return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
+
+
 LOWERING_PASSES: list[Pass] = [
     Pass("layout-inference", layout_inference, _lowers),
     Pass("lower-threads", lower_threads, _lowers),
     Pass("async-pipeline", async_pipelines, _lowers),
     Pass("prefetch-pipelined", prefetch_pipelined, _lowers),
     Pass("insert-barriers", barriers, _syncs),
+    Pass("fragment-pipeline", fragment_pipelines, _pipelines_fragments),
     Pass("wide-offsets", wide_offsets, _lowers),
 ]

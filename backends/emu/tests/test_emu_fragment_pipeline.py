@@ -1,0 +1,69 @@
+"""fragment-pipeline on the emulator: mma.sync gemms in cp.async pipelines, with the next k tile's
+first operand fragments loaded before this tile's last mmas, give bit-identical results to the
+as-written order (each accumulator still sums its k steps in order), on ragged shapes too; the
+loops it declines (an odd number of k steps) are left as written."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tilecore
+from tilecore.ir.stmt import For
+from tilecore.ir.visit import walk
+
+OFF = {"tilecore.disable_fragment_pipeline": True}
+
+
+def _gemm(pass_configs=None, **kw):
+    import gemm
+
+    return tilecore.compile(gemm.program(**kw), out_idx=[-1], target="emu:sm_80", pass_configs=pass_configs)
+
+
+def _pipelined_loops(kernel) -> list:
+    final = dict(kernel.stages)["wide-offsets"]
+    return [n for n in walk(final.func.body) if isinstance(n, For) and n.annotation("fragment_pipeline")]
+
+
+@pytest.mark.parametrize("shape, block_K, stages", [
+    ((64, 64, 32), 32, 2),      # one k tile: the prologue and the guarded tail alone
+    ((100, 72, 100), 32, 3),    # ragged M, N and a K tail
+    ((64, 64, 192), 64, 2),     # 4 k steps per tile, 3 tiles
+    ((64, 64, 64), 32, 4),      # more stages than tiles
+])
+def test_same_bits_as_written_order(shape, block_K, stages):
+    import gemm
+
+    M, N, K = shape
+    kw = dict(M=M, N=N, K=K, block_M=64, block_N=64, block_K=block_K, num_stages=stages, threads=128)
+    on, off = _gemm(**kw), _gemm(OFF, **kw)
+    loops = _pipelined_loops(on)
+    assert [lp.annotation("fragment_pipeline") for lp in loops] == [block_K // 16]
+    assert not _pipelined_loops(off)
+    a, b = gemm.make_inputs(np.random.default_rng(1), M=M, N=N, K=K)
+    c_on, c_off = on(a, b), off(a, b)
+    np.testing.assert_array_equal(c_on, c_off)
+    np.testing.assert_allclose(c_on.astype(np.float32), gemm.reference(a, b).astype(np.float32),
+                               rtol=1e-2, atol=1e-2)
+
+
+def test_odd_step_count_is_left_alone():
+    # block_K = 48: three 16-deep steps; the last step's registers would collide with the next
+    # tile's first loads, so the loop keeps its written order
+    kernel = _gemm(M=64, N=64, K=96, block_M=64, block_N=64, block_K=48, num_stages=2, threads=128)
+    assert not _pipelined_loops(kernel)
+
+
+def test_the_moved_loads_read_the_next_stage():
+    # the loop body ends with the guarded head of iteration k + 1 (wait, barrier, copies, first
+    # loads) before the last step's mmas: printed IR shows the odd-step register twins
+    kernel = _gemm(M=64, N=64, K=256, block_M=64, block_N=64, block_K=64, num_stages=3, threads=128)
+    ir = kernel.get_ir("final")
+    assert "A_frag_odd" in ir and "B_frag_odd" in ir
+    body = ir[ir.index("for k in"):]
+    last_if = body.rindex("if k + 1 < ")
+    moved = body[last_if:body.index("async_wait(cp.async, pending=0)")]
+    assert "async_wait" in moved and "barrier()" in moved and "ldmatrix" in moved
+    # the last step's mmas follow the moved head, reading the odd twins (4 steps: step 3 is odd)
+    assert "A=A_frag_odd" in moved.split("async_commit")[-1]

@@ -1,0 +1,159 @@
+"""Fragment pipelining: the next k tile's first operand fragments load before this tile's last mmas.
+
+A tensorized gemm inside a pipelined loop lowers, per 16-deep k step i, to loader
+instructions L_i (ldmatrix: shared memory -> operand registers) followed by the mmas M_i that
+read them, after the loop head H (wait for the tile, block barrier, issue the copies of a later
+tile). Run as written, every k tile starts with a bubble: the first mma waits for the barrier
+and for the latency of L_0, and the last mmas of the tile have no loads to hide behind. This
+pass software-pipelines the steps by one across iterations (what CUTLASS's multistage mainloop
+does):
+
+    before:  H(0) L_0(0)
+    loop k:  L_1 M_0  L_2 M_1 ... L_{n-1} M_{n-2}  [if k + 1 < n_k: H(k+1) L_0(k+1)]  M_{n-1}
+
+Odd steps use a second set of operand registers so that L_{i+1} never overwrites what M_i
+reads. Values are unchanged: every statement runs the same number of times with the same
+operands; the only statements that move past others are mmas (register-only: they read the
+operand and accumulator registers and touch no memory), and each moves past statements that
+write neither its operands nor its accumulators. Shared memory hazards are unchanged: H(k+1)'s
+barrier still precedes its copies, and every read of the tile it overwrites (L_1..L_{n-1} of
+iteration k) still precedes that barrier. The pass needs an even number of steps (so that
+L_0(k+1) writes the registers M_{n-1}(k) does not read) and a loop body of exactly
+`lets, H, steps` with loader intrinsics for both operands; other loops are left alone.
+"""
+
+from __future__ import annotations
+
+from ..ir.buffer import Buffer
+from ..ir.expr import Const, binop
+from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
+from ..ir.thread import IntrinsicCall, OperandRef, ThreadKernel
+from ..ir.visit import rewrite, substitute, walk
+from .indexing import simplify
+from .prefetch import flat_stmts
+
+
+def _kind(s: Stmt) -> str | None:
+    return s.intrinsic.kind if isinstance(s, IntrinsicCall) else None
+
+
+def _steps(tail: list) -> list[tuple[list, list]] | None:
+    """The (loaders, mmas) groups of a tail made only of ldmatrix and mma.sync calls."""
+    steps: list[tuple[list, list]] = []
+    i = 0
+    while i < len(tail):
+        loads, mmas = [], []
+        while i < len(tail) and _kind(tail[i]) == "ldmatrix":
+            loads.append(tail[i])
+            i += 1
+        while i < len(tail) and _kind(tail[i]) == "mma":
+            mmas.append(tail[i])
+            i += 1
+        if not loads or not mmas:
+            return None
+        steps.append((loads, mmas))
+    return steps
+
+
+def _operand_regs(steps) -> set | None:
+    """ids of the register buffers the loaders fill, when every mma operand comes from them and
+    the loaders' sources are all shared memory (so renaming a step's registers is local)."""
+    filled = {id(s.operands[0].buffer) for loads, _ in steps for s in loads}
+    for _, mmas in steps:
+        for m in mmas:
+            a, b = m.operands[1].buffer, m.operands[2].buffer
+            if id(a) not in filled or id(b) not in filled:
+                return None
+            if id(m.operands[0].buffer) in filled or id(m.operands[3].buffer) in filled:
+                return None
+    return filled
+
+
+def _rename(stmts: list, mapping: dict) -> list:
+    def fn(n):
+        if isinstance(n, OperandRef) and id(n.buffer) in mapping:
+            return OperandRef(mapping[id(n.buffer)], n.offset)
+        return None
+
+    return [rewrite(s, fn) for s in stmts]
+
+
+def _pipeline_loop(loop: For, new_regs: list, names: set, bounds: dict) -> Stmt | None:
+    body = flat_stmts(loop.body)
+    lets: list[LetStmt] = []
+    while body and isinstance(body[0], LetStmt):
+        lets.append(body.pop(0))
+    first = next((i for i, s in enumerate(body) if isinstance(s, IntrinsicCall)), None)
+    if first is None or first == 0:
+        return None
+    head, tail = body[:first], body[first:]
+    if any(isinstance(n, (IntrinsicCall, LetStmt, For)) for s in head for n in walk(s)):
+        return None
+    steps = _steps(tail)
+    if steps is None or len(steps) < 2 or len(steps) % 2:
+        return None
+    filled = _operand_regs(steps)
+    if filled is None:
+        return None
+    # the let-bound names (stage = k % s, ...) are inlined into the statements that move to
+    # another iteration, so that substituting the loop variable alone moves them
+    env: dict = {}
+    for let in lets:
+        env[let.var] = substitute(let.value, env)
+    regs = {id(b): b for s in tail for b in (s.operands[0].buffer,) if id(b) in filled}
+    twin = {}
+    for key, b in regs.items():
+        name, n = f"{b.name}_odd", 0
+        while name in names:
+            n += 1
+            name = f"{b.name}_odd_{n}"
+        names.add(name)
+        twin[key] = Buffer(name, b.shape, b.dtype, b.scope)
+        new_regs.append(twin[key])
+    steps = [(loads, mmas) if i % 2 == 0 else (_rename(loads, twin), _rename(mmas, twin))
+             for i, (loads, mmas) in enumerate(steps)]
+
+    def at(stmts: list, it) -> list:
+        """`stmts` of iteration `it` (lets inlined), simplified."""
+        mapping = {v: substitute(e, {loop.var: it}) for v, e in env.items()}
+        mapping[loop.var] = it
+        return [simplify(substitute(s, mapping), bounds) for s in stmts]
+
+    nxt = loop.var + loop.step
+    more = binop("lt", nxt, loop.stop) if loop.step > 0 else binop("gt", nxt, loop.stop)
+    n = len(steps)
+    new: list[Stmt] = list(lets)
+    for i in range(n - 1):
+        new.extend(steps[i + 1][0])
+        new.extend(steps[i][1])
+    new.append(IfThenElse(more, SeqStmt(tuple(at(head + steps[0][0], nxt)), loop.loc), None, loop.loc))
+    new.extend(steps[n - 1][1])
+    new_loop = For(loop.var, loop.start, loop.stop, loop.step, loop.kind, SeqStmt(tuple(new), loop.loc),
+                   loop.annotations + (("fragment_pipeline", n),), loop.loc)
+    prologue = SeqStmt(tuple(at(head + steps[0][0], loop.start)), loop.loc)
+    has_iter = simplify(binop("lt", loop.start, loop.stop) if loop.step > 0 else
+                        binop("gt", loop.start, loop.stop), bounds)
+    if not (isinstance(has_iter, Const) and has_iter.value is True):
+        prologue = IfThenElse(has_iter, prologue, None, loop.loc)
+    return SeqStmt((prologue, new_loop), loop.loc)
+
+
+def fragment_pipeline(kernel: ThreadKernel) -> ThreadKernel:
+    """`kernel` with its pipelined mma loops software-pipelined by one k step (module docstring)."""
+    new_regs: list = []
+    names = {b.name for b in kernel.registers} | {b.name for b in kernel.shared}
+    bounds = {id(v): (0, None) for v in kernel.block_vars}
+    bounds[id(kernel.thread_var)] = (0, kernel.num_threads - 1)
+
+    def fn(n):
+        if isinstance(n, For) and n.annotation("async_stages") and not n.annotation("tma_stages") \
+                and not n.annotation("fragment_pipeline"):
+            return _pipeline_loop(n, new_regs, names, bounds)
+        return None
+
+    body = rewrite(kernel.body, fn)
+    if not new_regs:
+        return kernel
+    return ThreadKernel(kernel.grid, kernel.block_vars, kernel.thread_var, kernel.num_threads,
+                        kernel.warp_size, kernel.shared, kernel.registers + tuple(new_regs), body,
+                        kernel.loc)
