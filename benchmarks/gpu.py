@@ -1,6 +1,7 @@
 """tilecore on the GPU beside its strongest peers, in one process: GEMM, attention, row kernels.
 
 Run on a CUDA machine (the lent H200):  python benchmarks/gpu.py [--out results.json] [--quick]
+    [--arch sm_80] [--fragment-ab]   (GPU_GEMM_CONFIGS='[{...}, ...]' replaces GEMM_CONFIGS)
 
 Cases, back to back in this one process:
 - GEMM fp16 and bf16 at 4096^3 and 8192^3 against torch.matmul (cuBLAS), TFLOP/s; every tile
@@ -110,12 +111,28 @@ def checked(run, ref, tol: float) -> float:
 # --------------------------------------------------------------------------- building kernels
 
 
+# --arch: lower for this arch instead of the device's (sm_80 on an H200: the mma.sync + cp.async
+# path); the code is still compiled for the device. None: the device's arch.
+LOWER_ARCH: str | None = None
+# --fragment-ab: every GEMM config also runs with the fragment-pipeline pass off
+FRAGMENT_OFF = {"tilecore.disable_fragment_pipeline": True}
+
+
+def compile_example(name, params, arch, lower_arch=None):
+    """tilecore.compile of an example config lowered for `lower_arch` (default `arch`); a
+    "pass_configs" entry of `params` goes to the compiler, the rest to the example's program."""
+    params = dict(params)
+    pass_configs = params.pop("pass_configs", None)
+    return tilecore.compile(EXAMPLES[name].program(**params), target=f"cuda:{lower_arch or arch}",
+                            pass_configs=pass_configs)
+
+
 def _precompile_one(job):
     """Pool worker: lower one example config and compile its cubin into the disk cache."""
-    name, params, arch = job
+    name, params, arch, lower_arch = job
     t0 = time.perf_counter()
     try:
-        k = tilecore.compile(EXAMPLES[name].program(**params), target=f"cuda:{arch}")
+        k = compile_example(name, params, arch, lower_arch)
         k.artifact.cubin(arch)
         return name, params, time.perf_counter() - t0, None
     except Exception as e:  # reported by the main process; it builds the kernel itself later
@@ -146,7 +163,7 @@ def start_precompile(jobs, arch):
     """A spawned process pool compiling `jobs` ((example, params)) with no GPU visible; returns
     (executor, futures). A worker that dies breaks the pool (its futures raise) rather than
     hanging it, and the main process then builds those kernels itself."""
-    return submit_without_gpu(_precompile_one, [(n, p, arch) for n, p in jobs])
+    return submit_without_gpu(_precompile_one, [(n, p, arch, LOWER_ARCH) for n, p in jobs])
 
 
 def finish_precompile(ex, futures) -> list:
@@ -165,8 +182,9 @@ def finish_precompile(ex, futures) -> list:
 
 
 def build(name, params, arch):
-    """tilecore.compile of an example config for the device arch (the cubin from the cache)."""
-    return tilecore.compile(EXAMPLES[name].program(**params), target=f"cuda:{arch}")
+    """tilecore.compile of an example config for the device arch (the cubin from the cache),
+    lowered for --arch when given."""
+    return compile_example(name, params, arch, LOWER_ARCH)
 
 
 def sweep(make_run, configs, ref, tol, label):
@@ -351,7 +369,8 @@ def _cfg(c) -> str:
     """A tile configuration, short: GEMM 128x128x64 s3 t128, attention 128x64 s1 t256, rows."""
     if "block_K" in c:
         panel = f" p{c['panel']}" if c.get("panel") else ""
-        return f"{c['block_M']}x{c['block_N']}x{c['block_K']} s{c['num_stages']} t{c['threads']}{panel}"
+        off = " no-fragment-pipeline" if c.get("pass_configs") == FRAGMENT_OFF else ""
+        return f"{c['block_M']}x{c['block_N']}x{c['block_K']} s{c['num_stages']} t{c['threads']}{panel}{off}"
     if "num_stages" in c:
         return f"{c['block_M']}x{c['block_N']} s{c['num_stages']} t{c['threads']}"
     return f"{c['block_M']} row/block, t{c['threads']}"
@@ -398,7 +417,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="write the results as JSON here")
     ap.add_argument("--quick", action="store_true", help="two configs per case, 4096^3 GEMMs only")
     ap.add_argument("--no-precompile", action="store_true", help="build every kernel in this process")
+    ap.add_argument("--arch", help="lower for this arch (e.g. sm_80: the mma.sync path on an H200); "
+                                   "the code is compiled for the device")
+    ap.add_argument("--fragment-ab", action="store_true",
+                    help="also run every GEMM config with the fragment-pipeline pass off")
     ns = ap.parse_args(argv)
+    global LOWER_ARCH
+    LOWER_ARCH = ns.arch
     import torch
 
     if not torch.cuda.is_available():
@@ -406,13 +431,18 @@ def main(argv=None) -> int:
         return 2
     if ns.quick:
         del GEMM_CONFIGS[2:], FA_CONFIGS[2:], ROW_CONFIGS[2:]
+    if os.environ.get("GPU_GEMM_CONFIGS"):  # a JSON list of GEMM tile configs replacing the above
+        GEMM_CONFIGS[:] = json.loads(os.environ["GPU_GEMM_CONFIGS"])
+    if ns.fragment_ab:
+        GEMM_CONFIGS[:] = [v for c in GEMM_CONFIGS for v in (c, dict(c, pass_configs=FRAGMENT_OFF))]
     t_start = time.perf_counter()
     torch.manual_seed(0)
     torch.cuda.init()
     from tilecore_cuda.launch import device_arch
 
     arch = device_arch(torch.cuda.current_device())
-    print(f"device: {torch.cuda.get_device_name()} ({arch})  torch {torch.__version__}", flush=True)
+    print(f"device: {torch.cuda.get_device_name()} ({arch})  torch {torch.__version__}"
+          f"  lowered for: {LOWER_ARCH or arch}", flush=True)
     gemm_cases, jobs = plan(ns.quick)
     pool = pending = None
     if not ns.no_precompile:
@@ -446,7 +476,8 @@ def main(argv=None) -> int:
     def save():
         if ns.out:
             with open(ns.out, "w") as f:
-                json.dump(dict(device=torch.cuda.get_device_name(), arch=arch, torch=torch.__version__,
+                json.dump(dict(device=torch.cuda.get_device_name(), arch=arch, lowered_for=LOWER_ARCH or arch,
+                               torch=torch.__version__,
                                do_bench_flush=flush, copy_gbs=copy_gbs, call_overhead_us=overhead,
                                total_s=time.perf_counter() - t_start, results=results), f, indent=1,
                           default=str)
