@@ -9,8 +9,11 @@ import numpy as np
 import pytest
 
 import tilecore
-from tilecore.ir.stmt import For
-from tilecore.ir.visit import walk
+from tilecore.emulator.machine import EmuArtifact
+from tilecore.errors import TileRuntimeError
+from tilecore.ir.stmt import For, IfThenElse, SeqStmt
+from tilecore.ir.thread import AsyncWait
+from tilecore.ir.visit import rewrite, walk
 
 OFF = {"tilecore.disable_fragment_pipeline": True}
 
@@ -67,3 +70,24 @@ def test_the_moved_loads_read_the_next_stage():
     assert "async_wait" in moved and "barrier()" in moved and "ldmatrix" in moved
     # the last step's mmas follow the moved head, reading the odd twins (4 steps: step 3 is odd)
     assert "A=A_frag_odd" in moved.split("async_commit")[-1]
+
+
+def test_deleting_the_moved_wait_is_reported():
+    """The head moved into the guarded block still guards the next tile: without its wait the
+    next tile's first fragment loads read a stage whose copies have not landed."""
+    import gemm
+
+    kernel = _gemm(M=64, N=64, K=128, block_M=64, block_N=64, block_K=32, num_stages=3, threads=128)
+    final = dict(kernel.stages)["wide-offsets"]
+
+    def drop_wait(n):
+        if isinstance(n, IfThenElse) and isinstance(n.then_body, SeqStmt) \
+                and any(isinstance(s, AsyncWait) for s in n.then_body.stmts):
+            kept = tuple(s for s in n.then_body.stmts if not isinstance(s, AsyncWait))
+            return IfThenElse(n.cond, SeqStmt(kept, n.then_body.loc), n.else_body, n.loc)
+        return None
+
+    mutated = final.with_func(final.func.with_body(rewrite(final.func.body, drop_wait)))
+    a, b = gemm.make_inputs(np.random.default_rng(2), M=64, N=64, K=128)
+    with pytest.raises(TileRuntimeError, match="has landed"):
+        EmuArtifact(mutated).run([a, b, np.zeros((64, 64), dtype=np.float16)], {})
