@@ -4,7 +4,9 @@
 # Writes logs and a pass/fail table (summary.md) under $OUT; prints the table last.
 #
 # usage: bash tools/gpu_check.sh [STAGE ...]     stages: tests examples conformance bench sass sanitize
-#        (default: the first five). CONFORMANCE_EXAMPLES (default 600) sets the number of programs.
+#        bench80 (default: the first five). `bench80`: benchmarks/gpu.py lowered for sm_80 (the
+#        mma.sync + cp.async path on this GPU) with every GEMM config also run with the
+#        fragment-pipeline pass off (GPU_GEMM_CONFIGS may give the configs as JSON). CONFORMANCE_EXAMPLES (default 600) sets the number of programs.
 #        `sass` (after `bench`, which it reads for the chosen configs) disassembles the best GEMM,
 #        both attention kernels and the row kernels as tilecore builds them (NVRTC) and puts the
 #        instruction counts (LDGSTS, LDSM, HMMA, HGMMA, STG.E.128, LDL/STL, ...) in the summary;
@@ -104,6 +106,13 @@ for stage in $STAGES; do
     row "host overhead" "$([ $rc = 0 ] && echo done || echo "FAIL (rc $rc)")" "host_overhead.log, host_overhead.json" \
       $(($(date +%s) - t1))
     ;;
+  bench80)
+    timeout "${BENCH_TIMEOUT:-240}" $PY benchmarks/gpu.py --arch sm_80 --fragment-ab --out "$OUT/bench80.json" \
+      >"$OUT/bench80.log" 2>&1
+    rc=$?
+    row "benchmarks, mma.sync path (lowered for sm_80)" "$([ $rc = 0 ] && echo done || echo "FAIL (rc $rc)")" \
+      "bench80.log, bench80.json" $(($(date +%s) - t0))
+    ;;
   sass)
     # The SASS of what the benchmark chose (bench.json), or of its default configs without it.
     mkdir -p "$OUT/sass"
@@ -124,11 +133,11 @@ for stage in $STAGES; do
     # Shared-memory hazards on real hardware (the barriers lowering inserted), on one GEMM.
     if ! command -v compute-sanitizer >/dev/null; then row sanitize SKIP "no compute-sanitizer" 0; continue; fi
     timeout "${SANITIZE_TIMEOUT:-120}" compute-sanitizer --tool racecheck --error-exitcode 3 \
-      $PY examples/gemm.py cuda >/tmp/sanitize_full.log 2>&1
+      $PY examples/gemm.py "${SANITIZE_TARGET:-cuda}" >/tmp/sanitize_full.log 2>&1
     rc=$?
     { head -c 1000000 /tmp/sanitize_full.log; echo "[...]"; tail -c 1000000 /tmp/sanitize_full.log; } \
       >"$OUT/sanitize.log"
-    row "racecheck examples/gemm.py" "$([ $rc = 0 ] && echo PASS || echo "FAIL (rc $rc)")" \
+    row "racecheck examples/gemm.py ${SANITIZE_TARGET:-cuda}" "$([ $rc = 0 ] && echo PASS || echo "FAIL (rc $rc)")" \
       "$(grep -a 'RACECHECK SUMMARY\|ERROR SUMMARY' "$OUT/sanitize.log" | tail -1)" $(($(date +%s) - t0))
     ;;
   *) row "$stage" SKIP "unknown stage" 0 ;;
@@ -138,5 +147,6 @@ done
 echo
 [ -f "$OUT/bench.log" ] && sed -n '/^| case/,$p' "$OUT/bench.log"
 [ -f "$OUT/attention.log" ] && sed -n '/^| case/,$p' "$OUT/attention.log"
+[ -f "$OUT/bench80.log" ] && sed -n '/^| case/,$p' "$OUT/bench80.log"
 echo
 cat "$SUMMARY"
