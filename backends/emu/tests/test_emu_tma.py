@@ -24,7 +24,7 @@ from tilecore.hookspec import hookimpl
 from tilecore.ir.buffer import Buffer
 from tilecore.ir.expr import Var, binop, const
 from tilecore.ir.smem_layout import RowMajor, Swizzled
-from tilecore.ir.stmt import IfThenElse, SeqStmt
+from tilecore.ir.stmt import For, IfThenElse, SeqStmt
 from tilecore.ir.thread import (
     MBARRIER_DTYPE,
     AsyncCommit,
@@ -253,10 +253,14 @@ def _waits_on(prefix):
 
 
 def _no_release(n):
-    """Drop the consumers' arrivals on the empty ring."""
+    """Drop the consumers' arrivals on the empty ring (bare, or under the relaxed loop's `if`)."""
+    def release(s):
+        if isinstance(s, IfThenElse) and s.else_body is None:
+            s = s.then_body
+        return isinstance(s, MbarrierArrive) and s.bar.name.startswith("tma_empty")
+
     if isinstance(n, SeqStmt):
-        keep = tuple(s for s in n.stmts
-                     if not (isinstance(s, MbarrierArrive) and s.bar.name.startswith("tma_empty")))
+        keep = tuple(s for s in n.stmts if not release(s))
         return SeqStmt(keep, n.loc) if len(keep) != len(n.stmts) else None
     return None
 
@@ -366,3 +370,35 @@ def test_verifier_rejects_a_block_barrier_inside_a_role():
     verify_thread_func(func(Barrier("consumers", None, "named", 1, 128)))
     with pytest.raises(TileInternalError, match="block barrier inside a warp-specialized role"):
         verify_thread_func(func(Barrier("everyone")))
+
+
+def _release_own_stage(n):
+    """The relaxed loop releasing the stage it just issued wgmma on (instead of the previous
+    one, whose group its `wait_group 1` retired)."""
+    if not (isinstance(n, For) and n.annotation("warp_specialized")):
+        return None
+    stmts = n.body.stmts
+    stage = stmts[0].var  # `stage = (k - start) % s`
+    own = [MbarrierArrive(s.then_body.bar, stage, 0, s.loc)
+           if isinstance(s, IfThenElse) and isinstance(s.then_body, MbarrierArrive) else s for s in stmts]
+    body = tuple(own)
+    return dataclasses.replace(n, body=SeqStmt(body, n.body.loc))
+
+
+@pytest.mark.parametrize("M, N, K, stages", [(128, 64, 200, 3), (128, 72, 40, 2), (100, 64, 16, 4)])
+def test_warp_specialized_wgmma_keeps_one_group_in_flight(M, N, K, stages, always_ws):
+    # ragged M / N, a K tail, one tile only, and two stages (the relaxed ring then holds one
+    # stage for the tensor cores and lets the producer fill the other)
+    kernel = _gemm(M, N, K, block_M=128, block_N=64, block_K=32, num_stages=stages, threads=256)
+    ir = kernel.get_ir("final")
+    loop = ir.split("consumer (")[1].split("for k in")[1]
+    assert "async_wait(wgmma, pending=1)" in loop.split("C_stage")[0]
+    assert "async_wait(wgmma, pending=0)" in loop  # after the loop, before the epilogue
+    a, b = gemm.make_inputs(np.random.default_rng(4), M=M, N=N, K=K)
+    np.testing.assert_allclose(kernel(a, b).astype(np.float32), gemm.reference(a, b).astype(np.float32),
+                               **gemm.TOLERANCE)
+    if K // 32 > stages:  # a stage is refilled while the loop runs: releasing it early races
+        with pytest.raises(TileRuntimeError, match="asynchronous") as err:
+            EmuArtifact(_mutate(kernel.stages[-1][1], _release_own_stage)).run(
+                [a, b, np.zeros((M, N), dtype=np.float16)], {})
+        assert "gemm.py:" in str(err.value)
