@@ -11,7 +11,9 @@ Run on the lent GPU:  python benchmarks/hopper_gemm.py [--out results.json] [--q
   config of SMALL_CONFIGS, against torch.matmul of the same shapes, with the achieved GB/s
   (A + B + C bytes once) beside a device copy's;
 - fp8: the fp8 example (e4m3 x e4m3 -> fp32 -> bf16) at 8192^3 against torch._scaled_mm;
-- ragged: a ragged GEMM (M, N, K not tile multiples) and a ragged fp8 GEMM for correctness.
+- ragged: a ragged GEMM (M, N, K not tile multiples) and a ragged fp8 GEMM for correctness;
+- host: host microseconds per call of a TMA GEMM (prepared launch with its tensor-map slots,
+  against the general launch path that encodes every map per call) beside torch.matmul.
 Times are `triton.testing.do_bench` medians (L2 flushed before each repetition, see gpu.py).
 Kernels are compiled ahead in a process pool (the cubins land in the on-disk cache).
 HOPPER_CONFIGS='[[gemm configs], [fp8 configs]]' (JSON) replaces the two config lists;
@@ -61,7 +63,7 @@ SMALL_CONFIGS = [dict(block_M=16, block_N=32, block_K=256, num_stages=4, threads
 for _env, _name in (("HOPPER_LLM_CONFIGS", "LLM_CONFIGS"), ("HOPPER_SMALL_CONFIGS", "SMALL_CONFIGS")):
     if os.environ.get(_env):
         globals()[_name] = json.loads(os.environ[_env])
-SECTIONS = ("sweep", "large", "llm", "small", "fp8", "ragged")
+SECTIONS = ("sweep", "large", "llm", "small", "fp8", "ragged", "host")
 TOP_K = 2
 EXAMPLES = dict(gemm=gemm, gemm_fp8=gemm_fp8)
 
@@ -101,6 +103,45 @@ def _cfg_str(c: dict) -> str:
         (f" p{c['panel']}" if c.get("panel") else "")
 
 
+def host_case(torch, arch: str, reps: int = 2000) -> str:
+    """Host microseconds per call of a small TMA GEMM (the launch path, not the kernel)."""
+    from tilecore_cuda.artifact import CudaArtifact
+
+    m = 256
+    a, b = (torch.randn(m, m, device="cuda", dtype=torch.float16) for _ in range(2))
+    c = torch.empty(m, m, device="cuda", dtype=torch.float16)
+    prog = gemm.program(M=m, N=m, K=m, block_M=128, block_N=128, block_K=64, num_stages=3, threads=128)
+
+    def per_call(fn) -> float:
+        for _ in range(50):
+            fn()
+        torch.cuda.synchronize()
+        best = float("inf")
+        for _ in range(5):
+            t = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            best = min(best, (time.perf_counter() - t) / reps)
+            torch.cuda.synchronize()
+        return best * 1e6
+
+    kern = tilecore.compile(prog, target=f"cuda:{arch}")
+    if not kern.artifact.tensor_maps:
+        return "host: the kernel has no tensor maps (no TMA): not measured"
+    fast = per_call(lambda: kern(a, b, c))
+    launcher = CudaArtifact.launcher
+    CudaArtifact.launcher = lambda self, dyn, device: None  # the general path, as before
+    try:
+        slow_k = tilecore.compile(prog, target=f"cuda:{arch}")
+        slow_k._plans.clear()
+        slow = per_call(lambda: slow_k(a, b, c))
+    finally:
+        CudaArtifact.launcher = launcher
+    mm = per_call(lambda: torch.matmul(a, b, out=c))
+    return (f"host per call, TMA GEMM 256^3 ({len(kern.artifact.tensor_maps)} tensor maps): prepared launch "
+            f"{fast:.1f} us, general launch path {slow:.1f} us, torch.matmul(out=) {mm:.1f} us")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
@@ -122,6 +163,9 @@ def main():
     jobs = []
     if "sweep" in sections or "large" in sections:
         jobs += [("gemm", dict(M=4096, N=4096, K=4096, dtype="float16", **c)) for c in CONFIGS]
+    if "large" in sections:  # every config: the winners of the sweep are not known yet
+        jobs += [("gemm", dict(M=m, N=m, K=m, dtype=d, **c)) for c in CONFIGS
+                 for m, d in ((4096, "bfloat16"), (8192, "float16"), (8192, "bfloat16"))]
     if "llm" in sections:
         jobs += [("gemm", dict(M=m, N=n, K=k, dtype="bfloat16", **c)) for c in LLM_CONFIGS
                  for m in LLM_M for n, k in LLM_NK]
@@ -130,7 +174,7 @@ def main():
                  for m, n, k in SMALL_SHAPES]
     if "fp8" in sections:
         jobs += [("gemm_fp8", dict(M=8192, N=8192, K=8192, **c)) for c in FP8_CONFIGS]
-    precompile(jobs, arch)  # the others (bf16, 8192^3 of the winners) build on demand
+    precompile(jobs, arch)
     print(f"precompiled at {time.perf_counter() - t_start:.0f}s", flush=True)
     rows, notes = [], []
 
@@ -252,6 +296,12 @@ def main():
             except Exception as e:
                 notes.append(f"fp8 {m} {cfg}: FAILED {type(e).__name__}: {str(e)[:300]}")
                 traceback.print_exc()
+    if "host" in sections:
+        try:
+            notes.append(host_case(torch, arch))
+        except Exception as e:
+            notes.append(f"host: FAILED {type(e).__name__}: {str(e)[:300]}")
+            traceback.print_exc()
     print("\n".join(notes))
     print("\n| case | config | ms | TFLOP/s | torch TFLOP/s | GB/s (torch) | ratio |\n" + "|---" * 7 + "|")
     for r in rows:
