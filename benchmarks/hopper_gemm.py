@@ -10,6 +10,8 @@ Run on the lent GPU:  python benchmarks/hopper_gemm.py [--out results.json] [--q
 - small: small M (SMALL_SHAPES: M = 1 and 16 with N = K = 4096, M = 1 with N = 14336), every
   config of SMALL_CONFIGS, against torch.matmul of the same shapes, with the achieved GB/s
   (A + B + C bytes once) beside a device copy's;
+- gemv: examples/gemv.py (B streamed through registers, no tensor cores) at M = 1, every
+  config of GEMV_CONFIGS, against torch.matmul of the same shapes, with GB/s;
 - fp8: the fp8 example (e4m3 x e4m3 -> fp32 -> bf16) at 8192^3 against torch._scaled_mm;
 - ragged: a ragged GEMM (M, N, K not tile multiples) and a ragged fp8 GEMM for correctness;
 - host: host microseconds per call of a TMA GEMM (prepared launch with its tensor-map slots,
@@ -35,6 +37,7 @@ sys.path.insert(0, HERE)
 
 import gemm  # noqa: E402
 import gemm_fp8  # noqa: E402
+import gemv  # noqa: E402
 
 import tilecore  # noqa: E402
 
@@ -63,9 +66,16 @@ SMALL_CONFIGS = [dict(block_M=16, block_N=32, block_K=256, num_stages=4, threads
 for _env, _name in (("HOPPER_LLM_CONFIGS", "LLM_CONFIGS"), ("HOPPER_SMALL_CONFIGS", "SMALL_CONFIGS")):
     if os.environ.get(_env):
         globals()[_name] = json.loads(os.environ[_env])
-SECTIONS = ("sweep", "large", "llm", "small", "fp8", "ragged", "host")
+GEMV_SHAPES = [(1, 4096, 4096), (1, 14336, 4096)]
+# examples/gemv.py: B streamed into registers (block_K x block_N per iteration and block)
+GEMV_CONFIGS = [dict(block_N=32, block_K=512, threads=256), dict(block_N=16, block_K=512, threads=256),
+                dict(block_N=16, block_K=1024, threads=256), dict(block_N=32, block_K=1024, threads=256),
+                dict(block_N=64, block_K=512, threads=256), dict(block_N=32, block_K=512, threads=512)]
+if os.environ.get("HOPPER_GEMV_CONFIGS"):
+    GEMV_CONFIGS = json.loads(os.environ["HOPPER_GEMV_CONFIGS"])
+SECTIONS = ("sweep", "large", "llm", "small", "gemv", "fp8", "ragged", "host")
 TOP_K = 2
-EXAMPLES = dict(gemm=gemm, gemm_fp8=gemm_fp8)
+EXAMPLES = dict(gemm=gemm, gemm_fp8=gemm_fp8, gemv=gemv)
 
 
 def _compile_one(job):
@@ -99,6 +109,8 @@ def precompile(jobs, arch):
 
 
 def _cfg_str(c: dict) -> str:
+    if "block_M" not in c:  # gemv
+        return f"{c['block_N']} cols x {c['block_K']} rows t{c.get('threads', 256)}"
     return f"{c['block_M']}x{c['block_N']}x{c['block_K']} s{c['num_stages']} t{c['threads']}" + \
         (f" p{c['panel']}" if c.get("panel") else "")
 
@@ -172,19 +184,22 @@ def main():
     if "small" in sections:
         jobs += [("gemm", dict(M=m, N=n, K=k, dtype="float16", **c)) for c in SMALL_CONFIGS
                  for m, n, k in SMALL_SHAPES]
+    if "gemv" in sections:
+        jobs += [("gemv", dict(M=m, N=n, K=k, **c)) for c in GEMV_CONFIGS for m, n, k in GEMV_SHAPES]
     if "fp8" in sections:
         jobs += [("gemm_fp8", dict(M=8192, N=8192, K=8192, **c)) for c in FP8_CONFIGS]
     precompile(jobs, arch)
     print(f"precompiled at {time.perf_counter() - t_start:.0f}s", flush=True)
     rows, notes = [], []
 
-    def gemm_case(m, n, k, dtype_name, cfg):
+    def gemm_case(m, n, k, dtype_name, cfg, example=gemm):
         if time.perf_counter() - t_start > args.budget:
             raise TimeoutError("out of the run's time budget")
         dtype = getattr(torch, dtype_name)
         a = torch.randn(m, k, device="cuda", dtype=dtype)
         b = torch.randn(k, n, device="cuda", dtype=dtype)
-        kern = tilecore.compile(gemm.program(M=m, N=n, K=k, dtype=dtype_name, **cfg), target=f"cuda:{arch}")
+        prog = example.program(M=m, N=n, K=k, dtype=dtype_name, **cfg)
+        kern = tilecore.compile(prog, target=f"cuda:{arch}")
         c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
         kern(a, b, c)
         err = rel_err(c, torch.matmul(a.float(), b.float()))
@@ -204,9 +219,9 @@ def main():
         print(f"{case} {cfg}: {ms:.4f} ms {row['tflops']:.0f} TFLOP/s, torch {row['torch_tflops']:.0f}{bw}, "
               f"ratio {row['ratio']:.3f}, err {err:.1e} ({time.perf_counter() - t_start:.0f}s)", flush=True)
 
-    def run(case, m, n, k, d, cfg, nbytes=0):
+    def run(case, m, n, k, d, cfg, nbytes=0, example=gemm):
         try:
-            ms, tt, err = gemm_case(m, n, k, d, cfg)
+            ms, tt, err = gemm_case(m, n, k, d, cfg, example)
             record(case, cfg, ms, tt, err, 2.0 * m * n * k, nbytes)
             return ms
         except Exception as e:
@@ -245,8 +260,14 @@ def main():
         for m, n, k in SMALL_SHAPES:
             for cfg in SMALL_CONFIGS:
                 run(f"gemm fp16 {m}x{n}x{k} (small M)", m, n, k, "float16", cfg, 2 * (m * k + k * n + m * n))
+    if "gemv" in sections:
+        for m, n, k in GEMV_SHAPES:
+            for cfg in GEMV_CONFIGS:
+                run(f"gemv fp16 {m}x{n}x{k}", m, n, k, "float16", cfg, 2 * (m * k + k * n + m * n), gemv)
     if "ragged" in sections:
         try:
+            ms, tt, err = gemm_case(1, 1000, 1000, "float16", dict(block_N=32, block_K=512), gemv)
+            notes.append(f"ragged gemv fp16 1x1000x1000: err {err:.2e}")
             ms, tt, err = gemm_case(1000, 520, 300, "float16", dict(block_M=128, block_N=128, block_K=64,
                                                                     num_stages=3, threads=128))
             notes.append(f"ragged gemm fp16 1000x520x300: err {err:.2e}")
