@@ -258,6 +258,16 @@ def main():
         except Exception as e:
             notes.append(f"copy bandwidth: FAILED {e}")
         for m, n, k in SMALL_SHAPES:
+            # the read floor under do_bench: torch's own reduction over B alone (its flush
+            # leaves L2 full of dirty lines, so reading B also costs their write-back)
+            try:
+                bb = torch.randn(k, n, device="cuda", dtype=torch.float16)
+                t_read = bench(lambda bb=bb: torch.amax(bb))
+                notes.append(f"read floor {k}x{n} fp16 (torch.amax of B): {t_read * 1e3:.1f} us, "
+                             f"{2 * k * n / t_read / 1e6:.0f} GB/s")
+                del bb
+            except Exception as e:
+                notes.append(f"read floor: FAILED {e}")
             for cfg in SMALL_CONFIGS:
                 run(f"gemm fp16 {m}x{n}x{k} (small M)", m, n, k, "float16", cfg, 2 * (m * k + k * n + m * n))
     if "gemv" in sections:
@@ -274,6 +284,10 @@ def main():
             ms, tt, err = gemm_case(1000, 520, 304, "float16", dict(block_M=128, block_N=256, block_K=64,
                                                                     num_stages=3, threads=256))
             notes.append(f"ragged gemm fp16 1000x520x304 (128x256 s3 t256, producer): err {err:.2e}")
+            ms, tt, err = gemm_case(4000, 4000, 1000, "float16", dict(block_M=128, block_N=256, block_K=64,
+                                                                      num_stages=4, threads=256, panel=16))
+            notes.append(f"ragged gemm fp16 4000x4000x1000 (128x256 s4 t256 p16, persistent: 512 tiles on "
+                         f"132 blocks): err {err:.2e}")
             ms, tt, err = gemm_case(3, 1000, 1000, "float16", SMALL_CONFIGS[0])
             notes.append(f"ragged small-M fp16 3x1000x1000 ({_cfg_str(SMALL_CONFIGS[0])}): err {err:.2e}")
         except Exception as e:

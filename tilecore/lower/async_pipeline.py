@@ -295,17 +295,23 @@ def _ws_loop(loop: For, plan: _Plan, ring: TmaRing, rest: list, stages: int, nam
     k, loc = loop.var, loop.loc
     ring.with_empty(_fresh("tma_empty", names), ws.split)
     read_stage = Var(_fresh("stage", names))
-    head = [LetStmt(read_stage, simp(binop("mod", k - loop.start, const(stages))), loc),
-            ring.wait(k - loop.start, read_stage, simp)]
+    # the ring's k-tile count: from the loop's start, plus the tiles a persistent block ran
+    # before this one (tilecore.lower.warp_specialize); 0 for a block of one tile
+    base = ws.base if ws.base is not None else const(0)
+    index = simp(base + (k - loop.start))
+    head = [LetStmt(read_stage, simp(binop("mod", index, const(stages))), loc),
+            ring.wait(index, read_stage, simp)]
     relaxed = relax_wgmma_wait(rest)
+    ws.relaxed.append(relaxed is not None)
+    ws.trips.append(simp(loop.stop - loop.start))
     after: list[Stmt] = []
     if relaxed is None:
         body = [_retarget(s, plan, read_stage) for s in rest] + [ring.release(read_stage)]
     else:
-        prev = simp(binop("mod", k - loop.start + (stages - 1), const(stages)))
+        prev = simp(binop("mod", index + (stages - 1), const(stages)))
         body = [_retarget(s, plan, read_stage) for s in relaxed] + [
             IfThenElse(simp(binop("gt", k, loop.start)), ring.release(prev), None, loc)]
-        last = simp(binop("mod", loop.stop - 1 - loop.start, const(stages)))
+        last = simp(binop("mod", base + (loop.stop - 1 - loop.start), const(stages)))
         ran = simp(binop("gt", loop.stop, loop.start))
         tail = ring.release(last)
         after = [AsyncWait("wgmma", 0, loc),
@@ -313,7 +319,7 @@ def _ws_loop(loop: For, plan: _Plan, ring: TmaRing, rest: list, stages: int, nam
     annotations = tuple(a for a in loop.annotations if a[0] != TILE_COPIES) + (
         ("async_stages", stages), ("tma_stages", tuple(b.name for b in plan.old.values())),
         ("warp_specialized", True))
-    ws.producers.append(ring.producer(loop, lambda base: _fresh(base, names), simp, ws.producer_thread))
+    ws.producers.append(ring.producer(loop, lambda name: _fresh(name, names), simp, ws.producer_thread, base))
     replaced.update({id(b): plan.new[key] for key, b in plan.old.items()})
     added.append((ring.buffers, ring.init()))
     new_loop = For(k, loop.start, loop.stop, loop.step, loop.kind, SeqStmt(tuple(head + body), loc),

@@ -402,3 +402,55 @@ def test_warp_specialized_wgmma_keeps_one_group_in_flight(M, N, K, stages, alway
             EmuArtifact(_mutate(kernel.stages[-1][1], _release_own_stage)).run(
                 [a, b, np.zeros((M, N), dtype=np.float16)], {})
         assert "gemm.py:" in str(err.value)
+
+
+class PersistentOnTwo:
+    """The CUDA facts with a producer warpgroup always and a 2-multiprocessor machine, so a
+    small grid already runs persistently (each of 2 blocks walks several tiles)."""
+
+    @hookimpl(tryfirst=True)
+    def tile_target_facts(self, target):
+        facts = cuda_facts(target=target)
+        if facts is None:
+            return None
+        extra = tuple((k, "always" if k == "warp_specialize" and v else v) for k, v in facts.extra)
+        return dataclasses.replace(facts, extra=extra + (("multiprocessors", 2),))
+
+
+@pytest.fixture
+def two_sms():
+    plugins.register(PersistentOnTwo(), name="two-sms")
+    yield
+    plugins.unregister("two-sms")
+
+
+@pytest.mark.parametrize("M, N, K, kw", [
+    (200, 136, 200, dict()),  # 3 x 2 tiles on 2 blocks; 7 k tiles on 3 stages: the ring rotates
+    (130, 72, 104, dict(panel=2)),  # ragged, rasterized (the remap is re-bound per tile)
+])
+def test_persistent_blocks_walk_the_tiles(M, N, K, kw, two_sms):
+    kernel = _gemm(M, N, K, block_M=128, block_N=64, block_K=32, num_stages=3, threads=256, **kw)
+    ir = kernel.get_ir("final")
+    # producer and consumers walk the same tiles, each with its own loop variable
+    assert "for tile in serial(block_id," in ir and "for tile_produce in serial(block_id," in ir
+    a, b = gemm.make_inputs(np.random.default_rng(5), M=M, N=N, K=K)
+    np.testing.assert_allclose(kernel(a, b).astype(np.float32), gemm.reference(a, b).astype(np.float32),
+                               **gemm.TOLERANCE)
+    final = kernel.stages[-1][1]
+    # the consumers' release of a tile's last stage is what lets the producer start the next
+    # tile: without it the ring deadlocks
+    with pytest.raises(TileRuntimeError, match="deadlock"):
+        EmuArtifact(_mutate(final, _no_release)).run([a, b, np.zeros((M, N), dtype=np.float16)], {})
+
+
+def test_one_wave_grids_and_attention_like_loops_stay_one_tile_per_block(two_sms):
+    ir = _gemm(128, 64, 64, block_M=128, block_N=64, block_K=32, threads=256).get_ir("final")
+    assert "for tile in" not in ir  # one tile: nothing to walk
+    M, N, K, K2 = 72, 192, 40, 104
+    k = tilecore.jit(two_loops(M, N, K, K2), out_idx=[-1], target="emu:sm_90a")
+    ir = k.get_ir("final")
+    assert "for tile in" not in ir and "tile_base = 0" in ir  # two staged loops: not a GEMM main loop
+    rng = np.random.default_rng(2)
+    a, b, d, e = (rng.standard_normal(s).astype(np.float16) for s in ((M, K), (K, N), (M, K2), (K2, N)))
+    ref = a.astype(np.float32) @ b.astype(np.float32) + d.astype(np.float32) @ e.astype(np.float32)
+    np.testing.assert_allclose(k(a, b, d, e).astype(np.float32), ref, rtol=1e-2, atol=1e-2)
