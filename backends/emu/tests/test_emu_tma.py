@@ -425,7 +425,7 @@ def two_sms():
 
 
 @pytest.mark.parametrize("M, N, K, kw", [
-    (200, 136, 200, dict()),  # 3 x 2 tiles on 2 blocks; 7 k tiles on 3 stages: the ring rotates
+    (200, 72, 136, dict()),  # 2 x 2 tiles on 2 blocks; 5 k tiles on 3 stages: the ring rotates
     (130, 72, 104, dict(panel=2)),  # ragged, rasterized (the remap is re-bound per tile)
 ])
 def test_persistent_blocks_walk_the_tiles(M, N, K, kw, two_sms):
