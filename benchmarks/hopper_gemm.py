@@ -192,7 +192,7 @@ def main():
     print(f"precompiled at {time.perf_counter() - t_start:.0f}s", flush=True)
     rows, notes = [], []
 
-    def gemm_case(m, n, k, dtype_name, cfg, example=gemm):
+    def gemm_case(m, n, k, dtype_name, cfg, example=gemm, clean_l2=False):
         if time.perf_counter() - t_start > args.budget:
             raise TimeoutError("out of the run's time budget")
         dtype = getattr(torch, dtype_name)
@@ -207,7 +207,28 @@ def main():
             raise AssertionError(f"relative error {err:.3e}")
         ms = bench(lambda: kern(a, b, c))
         t_torch = bench(lambda: torch.matmul(a, b))
+        if clean_l2:
+            mc, tc = bench_clean(lambda: kern(a, b, c)), bench_clean(lambda: torch.matmul(a, b))
+            nb = 2 * (m * k + k * n + m * n)
+            notes.append(f"{m}x{n}x{k} {_cfg_str(cfg)} with L2 flushed by a read (no dirty lines): "
+                         f"{mc * 1e3:.1f} us ({nb / mc / 1e6:.0f} GB/s), torch.matmul {tc * 1e3:.1f} us "
+                         f"({nb / tc / 1e6:.0f} GB/s), ratio {tc / mc:.3f}")
         return ms, t_torch, err
+
+    def bench_clean(fn, reps: int = 40) -> float:
+        """Median ms of `fn` after L2 was flushed by *reading* 256 MB (do_bench zeroes its flush
+        buffer, leaving L2 full of dirty lines whose write-back a bandwidth-bound kernel pays)."""
+        flush = torch.empty(128 << 20, dtype=torch.float16, device="cuda").fill_(1)
+        ev = [tuple(torch.cuda.Event(enable_timing=True) for _ in range(2)) for _ in range(reps)]
+        for _ in range(5):
+            fn()
+        for s, e in ev:
+            flush.sum()
+            s.record()
+            fn()
+            e.record()
+        torch.cuda.synchronize()
+        return sorted(s.elapsed_time(e) for s, e in ev)[reps // 2]
 
     def record(case, cfg, ms, t_torch, err, flops, nbytes=0):
         row = dict(case=case, cfg=cfg, ms=ms, torch_ms=t_torch, tflops=flops / ms / 1e9,
@@ -221,7 +242,7 @@ def main():
 
     def run(case, m, n, k, d, cfg, nbytes=0, example=gemm):
         try:
-            ms, tt, err = gemm_case(m, n, k, d, cfg, example)
+            ms, tt, err = gemm_case(m, n, k, d, cfg, example, clean_l2=bool(nbytes))
             record(case, cfg, ms, tt, err, 2.0 * m * n * k, nbytes)
             return ms
         except Exception as e:
@@ -258,16 +279,6 @@ def main():
         except Exception as e:
             notes.append(f"copy bandwidth: FAILED {e}")
         for m, n, k in SMALL_SHAPES:
-            # the read floor under do_bench: torch's own reduction over B alone (its flush
-            # leaves L2 full of dirty lines, so reading B also costs their write-back)
-            try:
-                bb = torch.randn(k, n, device="cuda", dtype=torch.float16)
-                t_read = bench(lambda bb=bb: torch.amax(bb))
-                notes.append(f"read floor {k}x{n} fp16 (torch.amax of B): {t_read * 1e3:.1f} us, "
-                             f"{2 * k * n / t_read / 1e6:.0f} GB/s")
-                del bb
-            except Exception as e:
-                notes.append(f"read floor: FAILED {e}")
             for cfg in SMALL_CONFIGS:
                 run(f"gemm fp16 {m}x{n}x{k} (small M)", m, n, k, "float16", cfg, 2 * (m * k + k * n + m * n))
     if "gemv" in sections:
