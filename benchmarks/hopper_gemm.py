@@ -1,15 +1,25 @@
 """Hopper (wgmma) GEMM on the H200 against cuBLAS, in one process beside torch.
 
 Run on the lent GPU:  python benchmarks/hopper_gemm.py [--out results.json] [--quick]
+                      [--sections sweep,large,llm,small,fp8,ragged] [--budget S]
 
-- every config of CONFIGS on GEMM fp16 4096^3 (checked against a float32 torch reference, then
-  timed), the TOP_K fastest on bf16 4096^3 and fp16/bf16 8192^3 and, the fastest, on the LLM
-  projection shapes (M = 4096; (N, K) in LLM_NK), each against torch.matmul;
-- the fp8 example (e4m3 x e4m3 -> fp32 -> bf16) at 8192^3 against torch._scaled_mm;
-- a ragged GEMM (M, N, K not tile multiples) and a ragged fp8 GEMM for correctness.
+- sweep: every config of CONFIGS on GEMM fp16 4096^3 (checked against a float32 torch
+  reference, then timed); large: the TOP_K fastest on bf16 4096^3 and fp16/bf16 8192^3;
+- llm: the LLM projection shapes (M in LLM_M; (N, K) in LLM_NK), bf16, every config of
+  LLM_CONFIGS (the best per shape is the row that counts), each against torch.matmul;
+- small: small M (SMALL_SHAPES: M = 1 and 16 with N = K = 4096, M = 1 with N = 14336), every
+  config of SMALL_CONFIGS, against torch.matmul of the same shapes, with the achieved GB/s
+  (A + B + C bytes once) beside a device copy's;
+- gemv: examples/gemv.py (B streamed through registers, no tensor cores) at M = 1, every
+  config of GEMV_CONFIGS, against torch.matmul of the same shapes, with GB/s;
+- fp8: the fp8 example (e4m3 x e4m3 -> fp32 -> bf16) at 8192^3 against torch._scaled_mm;
+- ragged: a ragged GEMM (M, N, K not tile multiples) and a ragged fp8 GEMM for correctness;
+- host: host microseconds per call of a TMA GEMM (prepared launch with its tensor-map slots,
+  against the general launch path that encodes every map per call) beside torch.matmul.
 Times are `triton.testing.do_bench` medians (L2 flushed before each repetition, see gpu.py).
 Kernels are compiled ahead in a process pool (the cubins land in the on-disk cache).
-HOPPER_CONFIGS='[[gemm configs], [fp8 configs]]' (JSON) replaces the two config lists.
+HOPPER_CONFIGS='[[gemm configs], [fp8 configs]]' (JSON) replaces the two config lists;
+HOPPER_LLM_CONFIGS / HOPPER_SMALL_CONFIGS (JSON lists) replace LLM_CONFIGS / SMALL_CONFIGS.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ sys.path.insert(0, HERE)
 
 import gemm  # noqa: E402
 import gemm_fp8  # noqa: E402
+import gemv  # noqa: E402
 
 import tilecore  # noqa: E402
 
@@ -41,8 +52,30 @@ FP8_CONFIGS = [dict(block_M=128, block_N=256, block_K=128, num_stages=4, threads
 if os.environ.get("HOPPER_CONFIGS"):  # a JSON [[gemm configs], [fp8 configs]] for a focused run
     CONFIGS, FP8_CONFIGS = json.loads(os.environ["HOPPER_CONFIGS"])
 LLM_NK = [(4096, 4096), (14336, 4096), (4096, 14336), (28672, 8192)]
+LLM_M = [4096, 16384]
+# 2 consumer warpgroups + a producer; `panel` rasterizes the grid (T.use_swizzle) for L2 reuse
+LLM_CONFIGS = [dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256),
+               dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256, panel=8),
+               dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256, panel=16)]
+SMALL_SHAPES = [(1, 4096, 4096), (16, 4096, 4096), (1, 14336, 4096)]
+# bandwidth-bound: narrow column tiles so every multiprocessor streams B through deep TMA stages
+SMALL_CONFIGS = [dict(block_M=16, block_N=32, block_K=256, num_stages=4, threads=128),
+                 dict(block_M=16, block_N=64, block_K=128, num_stages=6, threads=128),
+                 dict(block_M=16, block_N=32, block_K=128, num_stages=8, threads=128),
+                 dict(block_M=16, block_N=64, block_K=256, num_stages=4, threads=128)]
+for _env, _name in (("HOPPER_LLM_CONFIGS", "LLM_CONFIGS"), ("HOPPER_SMALL_CONFIGS", "SMALL_CONFIGS")):
+    if os.environ.get(_env):
+        globals()[_name] = json.loads(os.environ[_env])
+GEMV_SHAPES = [(1, 4096, 4096), (1, 14336, 4096)]
+# examples/gemv.py: B streamed into registers (block_K x block_N per iteration and block)
+GEMV_CONFIGS = [dict(block_N=32, block_K=512, threads=256), dict(block_N=16, block_K=512, threads=256),
+                dict(block_N=16, block_K=1024, threads=256), dict(block_N=32, block_K=1024, threads=256),
+                dict(block_N=64, block_K=512, threads=256), dict(block_N=32, block_K=512, threads=512)]
+if os.environ.get("HOPPER_GEMV_CONFIGS"):
+    GEMV_CONFIGS = json.loads(os.environ["HOPPER_GEMV_CONFIGS"])
+SECTIONS = ("sweep", "large", "llm", "small", "gemv", "fp8", "ragged", "host")
 TOP_K = 2
-EXAMPLES = dict(gemm=gemm, gemm_fp8=gemm_fp8)
+EXAMPLES = dict(gemm=gemm, gemm_fp8=gemm_fp8, gemv=gemv)
 
 
 def _compile_one(job):
@@ -75,12 +108,63 @@ def precompile(jobs, arch):
             os.environ["CUDA_VISIBLE_DEVICES"] = old
 
 
+def _cfg_str(c: dict) -> str:
+    if "block_M" not in c:  # gemv
+        return f"{c['block_N']} cols x {c['block_K']} rows t{c.get('threads', 256)}"
+    return f"{c['block_M']}x{c['block_N']}x{c['block_K']} s{c['num_stages']} t{c['threads']}" + \
+        (f" p{c['panel']}" if c.get("panel") else "")
+
+
+def host_case(torch, arch: str, reps: int = 2000) -> str:
+    """Host microseconds per call of a small TMA GEMM (the launch path, not the kernel)."""
+    from tilecore_cuda.artifact import CudaArtifact
+
+    m = 256
+    a, b = (torch.randn(m, m, device="cuda", dtype=torch.float16) for _ in range(2))
+    c = torch.empty(m, m, device="cuda", dtype=torch.float16)
+    prog = gemm.program(M=m, N=m, K=m, block_M=128, block_N=128, block_K=64, num_stages=3, threads=128)
+
+    def per_call(fn) -> float:
+        for _ in range(50):
+            fn()
+        torch.cuda.synchronize()
+        best = float("inf")
+        for _ in range(5):
+            t = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            best = min(best, (time.perf_counter() - t) / reps)
+            torch.cuda.synchronize()
+        return best * 1e6
+
+    kern = tilecore.compile(prog, target=f"cuda:{arch}")
+    if not kern.artifact.tensor_maps:
+        return "host: the kernel has no tensor maps (no TMA): not measured"
+    fast = per_call(lambda: kern(a, b, c))
+    launcher = CudaArtifact.launcher
+    CudaArtifact.launcher = lambda self, dyn, device: None  # the general path, as before
+    try:
+        slow_k = tilecore.compile(prog, target=f"cuda:{arch}")
+        slow_k._plans.clear()
+        slow = per_call(lambda: slow_k(a, b, c))
+    finally:
+        CudaArtifact.launcher = launcher
+    mm = per_call(lambda: torch.matmul(a, b, out=c))
+    return (f"host per call, TMA GEMM 256^3 ({len(kern.artifact.tensor_maps)} tensor maps): prepared launch "
+            f"{fast:.1f} us, general launch path {slow:.1f} us, torch.matmul(out=) {mm:.1f} us")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--quick", action="store_true", help="4096^3 fp16 sweep and fp8 only")
+    ap.add_argument("--sections", default=",".join(SECTIONS),
+                    help="comma-separated subset of " + ",".join(SECTIONS))
     ap.add_argument("--budget", type=float, default=1e9, help="seconds after which no new case starts")
     args = ap.parse_args()
+    sections = set(args.sections.split(","))
+    if args.quick:
+        sections &= {"sweep", "fp8"}
     import torch
     from gpu import bench, rel_err
     from tilecore_cuda.launch import device_arch
@@ -88,24 +172,34 @@ def main():
     arch = device_arch(0)
     print(f"device: {torch.cuda.get_device_name()} ({arch}) torch {torch.__version__}", flush=True)
     t_start = time.perf_counter()
-    sizes = [(4096, 4096, 4096)] + ([] if args.quick else [(8192, 8192, 8192)] +
-                                    [(4096, n, k) for n, k in LLM_NK])
-    # the LLM shapes only for the configs likely to win (the others build on demand)
-    jobs = [("gemm", dict(M=m, N=n, K=k, dtype=d, **c)) for c in CONFIGS for d in ("float16", "bfloat16")
-            for m, n, k in sizes if (m, n, k) in ((4096,) * 3, (8192,) * 3)
-            or (d == "bfloat16" and c["block_N"] == 256 and c["num_stages"] == 4)]
-    jobs += [("gemm_fp8", dict(M=8192, N=8192, K=8192, **c)) for c in FP8_CONFIGS]
+    jobs = []
+    if "sweep" in sections or "large" in sections:
+        jobs += [("gemm", dict(M=4096, N=4096, K=4096, dtype="float16", **c)) for c in CONFIGS]
+    if "large" in sections:  # every config: the winners of the sweep are not known yet
+        jobs += [("gemm", dict(M=m, N=m, K=m, dtype=d, **c)) for c in CONFIGS
+                 for m, d in ((4096, "bfloat16"), (8192, "float16"), (8192, "bfloat16"))]
+    if "llm" in sections:
+        jobs += [("gemm", dict(M=m, N=n, K=k, dtype="bfloat16", **c)) for c in LLM_CONFIGS
+                 for m in LLM_M for n, k in LLM_NK]
+    if "small" in sections:
+        jobs += [("gemm", dict(M=m, N=n, K=k, dtype="float16", **c)) for c in SMALL_CONFIGS
+                 for m, n, k in SMALL_SHAPES]
+    if "gemv" in sections:
+        jobs += [("gemv", dict(M=m, N=n, K=k, **c)) for c in GEMV_CONFIGS for m, n, k in GEMV_SHAPES]
+    if "fp8" in sections:
+        jobs += [("gemm_fp8", dict(M=8192, N=8192, K=8192, **c)) for c in FP8_CONFIGS]
     precompile(jobs, arch)
     print(f"precompiled at {time.perf_counter() - t_start:.0f}s", flush=True)
     rows, notes = [], []
 
-    def gemm_case(m, n, k, dtype_name, cfg):
+    def gemm_case(m, n, k, dtype_name, cfg, example=gemm, clean_l2=False):
         if time.perf_counter() - t_start > args.budget:
             raise TimeoutError("out of the run's time budget")
         dtype = getattr(torch, dtype_name)
         a = torch.randn(m, k, device="cuda", dtype=dtype)
         b = torch.randn(k, n, device="cuda", dtype=dtype)
-        kern = tilecore.compile(gemm.program(M=m, N=n, K=k, dtype=dtype_name, **cfg), target=f"cuda:{arch}")
+        prog = example.program(M=m, N=n, K=k, dtype=dtype_name, **cfg)
+        kern = tilecore.compile(prog, target=f"cuda:{arch}")
         c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
         kern(a, b, c)
         err = rel_err(c, torch.matmul(a.float(), b.float()))
@@ -113,51 +207,103 @@ def main():
             raise AssertionError(f"relative error {err:.3e}")
         ms = bench(lambda: kern(a, b, c))
         t_torch = bench(lambda: torch.matmul(a, b))
+        if clean_l2:
+            mc, tc = bench_clean(lambda: kern(a, b, c)), bench_clean(lambda: torch.matmul(a, b))
+            nb = 2 * (m * k + k * n + m * n)
+            notes.append(f"{m}x{n}x{k} {_cfg_str(cfg)} with L2 flushed by a read (no dirty lines): "
+                         f"{mc * 1e3:.1f} us ({nb / mc / 1e6:.0f} GB/s), torch.matmul {tc * 1e3:.1f} us "
+                         f"({nb / tc / 1e6:.0f} GB/s), ratio {tc / mc:.3f}")
         return ms, t_torch, err
 
-    def record(case, cfg, ms, t_torch, err, flops):
+    def bench_clean(fn, reps: int = 40) -> float:
+        """Median ms of `fn` after L2 was flushed by *reading* 256 MB (do_bench zeroes its flush
+        buffer, leaving L2 full of dirty lines whose write-back a bandwidth-bound kernel pays)."""
+        flush = torch.empty(128 << 20, dtype=torch.float16, device="cuda").fill_(1)
+        ev = [tuple(torch.cuda.Event(enable_timing=True) for _ in range(2)) for _ in range(reps)]
+        for _ in range(5):
+            fn()
+        for s, e in ev:
+            flush.sum()
+            s.record()
+            fn()
+            e.record()
+        torch.cuda.synchronize()
+        return sorted(s.elapsed_time(e) for s, e in ev)[reps // 2]
+
+    def record(case, cfg, ms, t_torch, err, flops, nbytes=0):
         row = dict(case=case, cfg=cfg, ms=ms, torch_ms=t_torch, tflops=flops / ms / 1e9,
                    torch_tflops=flops / t_torch / 1e9, ratio=t_torch / ms, err=err)
+        if nbytes:
+            row.update(gbs=nbytes / ms / 1e6, torch_gbs=nbytes / t_torch / 1e6)
         rows.append(row)
-        print(f"{case} {cfg}: {ms:.3f} ms {row['tflops']:.0f} TFLOP/s, torch {row['torch_tflops']:.0f}, "
+        bw = f", {row['gbs']:.0f} GB/s (torch {row['torch_gbs']:.0f})" if nbytes else ""
+        print(f"{case} {cfg}: {ms:.4f} ms {row['tflops']:.0f} TFLOP/s, torch {row['torch_tflops']:.0f}{bw}, "
               f"ratio {row['ratio']:.3f}, err {err:.1e} ({time.perf_counter() - t_start:.0f}s)", flush=True)
 
-    # sweep on fp16 4096^3
-    timed = []
-    for cfg in CONFIGS:
+    def run(case, m, n, k, d, cfg, nbytes=0, example=gemm):
         try:
-            ms, tt, err = gemm_case(4096, 4096, 4096, "float16", cfg)
-            record("gemm fp16 4096^3", cfg, ms, tt, err, 2.0 * 4096 ** 3)
-            timed.append((ms, cfg))
+            ms, tt, err = gemm_case(m, n, k, d, cfg, example, clean_l2=bool(nbytes))
+            record(case, cfg, ms, tt, err, 2.0 * m * n * k, nbytes)
+            return ms
         except Exception as e:
-            notes.append(f"fp16 4096 {cfg}: FAILED {type(e).__name__}: {str(e)[:300]}")
+            notes.append(f"{case} {cfg}: FAILED {type(e).__name__}: {str(e)[:300]}")
             traceback.print_exc()
+            return None
+
+    timed = []
+    if "sweep" in sections or "large" in sections:
+        for cfg in CONFIGS:
+            ms = run("gemm fp16 4096^3", 4096, 4096, 4096, "float16", cfg)
+            if ms is not None:
+                timed.append((ms, cfg))
     timed.sort(key=lambda t: t[0])
     best = [c for _, c in timed[:TOP_K]]
-    cases = [(4096, 4096, 4096, "bfloat16")]
-    if not args.quick:
-        cases += [(8192, 8192, 8192, "float16"), (8192, 8192, 8192, "bfloat16")]
-    for m, n, k, d in cases:
-        for cfg in best:
-            try:
-                ms, tt, err = gemm_case(m, n, k, d, cfg)
-                record(f"gemm {d} {m}x{n}x{k}", cfg, ms, tt, err, 2.0 * m * n * k)
-            except Exception as e:
-                notes.append(f"{d} {m} {cfg}: FAILED {type(e).__name__}: {str(e)[:300]}")
-    if best and not args.quick:
-        for n, k in LLM_NK:
-            try:
-                ms, tt, err = gemm_case(4096, n, k, "bfloat16", best[0])
-                record(f"gemm bf16 4096x{n}x{k}", best[0], ms, tt, err, 2.0 * 4096 * n * k)
-            except Exception as e:
-                notes.append(f"llm {n}x{k}: FAILED {type(e).__name__}: {str(e)[:300]}")
-    # ragged correctness
-    try:
-        ms, tt, err = gemm_case(1000, 520, 300, "float16", dict(block_M=128, block_N=128, block_K=64,
-                                                                num_stages=3, threads=128))
-        notes.append(f"ragged gemm fp16 1000x520x300: err {err:.2e}")
-    except Exception as e:
-        notes.append(f"ragged gemm: FAILED {type(e).__name__}: {str(e)[:300]}")
+    if "large" in sections:
+        for m, n, k, d in [(4096, 4096, 4096, "bfloat16"), (8192, 8192, 8192, "float16"),
+                           (8192, 8192, 8192, "bfloat16")]:
+            for cfg in best:
+                run(f"gemm {d} {m}x{n}x{k}", m, n, k, d, cfg)
+    if "llm" in sections:
+        for m in LLM_M:
+            for n, k in LLM_NK:
+                for cfg in LLM_CONFIGS:
+                    run(f"gemm bf16 {m}x{n}x{k} (LLM)", m, n, k, "bfloat16", cfg)
+    if "small" in sections:
+        copy_gbs = None
+        try:
+            x = torch.empty(1 << 28, dtype=torch.uint8, device="cuda")
+            y = torch.empty_like(x)
+            copy_gbs = 2 * x.numel() / bench(lambda: y.copy_(x)) / 1e6
+            notes.append(f"device copy: {copy_gbs:.0f} GB/s (read + write of 256 MB)")
+            del x, y
+        except Exception as e:
+            notes.append(f"copy bandwidth: FAILED {e}")
+        for m, n, k in SMALL_SHAPES:
+            for cfg in SMALL_CONFIGS:
+                run(f"gemm fp16 {m}x{n}x{k} (small M)", m, n, k, "float16", cfg, 2 * (m * k + k * n + m * n))
+    if "gemv" in sections:
+        for m, n, k in GEMV_SHAPES:
+            for cfg in GEMV_CONFIGS:
+                run(f"gemv fp16 {m}x{n}x{k}", m, n, k, "float16", cfg, 2 * (m * k + k * n + m * n), gemv)
+    if "ragged" in sections:
+        try:
+            ms, tt, err = gemm_case(1, 1000, 1000, "float16", dict(block_N=32, block_K=512), gemv)
+            notes.append(f"ragged gemv fp16 1x1000x1000: err {err:.2e}")
+            ms, tt, err = gemm_case(1000, 520, 300, "float16", dict(block_M=128, block_N=128, block_K=64,
+                                                                    num_stages=3, threads=128))
+            notes.append(f"ragged gemm fp16 1000x520x300: err {err:.2e}")
+            ms, tt, err = gemm_case(1000, 520, 304, "float16", dict(block_M=128, block_N=256, block_K=64,
+                                                                    num_stages=3, threads=256))
+            notes.append(f"ragged gemm fp16 1000x520x304 (128x256 s3 t256, producer): err {err:.2e}")
+            ms, tt, err = gemm_case(4000, 4000, 1000, "float16", dict(block_M=128, block_N=256, block_K=64,
+                                                                      num_stages=4, threads=256, panel=16))
+            notes.append(f"ragged gemm fp16 4000x4000x1000 (128x256 s4 t256 p16, persistent: 512 tiles on "
+                         f"132 blocks): err {err:.2e}")
+            ms, tt, err = gemm_case(3, 1000, 1000, "float16", SMALL_CONFIGS[0])
+            notes.append(f"ragged small-M fp16 3x1000x1000 ({_cfg_str(SMALL_CONFIGS[0])}): err {err:.2e}")
+        except Exception as e:
+            notes.append(f"ragged gemm: FAILED {type(e).__name__}: {str(e)[:300]}")
+
     def fp8_case(m, n, k, cfg):
         """(tilecore ms, _scaled_mm ms, tilecore error, _scaled_mm error); times only at 8192."""
         a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
@@ -176,8 +322,16 @@ def main():
             return None, None, err, err_t
         return bench(lambda: kern(a, b, y)), bench(scaled), err, err_t
 
-    for (m, n, k), cfgs in (((8192, 8192, 8192), FP8_CONFIGS), ((1000, 528, 400), FP8_CONFIGS[:1])):
+    fp8_runs = []
+    if "fp8" in sections:
+        fp8_runs.append(((8192, 8192, 8192), FP8_CONFIGS))
+    if "ragged" in sections:
+        fp8_runs.append(((1000, 528, 400), FP8_CONFIGS[:1]))
+    for (m, n, k), cfgs in fp8_runs:
         for cfg in cfgs:
+            if time.perf_counter() - t_start > args.budget:
+                notes.append(f"fp8 {m} {cfg}: skipped (budget)")
+                continue
             try:
                 ms, tt, err, err_t = fp8_case(m, n, k, cfg)
                 if ms is None:
@@ -188,14 +342,18 @@ def main():
             except Exception as e:
                 notes.append(f"fp8 {m} {cfg}: FAILED {type(e).__name__}: {str(e)[:300]}")
                 traceback.print_exc()
+    if "host" in sections:
+        try:
+            notes.append(host_case(torch, arch))
+        except Exception as e:
+            notes.append(f"host: FAILED {type(e).__name__}: {str(e)[:300]}")
+            traceback.print_exc()
     print("\n".join(notes))
-    print("\n| case | config | ms | TFLOP/s | torch TFLOP/s | ratio |\n|---|---|---|---|---|---|")
+    print("\n| case | config | ms | TFLOP/s | torch TFLOP/s | GB/s (torch) | ratio |\n" + "|---" * 7 + "|")
     for r in rows:
-        c = r["cfg"]
-        cs = f"{c['block_M']}x{c['block_N']}x{c['block_K']} s{c['num_stages']} t{c['threads']}" + \
-            (f" p{c['panel']}" if c.get("panel") else "")
-        print(f"| {r['case']} | {cs} | {r['ms']:.3f} | {r['tflops']:.0f} | {r['torch_tflops']:.0f} | "
-              f"{r['ratio']:.3f} |")
+        bw = f"{r['gbs']:.0f} ({r['torch_gbs']:.0f})" if "gbs" in r else ""
+        print(f"| {r['case']} | {_cfg_str(r['cfg'])} | {r['ms']:.4f} | {r['tflops']:.0f} | "
+              f"{r['torch_tflops']:.0f} | {bw} | {r['ratio']:.3f} |")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(dict(rows=rows, notes=notes), f, indent=1)

@@ -20,13 +20,16 @@ TOLERANCE = dict(rtol=1e-2, atol=1e-2)
 
 
 def program(M=1024, N=1024, K=1024, block_M=128, block_N=128, block_K=128, dtype="float8_e4m3fn",
-            out_dtype="bfloat16", scale_a=0.5, scale_b=2.0, num_stages=3, threads=128):
-    """One block per (block_M, block_N) output tile; the scales multiply the fp32 accumulator."""
+            out_dtype="bfloat16", scale_a=0.5, scale_b=2.0, num_stages=3, threads=128, panel=0):
+    """One block per (block_M, block_N) output tile; the scales multiply the fp32 accumulator.
+    `panel` > 0 rasterizes the blocks in panels of that many grid rows (T.use_swizzle)."""
     scale = float(scale_a) * float(scale_b)
 
     @T.prim_func
     def gemm_fp8(A: T.Tensor((M, K), dtype), B: T.Tensor((N, K), dtype), Y: T.Tensor((M, N), out_dtype)):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            if panel:
+                T.use_swizzle(panel)
             A_shared = T.alloc_shared((block_M, block_K), dtype)
             B_shared = T.alloc_shared((block_N, block_K), dtype)
             acc = T.alloc_fragment((block_M, block_N), "float32")

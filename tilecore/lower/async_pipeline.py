@@ -32,7 +32,7 @@ import math
 from dataclasses import replace
 
 from ..ir.buffer import Buffer
-from ..ir.expr import Expr, Var, binop, const
+from ..ir.expr import Const, Expr, Var, binop, const
 from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
 from ..ir.thread import (
     AsyncCommit,
@@ -236,8 +236,8 @@ def _pipeline_loop(loop: For, kernel: ThreadKernel, facts: TargetFacts, budget: 
         if copies or ring is None or id(loop) not in ws.top:
             ws.ok = False  # warp specialization needs every stage filled by TMA, at top level
             return None
-        # the consumers release a stage at the end of its iteration, so its wgmma must have
-        # retired there: no relaxed wgmma wait under warp specialization
+        # wgmma consumers keep one group in flight and release the previous tile's stage
+        # after the relaxed wait retired its group (tilecore.lower.wgmma.relax_wgmma_wait)
         return _ws_loop(loop, plan, ring, rest, stages, names, simp, replaced, added, ws)
     # wgmma consumers: keep one tensor-core group in flight, prefetching one tile less far
     # (tilecore.lower.wgmma.relax_wgmma_wait says when and why that is safe)
@@ -285,21 +285,46 @@ def _pipeline_loop(loop: For, kernel: ThreadKernel, facts: TargetFacts, budget: 
 def _ws_loop(loop: For, plan: _Plan, ring: TmaRing, rest: list, stages: int, names: set, simp,
              replaced: dict, added: list, ws: WsPlan) -> Stmt:
     """The consumer side of a warp-specialized loop (its producer goes to `ws`): wait for the
-    tile, the body on its stage, release the stage (tilecore.lower.warp_specialize)."""
+    tile, the body on its stage, release the stage (tilecore.lower.warp_specialize).
+
+    With wgmma consumers whose wait `relax_wgmma_wait` may relax, iteration k keeps its group
+    in flight (`wait_group 1`) and releases stage (k - 1) % s instead of its own: that wait
+    retired group k - 1, the last reader of that stage, so the producer refills it while the
+    tensor cores still run group k (they never drain between k tiles). After the loop a
+    `wait_group 0` retires the last group and the last stage is released."""
     k, loc = loop.var, loop.loc
     ring.with_empty(_fresh("tma_empty", names), ws.split)
     read_stage = Var(_fresh("stage", names))
-    head = [LetStmt(read_stage, simp(binop("mod", k - loop.start, const(stages))), loc),
-            ring.wait(k - loop.start, read_stage, simp)]
-    body = [_retarget(s, plan, read_stage) for s in rest] + [ring.release(read_stage)]
+    # the ring's k-tile count: from the loop's start, plus the tiles a persistent block ran
+    # before this one (tilecore.lower.warp_specialize); 0 for a block of one tile
+    base = ws.base if ws.base is not None else const(0)
+    index = simp(base + (k - loop.start))
+    head = [LetStmt(read_stage, simp(binop("mod", index, const(stages))), loc),
+            ring.wait(index, read_stage, simp)]
+    relaxed = relax_wgmma_wait(rest)
+    ws.relaxed.append(relaxed is not None)
+    ws.trips.append(simp(loop.stop - loop.start))
+    after: list[Stmt] = []
+    if relaxed is None:
+        body = [_retarget(s, plan, read_stage) for s in rest] + [ring.release(read_stage)]
+    else:
+        prev = simp(binop("mod", index + (stages - 1), const(stages)))
+        body = [_retarget(s, plan, read_stage) for s in relaxed] + [
+            IfThenElse(simp(binop("gt", k, loop.start)), ring.release(prev), None, loc)]
+        last = simp(binop("mod", base + (loop.stop - 1 - loop.start), const(stages)))
+        ran = simp(binop("gt", loop.stop, loop.start))
+        tail = ring.release(last)
+        after = [AsyncWait("wgmma", 0, loc),
+                 tail if isinstance(ran, Const) and ran.value else IfThenElse(ran, tail, None, loc)]
     annotations = tuple(a for a in loop.annotations if a[0] != TILE_COPIES) + (
         ("async_stages", stages), ("tma_stages", tuple(b.name for b in plan.old.values())),
         ("warp_specialized", True))
-    ws.producers.append(ring.producer(loop, lambda base: _fresh(base, names), simp, ws.producer_thread))
+    ws.producers.append(ring.producer(loop, lambda name: _fresh(name, names), simp, ws.producer_thread, base))
     replaced.update({id(b): plan.new[key] for key, b in plan.old.items()})
     added.append((ring.buffers, ring.init()))
-    return For(k, loop.start, loop.stop, loop.step, loop.kind, SeqStmt(tuple(head + body), loc), annotations,
-               loc)
+    new_loop = For(k, loop.start, loop.stop, loop.step, loop.kind, SeqStmt(tuple(head + body), loc),
+                   annotations, loc)
+    return SeqStmt((new_loop, *after), loc) if after else new_loop
 
 
 def _nested(loop: For, body: Stmt) -> bool:

@@ -45,10 +45,33 @@ def gemm_queries(func, warp_size: int) -> list[GemmQuery]:
     return out
 
 
+_WGMMA_WARNED: set = set()
+
+
 def gemm_answer(g: Gemm, threads: int, desc) -> MmaPlan | Declined:
     """How `g` (in a block of `threads` threads) is lowered on `desc` (a TargetDesc): a plan from
-    the answers asked before the pipeline, or the reason it is not tensorized."""
-    return core_decline(g) or desc.tensorize(gemm_query(g, threads, desc.facts.warp_size))
+    the answers asked before the pipeline, or the reason it is not tensorized.
+
+    `tl.disable_wgmma` (Options.disable_wgmma) cannot pick another instruction here: the
+    backend answered the query before the pipeline, without the options. A wgmma answer under
+    that option is therefore kept with a TileConfigWarning (once per target) rather than
+    silently dropping the user's setting; `tl.disable_tma_lower` / `disable_warp_specialized`
+    are honoured by the pipeline."""
+    answer = core_decline(g) or desc.tensorize(gemm_query(g, threads, desc.facts.warp_size))
+    options = getattr(desc, "options", None)
+    if getattr(options, "disable_wgmma", False) and isinstance(answer, MmaPlan) \
+            and answer.mma.kind == "wgmma" and str(desc.target) not in _WGMMA_WARNED:
+        import warnings
+
+        from ..errors import TileConfigWarning
+
+        _WGMMA_WARNED.add(str(desc.target))
+        loc = g.loc
+        warnings.warn_explicit(
+            f"pass_configs key 'tl.disable_wgmma' is not honoured on {desc.target}: the backend "
+            "tensorizes this gemm with wgmma (compile for cuda:sm_80 for mma.sync)",
+            TileConfigWarning, loc.file if loc else "<tilecore>", loc.line if loc else 0)
+    return answer
 
 
 def warp_grid(policy: str, num_warps: int, m: int, n: int, tile_m: int, tile_n: int) -> tuple | None:

@@ -200,14 +200,15 @@ class TmaRing:
         """Every consumer thread is done reading stage `stage` (warp-specialized loops)."""
         return MbarrierArrive(self.empty, stage, 0, self.loc)
 
-    def producer(self, loop: For, names_fresh, simp, thread: int) -> Stmt:
+    def producer(self, loop: For, names_fresh, simp, thread: int, base: Expr | None = None) -> Stmt:
         """The producer side of `loop`: thread `thread` waits until the consumers released
         stage `i % stages` (parity `(i // stages + 1) % 2`, which a fresh mbarrier passes at
         once), then arms it and issues tile i. Its own loop variable, so the emulator's two
-        thread groups never share one."""
+        thread groups never share one. `base`: tiles the ring counted before this loop started
+        (a persistent block's earlier tiles), added to i."""
         kp = Var(names_fresh(f"{loop.var.name}_produce"), loop.var.dtype)
         stage = Var(names_fresh("stage_fill"))
-        i = kp - loop.start
+        i = kp - loop.start if base is None else simp(base + (kp - loop.start))
         free = simp(binop("mod", binop("add", binop("div", i, const(self.stages)), const(1)), const(2)))
         body = SeqStmt((
             LetStmt(stage, simp(binop("mod", i, const(self.stages))), self.loc),

@@ -24,13 +24,14 @@ consumers take them (`.inc`, as many as the register file allows, at most 240).
 
 from __future__ import annotations
 
-from ..ir.expr import Var
+from ..ir.expr import Var, binop, const, const_int
 from ..ir.stmt import For, LetStmt, SeqStmt, Stmt
 from ..ir.thread import LaneTable, MemLoad, Shuffle, ThreadKernel, WarpSpecialized
-from ..ir.visit import walk
+from ..ir.visit import substitute, walk
 from .prefetch import flat_stmts
 
 PRODUCER_THREADS = 128  # one warpgroup: setmaxnreg works per warpgroup
+DEFAULT_MULTIPROCESSORS = 132  # H100 SXM / H200: the persistent grid where facts do not say
 PRODUCER_REGS = 40
 REGISTER_FILE = 65536  # 32-bit registers per multiprocessor (one block resident)
 
@@ -50,6 +51,28 @@ class WsPlan:
         # warpgroup next to 3 resident blocks cost occupancy, 0.59 ms against 0.38 ms)
         self.always = facts.get("warp_specialize") == "always"
         self.shared_limit = facts.shared_memory_bytes or 0
+        # persistent tile scheduling (module docstring): decided here, from the grid, so the
+        # rings can count tiles across a block's tiles; `base` is that count's offset
+        self.relaxed = []  # per staged loop: whether its wgmma wait was relaxed
+        self.trips = []  # per staged loop: its trip count
+        self.persistent = persistent_grid(kernel, facts)
+        self.base = Var("tile_base") if self.persistent else None
+
+
+def persistent_grid(kernel: ThreadKernel, facts) -> int | None:
+    """The persistent grid size (one block per multiprocessor, fact `multiprocessors`, 132 on
+    the H100 / H200 where it is not stated) when `kernel`'s grid is constant and has more tiles
+    than that and the target's fact `persistent` is not False; else None."""
+    if not facts.get("persistent", True):
+        return None
+    sms = int(facts.get("multiprocessors", DEFAULT_MULTIPROCESSORS) or 0)
+    dims = [const_int(g) for g in kernel.grid]
+    if sms < 1 or any(d is None for d in dims):
+        return None
+    tiles = 1
+    for d in dims:
+        tiles *= d
+    return sms if tiles > sms else None
 
 
 def ws_possible(kernel: ThreadKernel, facts) -> bool:
@@ -102,7 +125,57 @@ def assemble(kernel: ThreadKernel, plan: WsPlan, body: Stmt, inits: list,
     if plan.setmaxnreg:
         cons = (REGISTER_FILE - PRODUCER_THREADS * PRODUCER_REGS) // plan.split // 8 * 8
         regs = (PRODUCER_REGS, min(240, cons))
-    ws = WarpSpecialized(plan.split, producer, SeqStmt(tuple(rest), kernel.loc), regs[0], regs[1], kernel.loc)
+    consumer = SeqStmt(tuple(rest), kernel.loc)
+    grid, block_vars = kernel.grid, kernel.block_vars
+    tiled = _persistent(kernel, plan, hoist, producer, consumer)
+    if tiled is not None:
+        grid, block_vars, producer, consumer = tiled
+        hoist = []
+    elif plan.base is not None:  # rings written for a tile count: this block runs one tile
+        hoist = [LetStmt(plan.base, const(0), kernel.loc)] + hoist
+    ws = WarpSpecialized(plan.split, producer, consumer, regs[0], regs[1], kernel.loc)
     new_body = SeqStmt(tuple(inits) + tuple(hoist) + (ws,), kernel.loc)
-    return ThreadKernel(kernel.grid, kernel.block_vars, kernel.thread_var, plan.split + PRODUCER_THREADS,
+    return ThreadKernel(grid, block_vars, kernel.thread_var, plan.split + PRODUCER_THREADS,
                         kernel.warp_size, shared, kernel.registers, new_body, kernel.loc)
+
+
+def _persistent(kernel: ThreadKernel, plan: WsPlan, hoist: list, producer: Stmt, consumer: Stmt):
+    """(grid, block_vars, producer, consumer) of the persistent form, or None where it does not
+    apply: one staged loop, whose wgmma wait was relaxed (a GEMM main loop: the body is the
+    tensor-core issue alone), with a trip count every tile shares.
+
+    Block b of the G = `plan.persistent` blocks runs tiles t = b, b + G, ... of the original
+    grid (t in launch order: bx = t % gx, by = t // gx % gy, ...), both roles walking the same
+    tiles; each role re-binds the original block indices and the hoisted lets per tile and the
+    rings count the block's k tiles across its tiles (`tile_base` = tiles done x trip count), so
+    the producer fills the next tile's stages while the consumers run the epilogue."""
+    if plan.persistent is None or len(plan.relaxed) != 1 or not plan.relaxed[0]:
+        return None
+    trips = plan.trips[0]
+    block = set(map(id, kernel.block_vars)) | {id(kernel.thread_var)}
+    if any(isinstance(n, Var) and id(n) in block for n in walk(trips)):
+        return None  # a trip count that depends on the tile
+    dims = [const_int(g) for g in kernel.grid]
+    tiles = 1
+    for d in dims:
+        tiles *= d
+    sms = plan.persistent
+    pid = Var("block_id")
+    t = Var("tile")
+    loc = kernel.loc
+    lets: list = []
+    rest = t
+    for v, d in zip(kernel.block_vars, dims):
+        lets.append(LetStmt(v, binop("mod", rest, const(d)), loc))
+        rest = binop("div", rest, const(d))
+    lets.append(LetStmt(plan.base, binop("mul", binop("div", binop("sub", t, pid), const(sms)), trips), loc))
+
+    def tile_loop(body: Stmt) -> Stmt:
+        inner = SeqStmt(tuple(lets) + tuple(hoist) + (body,), loc)
+        return For(t, pid, const(tiles), sms, "serial", inner, (), loc)
+
+    # the producer's own copies of the per-tile variables: the two roles run concurrently (the
+    # emulator's two tasks share one environment), each walking its own tile
+    mine = [t, plan.base, *kernel.block_vars] + [h.var for h in hoist]
+    fresh = {v: Var(f"{v.name}_produce", v.dtype) for v in mine}
+    return (const(sms),), (pid,), substitute(tile_loop(producer), fresh), tile_loop(consumer)

@@ -103,6 +103,46 @@ def test_a_prepared_launch_passes_the_driver_its_arguments(monkeypatch):
     assert _slot(go.params, 1, ctypes.c_uint64) == 0xC0 and _slot(go.params, 2, ctypes.c_int32) == 77
 
 
+def test_a_prepared_tma_launch_writes_its_tensor_maps(monkeypatch):
+    """TMA kernels take the prepared path: each tensor map sits in a 64-aligned 128-byte slot
+    after the sizes and is re-encoded only when its tensor's address changes."""
+    from tilecore_cuda import tensormap
+
+    encoded = []
+
+    def fake_encode(t, spec, what):
+        encoded.append((t.data_ptr(), spec.box, what))
+        return bytes([len(encoded)] * 128)
+
+    class FakeTensor:
+        def __init__(self, p):
+            self.p = p
+
+        def data_ptr(self):
+            return self.p
+
+    monkeypatch.setattr(tensormap, "encode", fake_encode)
+    monkeypatch.setattr(launch, "_libcuda", lambda: (lambda *args: 0))
+    monkeypatch.setattr(launch, "raw_stream_getter", lambda: (lambda index: 0))
+    box_a, box_b = tensormap.TensorMapSpec(0, dt.float16, (128, 64), 128), \
+        tensormap.TensorMapSpec(1, dt.float16, (64, 64), 128)
+    specs = (ParamSpec("A", dt.float16, True), ParamSpec("B", dt.float16, True),
+             ParamSpec("n", dt.int32, False), ParamSpec("A", dt.float16, False, tmap=box_a),
+             ParamSpec("B", dt.float16, False, tmap=box_b))
+    go = launch.Launch(0xF00D, 0, (4, 4, 1), (384, 1, 1), 1024, specs, {2: 9})
+    ptrs = go.params._ptrs
+    assert ptrs[3] % 64 == 0 and ptrs[4] - ptrs[3] == 128 and go._pointers is not None
+    go([FakeTensor(0xA000), FakeTensor(0xB000)])
+    go([FakeTensor(0xA000), FakeTensor(0xB000)])  # same addresses: nothing re-encoded
+    assert encoded == [(0xA000, (128, 64), "A"), (0xB000, (64, 64), "B")]
+    assert ctypes.string_at(ptrs[3], 128) == bytes([1] * 128)
+    assert ctypes.string_at(ptrs[4], 128) == bytes([2] * 128)
+    go([FakeTensor(0xA000), FakeTensor(0xC000)])  # B moved: only its map is encoded again
+    assert encoded[2:] == [(0xC000, (64, 64), "B")]
+    assert ctypes.string_at(ptrs[4], 128) == bytes([3] * 128)
+    assert _slot(go.params, 0, ctypes.c_uint64) == 0xA000 and _slot(go.params, 1, ctypes.c_uint64) == 0xC000
+
+
 def test_grid_expressions_round_trip_through_json():
     r = render_cuda(mma_module())
     grid = [grid_from_json(json.loads(json.dumps(grid_to_json(g)))) for g in r.grid]

@@ -107,15 +107,19 @@ class CudaArtifact:
         """A function launching on every tensor argument (in parameter order) with sizes `dyn`
         on torch `device`: grid, parameter buffer and the sizes' slots prepared now, so a call
         only writes the tensors' addresses and enqueues (`tilecore_cuda.launch.Launch`)."""
-        if getattr(device, "type", None) != "cuda" or self.tensor_maps:
-            return None  # tensor maps follow the tensors' addresses: the general path (`run`)
+        if getattr(device, "type", None) != "cuda":
+            return None
         index = device.index if device.index is not None else 0
         n = sum(1 for s in self._specs if s.is_pointer)
         static = {i: int(dyn[s.name]) for i, s in enumerate(self._specs) if not s.is_pointer}
         if any(not s.is_pointer for s in self._specs[:n]):
             return None  # sizes before tensors: a layout the launcher does not prepare
+        # TMA tensor maps: parameters after the sizes, re-encoded per call only when their
+        # tensor's address changed (launch.tensor_map_packer)
+        names = [p.name for p in self.rendered.params]
+        maps = tuple(ParamSpec(names[t.param], t.dtype, False, tmap=t) for t in self.tensor_maps)
         return self._device_kernel(index).prepare(index, self._grid(dyn), self.rendered.block,
-                                                  self._specs, static)
+                                                  self._specs + maps, static)
 
     # ------------------------------------------------------------------ compile cache
     def cache_entry(self):

@@ -130,11 +130,13 @@ def device_count() -> int:
 
 @dataclass(frozen=True)
 class ParamSpec:
-    """One kernel parameter: a tensor pointer (`dtype` of its elements) or a scalar by value."""
+    """One kernel parameter: a tensor pointer (`dtype` of its elements), a scalar by value, or
+    (`tmap`, a `tensormap.TensorMapSpec`) a TMA tensor map of tensor argument `tmap.param`."""
 
     name: str
     dtype: dt.DType
     is_pointer: bool
+    tmap: object = None
 
 
 # ----------------------------------------------------------------------------- parameter buffer
@@ -184,9 +186,37 @@ def scalar_packer(spec: ParamSpec) -> Packer | None:
     return Packer(ctypes.sizeof(ctype), ctypes.alignment(ctype), _scalar_setter(ctype), False)
 
 
+def _tensor_map_setter(spec: ParamSpec):
+    """setter(tensor) writing the 128-byte tensor map of `tensor` into the slot, re-encoded
+    (tensormap.encode, itself cached) only when the tensor's address changed: within one call
+    signature shape, strides and dtype are fixed, so the address is all a map depends on."""
+    from .tensormap import TMAP_BYTES, encode
+
+    def make(address: int):
+        last = [None]
+
+        def set_map(t, _last=last):
+            p = t.data_ptr()
+            if p != _last[0]:
+                ctypes.memmove(address, encode(t, spec.tmap, spec.name), TMAP_BYTES)
+                _last[0] = p
+
+        return set_map
+
+    return make
+
+
+def tensor_map_packer(spec: ParamSpec) -> Packer | None:
+    """A TMA tensor map (`CUtensorMap`, 128 bytes, 64-byte aligned, passed by value as a
+    `__grid_constant__` parameter), written per launch from its tensor argument."""
+    if spec.tmap is None:
+        return None
+    return Packer(128, 64, _tensor_map_setter(spec), True)
+
+
 # Asked in order for each parameter; the first non-None Packer lays it out. A new kind of
-# parameter (a CUtensorMap descriptor: 128 bytes, 64-aligned) is one function inserted here.
-PACKERS: list[Callable[[ParamSpec], Packer | None]] = [pointer_packer, scalar_packer]
+# parameter is one function inserted here.
+PACKERS: list[Callable[[ParamSpec], Packer | None]] = [tensor_map_packer, pointer_packer, scalar_packer]
 
 
 class ParamBuffer:
@@ -257,8 +287,11 @@ class Launch:
         self.params = ParamBuffer(specs)
         for i, v in static.items():
             self.params.setters[i](v)
+        # tensor maps are written from their tensor argument (`tmap.param`), after the pointers
+        self.tmaps = tuple((s.tmap.param, self.params.setters[i]) for i, s in enumerate(specs)
+                           if s.tmap is not None)
         self.per_call = tuple((i, self.params.setters[i]) for i, pk in enumerate(self.params.packers)
-                              if pk.per_call)
+                              if pk.per_call and specs[i].tmap is None)
         # the usual layout (tensor pointers first, then sizes): the pointer slots are one
         # 8-byte array written in a single loop, without a setter call per tensor
         n_ptr = len(self.per_call)
@@ -291,6 +324,8 @@ class Launch:
             else:
                 for i, setter in self.per_call:
                     setter(args[i])
+            for i, setter in self.tmaps:
+                setter(args[i])
             stream = self._stream(self.device)
             if self._cu is not None:
                 rc = self._cu(*self._head, ctypes.c_void_p(stream), self._params_arg, None)
@@ -339,8 +374,8 @@ class LoadedKernel:
                specs: tuple[ParamSpec, ...], extra: list = ()) -> None:
         """Launch once on `params` (checked: CUDA tensors on one device, contiguous), following
         `specs`; the per-signature path is `prepare`. `extra`: ctypes objects passed by value
-        after the ordinary parameters (TMA tensor maps, tensormap.py), which change with the
-        tensors' addresses, so such launches take this general path."""
+        after the ordinary parameters (TMA tensor maps, tensormap.py); the prepared path writes
+        them itself (`tensor_map_packer`)."""
         index = _tensor_device(params, specs)
         if not extra:
             static = {i: p for i, (p, s) in enumerate(zip(params, specs)) if not s.is_pointer}

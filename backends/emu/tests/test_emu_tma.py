@@ -24,7 +24,7 @@ from tilecore.hookspec import hookimpl
 from tilecore.ir.buffer import Buffer
 from tilecore.ir.expr import Var, binop, const
 from tilecore.ir.smem_layout import RowMajor, Swizzled
-from tilecore.ir.stmt import IfThenElse, SeqStmt
+from tilecore.ir.stmt import For, IfThenElse, SeqStmt
 from tilecore.ir.thread import (
     MBARRIER_DTYPE,
     AsyncCommit,
@@ -253,10 +253,14 @@ def _waits_on(prefix):
 
 
 def _no_release(n):
-    """Drop the consumers' arrivals on the empty ring."""
+    """Drop the consumers' arrivals on the empty ring (bare, or under the relaxed loop's `if`)."""
+    def release(s):
+        if isinstance(s, IfThenElse) and s.else_body is None:
+            s = s.then_body
+        return isinstance(s, MbarrierArrive) and s.bar.name.startswith("tma_empty")
+
     if isinstance(n, SeqStmt):
-        keep = tuple(s for s in n.stmts
-                     if not (isinstance(s, MbarrierArrive) and s.bar.name.startswith("tma_empty")))
+        keep = tuple(s for s in n.stmts if not release(s))
         return SeqStmt(keep, n.loc) if len(keep) != len(n.stmts) else None
     return None
 
@@ -366,3 +370,87 @@ def test_verifier_rejects_a_block_barrier_inside_a_role():
     verify_thread_func(func(Barrier("consumers", None, "named", 1, 128)))
     with pytest.raises(TileInternalError, match="block barrier inside a warp-specialized role"):
         verify_thread_func(func(Barrier("everyone")))
+
+
+def _release_own_stage(n):
+    """The relaxed loop releasing the stage it just issued wgmma on (instead of the previous
+    one, whose group its `wait_group 1` retired)."""
+    if not (isinstance(n, For) and n.annotation("warp_specialized")):
+        return None
+    stmts = n.body.stmts
+    stage = stmts[0].var  # `stage = (k - start) % s`
+    own = [MbarrierArrive(s.then_body.bar, stage, 0, s.loc)
+           if isinstance(s, IfThenElse) and isinstance(s.then_body, MbarrierArrive) else s for s in stmts]
+    body = tuple(own)
+    return dataclasses.replace(n, body=SeqStmt(body, n.body.loc))
+
+
+@pytest.mark.parametrize("M, N, K, stages", [(128, 64, 200, 3), (128, 72, 40, 2), (100, 64, 16, 4)])
+def test_warp_specialized_wgmma_keeps_one_group_in_flight(M, N, K, stages, always_ws):
+    # ragged M / N, a K tail, one tile only, and two stages (the relaxed ring then holds one
+    # stage for the tensor cores and lets the producer fill the other)
+    kernel = _gemm(M, N, K, block_M=128, block_N=64, block_K=32, num_stages=stages, threads=256)
+    ir = kernel.get_ir("final")
+    loop = ir.split("consumer (")[1].split("for k in")[1]
+    assert "async_wait(wgmma, pending=1)" in loop.split("C_stage")[0]
+    assert "async_wait(wgmma, pending=0)" in loop  # after the loop, before the epilogue
+    a, b = gemm.make_inputs(np.random.default_rng(4), M=M, N=N, K=K)
+    np.testing.assert_allclose(kernel(a, b).astype(np.float32), gemm.reference(a, b).astype(np.float32),
+                               **gemm.TOLERANCE)
+    if K // 32 > stages:  # a stage is refilled while the loop runs: releasing it early races
+        with pytest.raises(TileRuntimeError, match="asynchronous") as err:
+            EmuArtifact(_mutate(kernel.stages[-1][1], _release_own_stage)).run(
+                [a, b, np.zeros((M, N), dtype=np.float16)], {})
+        assert "gemm.py:" in str(err.value)
+
+
+class PersistentOnTwo:
+    """The CUDA facts with a producer warpgroup always and a 2-multiprocessor machine, so a
+    small grid already runs persistently (each of 2 blocks walks several tiles)."""
+
+    @hookimpl(tryfirst=True)
+    def tile_target_facts(self, target):
+        facts = cuda_facts(target=target)
+        if facts is None:
+            return None
+        extra = tuple((k, "always" if k == "warp_specialize" and v else v) for k, v in facts.extra)
+        return dataclasses.replace(facts, extra=extra + (("multiprocessors", 2),))
+
+
+@pytest.fixture
+def two_sms():
+    plugins.register(PersistentOnTwo(), name="two-sms")
+    yield
+    plugins.unregister("two-sms")
+
+
+@pytest.mark.parametrize("M, N, K, kw", [
+    (200, 72, 136, dict()),  # 2 x 2 tiles on 2 blocks; 5 k tiles on 3 stages: the ring rotates
+    (130, 72, 104, dict(panel=2)),  # ragged, rasterized (the remap is re-bound per tile)
+])
+def test_persistent_blocks_walk_the_tiles(M, N, K, kw, two_sms):
+    kernel = _gemm(M, N, K, block_M=128, block_N=64, block_K=32, num_stages=3, threads=256, **kw)
+    ir = kernel.get_ir("final")
+    # producer and consumers walk the same tiles, each with its own loop variable
+    assert "for tile in serial(block_id," in ir and "for tile_produce in serial(block_id," in ir
+    a, b = gemm.make_inputs(np.random.default_rng(5), M=M, N=N, K=K)
+    np.testing.assert_allclose(kernel(a, b).astype(np.float32), gemm.reference(a, b).astype(np.float32),
+                               **gemm.TOLERANCE)
+    final = kernel.stages[-1][1]
+    # the consumers' release of a tile's last stage is what lets the producer start the next
+    # tile: without it the ring deadlocks
+    with pytest.raises(TileRuntimeError, match="deadlock"):
+        EmuArtifact(_mutate(final, _no_release)).run([a, b, np.zeros((M, N), dtype=np.float16)], {})
+
+
+def test_one_wave_grids_and_attention_like_loops_stay_one_tile_per_block(two_sms):
+    ir = _gemm(128, 64, 64, block_M=128, block_N=64, block_K=32, threads=256).get_ir("final")
+    assert "for tile in" not in ir  # one tile: nothing to walk
+    M, N, K, K2 = 72, 192, 40, 104
+    k = tilecore.jit(two_loops(M, N, K, K2), out_idx=[-1], target="emu:sm_90a")
+    ir = k.get_ir("final")
+    assert "for tile in" not in ir and "tile_base = 0" in ir  # two staged loops: not a GEMM main loop
+    rng = np.random.default_rng(2)
+    a, b, d, e = (rng.standard_normal(s).astype(np.float16) for s in ((M, K), (K, N), (M, K2), (K2, N)))
+    ref = a.astype(np.float32) @ b.astype(np.float32) + d.astype(np.float32) @ e.astype(np.float32)
+    np.testing.assert_allclose(k(a, b, d, e).astype(np.float32), ref, rtol=1e-2, atol=1e-2)

@@ -200,3 +200,14 @@ def test_corrupt_wgmma_lane_map_breaks_the_result():
         plugins.unregister("corrupt-wgmma")
     ref = gemm.reference(a, b).astype(np.float32)
     assert np.isnan(out).any() or not np.allclose(out, ref, **gemm.TOLERANCE)
+
+
+def test_disable_wgmma_is_not_silently_dropped():
+    from tilecore.errors import TileConfigWarning
+    from tilecore.lower import tensorize
+
+    tensorize._WGMMA_WARNED.clear()
+    prog = gemm.program(M=128, N=64, K=64, block_M=128, block_N=64, block_K=64, num_stages=1)
+    with pytest.warns(TileConfigWarning, match="tl.disable_wgmma' is not honoured"):
+        k = tilecore.compile(prog, target="emu:sm_90a", pass_configs={"tl.disable_wgmma": True})
+    assert "wgmma.mma_async" in k.get_ir("final")
