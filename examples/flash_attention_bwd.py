@@ -118,10 +118,13 @@ def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=32,
                        delta_shared)
                 T.clear(dp_t)
                 T.gemm(V_shared, dO_shared, dp_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                # both casts before either product: S^T and dP^T (float32) die here, so the two
+                # 16-bit A tiles and dK, dV are what is live across the products (on sm_90 the
+                # four float32 tiles at once left wgmma too few registers: ptxas serialized it)
                 T.copy(s_t, p_cast)
-                T.gemm(p_cast, dO_shared, dv, policy=T.GemmWarpPolicy.FullRow)
                 for i, j in T.Parallel(block_N, block_M):
                     ds_cast[i, j] = s_t[i, j] * (dp_t[i, j] - delta_shared[j]) * sm
+                T.gemm(p_cast, dO_shared, dv, policy=T.GemmWarpPolicy.FullRow)
                 T.gemm(ds_cast, Q_shared, dk, policy=T.GemmWarpPolicy.FullRow)
                 T.copy(ds_cast, dS_shared)
                 T.clear(dq)
