@@ -33,6 +33,7 @@ from .context import LayoutMap, LowerCtx
 from .infer import annotate_layouts, plan_gemms, stored_layouts
 from .layout import MmaLayout
 from .prefetch import prefetch
+from .proxy_fences import prune_proxy_fences
 from .tensorize import gemm_answer
 from .threads import lower_launch
 from .wide_offsets import wide_offsets
@@ -127,10 +128,12 @@ def prefetch_pipelined(module: Module, desc: TargetDesc) -> Module:
 
 def barriers(module: Module, desc: TargetDesc) -> Module:
     """Invariant: between a shared-memory write by one thread and a read or write of that buffer
-    by another there is a Barrier on every path (uniform control flow permitting)."""
+    by another there is a Barrier on every path (uniform control flow permitting); a proxy
+    fence precedes a wgmma only where it reads generically written shared data
+    (tilecore.lower.proxy_fences, pruned first so barriers follow the fences kept)."""
 
     def fn(n):
-        return insert_barriers(n) if isinstance(n, ThreadKernel) else None
+        return insert_barriers(prune_proxy_fences(n)) if isinstance(n, ThreadKernel) else None
 
     return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
 

@@ -340,7 +340,8 @@ class _Inserter:
         """([barrier, loop], state) when one barrier before the loop saves barriers inside it
         (a hazard on data written before the loop, e.g. a Q tile read by every iteration, would
         otherwise be guarded by a barrier executed on every iteration); None otherwise."""
-        if not (st[0] or st[1]) or not any(isinstance(n, Barrier) and self._own(n) for n in walk(_seq(body, s))):
+        own = [n for n in walk(_seq(body, s)) if isinstance(n, Barrier) and self._own(n)]
+        if not (st[0] or st[1]) or not own:
             return None
         clean = ({}, {}, st[2])
         _, end = self.visit(s.body, clean)
