@@ -1,8 +1,9 @@
 """FlashAttention as lowered for sm_90a (no GPU needed): the generic-to-async proxy fence and
 the consumer barrier that guard data written before the main loop sit once before it (not in
 every iteration), the backward keeps one fence per iteration (for dS, written by ordinary
-stores), wgmma register pins cover only what each fence/wait orders (no ptxas C7512
-serialization of the backward), and dQ's float32 atomics become float2 vector atomics."""
+stores), independent back-to-back gemms share one wgmma wait, wgmma register pins cover only
+what each fence/wait orders (no ptxas C7512 serialization of the backward), and dQ's float32
+atomics become float2 vector atomics."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from tilecore_cuda.render_atomics import atomic_run
 import tilecore
 import tilecore.language as T
 from tilecore.ir.stmt import For
-from tilecore.ir.thread import AsyncFence, Barrier, IntrinsicCall
+from tilecore.ir.thread import AsyncCommit, AsyncFence, AsyncWait, Barrier, IntrinsicCall
 from tilecore.ir.visit import walk
 
 if EXAMPLES not in sys.path:
@@ -71,11 +72,14 @@ def test_forward_main_loop_has_no_proxy_fence_and_no_barrier():
     assert any(_proxy(s) for s in before)
 
 
-def test_backward_keeps_the_fence_for_ds_only():
+def test_backward_keeps_the_fence_for_ds_only_and_three_waits():
     _, loop = _main_loop(_kernel("flash_attention_bwd"))
     fences = [n for n in walk(loop) if _proxy(n)]
     assert len(fences) == 1 and fences[0].loc.line > 0
     assert _count(loop, lambda n: isinstance(n, IntrinsicCall) and n.intrinsic.kind == "wgmma") > 0
+    waits = [n for n in walk(loop) if isinstance(n, AsyncWait) and n.queue == "wgmma"]
+    commits = [n for n in walk(loop) if isinstance(n, AsyncCommit) and n.queue == "wgmma"]
+    assert len(commits) == 5 and len(waits) == 3  # S^T + dP^T, dV + dK, dQ
 
 
 def _ptxas(src: str, tmp_path) -> tuple[str, str]:
@@ -96,8 +100,9 @@ def test_backward_wgmma_is_not_serialized(tmp_path, monkeypatch):
     log, sass = _ptxas(src, tmp_path)
     assert "C7512" not in log  # "wgmma.mma_async instructions are serialized"
     if sass:
-        # one wait per gemm (5), not one per wgmma instruction
-        assert sass.count("WARPGROUP.DEPBAR") == 5 and sass.count("HGMMA") == 32
+        # one wait per group of gemms issued together (S^T + dP^T, dV + dK, dQ), not one per
+        # wgmma instruction (serialized) nor per gemm
+        assert sass.count("WARPGROUP.DEPBAR") == 3 and sass.count("HGMMA") == 32
         assert "REDG.E.ADD.F32x2" in sass and "REDG.E.ADD.F32." not in sass
     # pinning every wgmma array at every fence/wait (the rule before) serializes it
     monkeypatch.setattr(render_wgmma, "wgmma_pin_sets", lambda body: ({}, _all_regs(body)))

@@ -9,8 +9,10 @@ accumulators) then needed 224 registers at once and ptxas serialized every wgmma
 `WARPGROUP.DEPBAR` after each HGMMA). This analysis narrows each pin to the arrays whose
 ordering that statement actually provides:
 
-- a fence pins the register operands of the wgmma calls after it up to the next wgmma commit
-  (the group it opens);
+- a fence pins the register operands of the wgmma calls after it up to the next
+  `wait_group 0` (the group it opens and any issued behind it before that wait: their
+  registers are materialized before the first of the groups in flight, so ptxas never has to
+  write them while a wgmma is in flight, which made it inject waits (C7517) and serialize);
 - a wait pins the register operands of every wgmma call committed since the last
   `wait_group 0` before it in program order, and, inside a loop, those of the wgmma calls of
   the innermost enclosing loop's body after its last `wait_group 0` (a group committed at the
@@ -77,7 +79,7 @@ def wgmma_pin_sets(body) -> tuple[dict[int, list], list]:
         elif isinstance(n, AsyncFence) and n.kind == "wgmma":
             group: dict[int, object] = {}
             for m, _ in events[i + 1:]:
-                if isinstance(m, AsyncCommit) and m.queue == "wgmma":
+                if isinstance(m, AsyncWait) and m.queue == "wgmma" and m.pending == 0:
                     break
                 if _is_wgmma(m):
                     for b in _reg_buffers(m):
