@@ -114,9 +114,15 @@ def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=32,
                 # P^T = exp(S^T * sm_scale - lse); past-the-end rows read lse = 0 and dO = 0,
                 # so they add nothing (no mask needed for ragged lengths)
                 if is_causal:
-                    for i, j in T.Parallel(block_N, block_M):
-                        s_t[i, j] = T.if_then_else((q_first + t % count) * block_M + j >= bx * block_N + i,
-                                                   T.exp2(s_t[i, j] * scale - lse_shared[j] * LOG2E), 0)
+                    # only query tiles starting above this key tile's last row need the mask
+                    if (q_first + t % count) * block_M < (bx + 1) * block_N - 1:
+                        for i, j in T.Parallel(block_N, block_M):
+                            s_t[i, j] = T.if_then_else(
+                                (q_first + t % count) * block_M + j >= bx * block_N + i,
+                                T.exp2(s_t[i, j] * scale - lse_shared[j] * LOG2E), 0)
+                    else:
+                        for i, j in T.Parallel(block_N, block_M):
+                            s_t[i, j] = T.exp2(s_t[i, j] * scale - lse_shared[j] * LOG2E)
                 else:
                     for i, j in T.Parallel(block_N, block_M):
                         s_t[i, j] = T.exp2(s_t[i, j] * scale - lse_shared[j] * LOG2E)
