@@ -14,10 +14,9 @@ import sys
 
 import pytest
 from cuda_test_util import EXAMPLES, needs_nvcc
-from tilecore_cuda import render_wgmma
 from tilecore_cuda.build import nvcc_path
-from tilecore_cuda.render import render_cuda
 from tilecore_cuda.render_atomics import atomic_run
+from tilecore_cuda.wgmma_pins import wgmma_pin_sets
 
 import tilecore
 import tilecore.language as T
@@ -95,7 +94,7 @@ def _ptxas(src: str, tmp_path) -> tuple[str, str]:
 
 
 @needs_nvcc
-def test_backward_wgmma_is_not_serialized(tmp_path, monkeypatch):
+def test_backward_wgmma_is_not_serialized(tmp_path):
     src = _kernel("flash_attention_bwd").get_kernel_source()
     log, sass = _ptxas(src, tmp_path)
     assert "C7512" not in log  # "wgmma.mma_async instructions are serialized"
@@ -104,20 +103,25 @@ def test_backward_wgmma_is_not_serialized(tmp_path, monkeypatch):
         # wgmma instruction (serialized) nor per gemm
         assert sass.count("WARPGROUP.DEPBAR") == 3 and sass.count("HGMMA") == 32
         assert "REDG.E.ADD.F32x2" in sass and "REDG.E.ADD.F32." not in sass
-    # pinning every wgmma array at every fence/wait (the rule before) serializes it
-    monkeypatch.setattr(render_wgmma, "wgmma_pin_sets", lambda body: ({}, _all_regs(body)))
-    module = _kernel("flash_attention_bwd").stages[-1][1]
-    assert "C7512" in _ptxas(render_cuda(module, fast_math=True).source, tmp_path)[0]
 
 
-def _all_regs(body):
-    regs = {}
-    for n in walk(body):
-        if isinstance(n, IntrinsicCall) and n.intrinsic.kind == "wgmma":
-            for spec, ref in zip(n.intrinsic.operands, n.operands):
-                if spec.space == "reg":
-                    regs[id(ref.buffer)] = ref.buffer
-    return list(regs.values())
+def test_backward_pins_only_the_groups_each_fence_and_wait_orders():
+    """The first fence of an iteration opens S^T and dP^T (issued together): it pins both
+    accumulators and nothing else; the last wait retires dQ: it pins dQ only. Pinning every
+    array everywhere kept all five accumulators live (224 registers: ptxas serialized every
+    wgmma); pinning a fence's own group only let ptxas zero dP^T while S^T was in flight (it
+    injected waits, C7517)."""
+    kernel = _kernel("flash_attention_bwd")
+    pins, _ = wgmma_pin_sets(dict(kernel.stages)["insert-barriers"].func.body)
+    _, loop = _main_loop(kernel)
+    fences = [n for n in walk(loop) if isinstance(n, AsyncFence) and n.kind == "wgmma"]
+    waits = [n for n in walk(loop) if isinstance(n, AsyncWait) and n.queue == "wgmma"]
+
+    def names(stmt):
+        return sorted(b.name for b in pins[id(stmt)])
+
+    assert names(fences[0]) == ["dp_t", "s_t"]
+    assert names(waits[0]) == ["dp_t", "s_t"] and names(waits[-1]) == ["dq"]
 
 
 def _atomic_tile(cols: int, col0: int):
