@@ -55,8 +55,9 @@ CONFIGS = {
     "decode": [
         dict(num_split=4, block_N=64, num_stages=2, threads=128),
         dict(num_split=8, block_N=64, num_stages=2, threads=128),
+        dict(num_split=2, block_N=128, num_stages=2, threads=128),
+        dict(num_split=4, block_N=64, num_stages=2, threads=256),
         dict(num_split=16, block_N=64, num_stages=2, threads=128),
-        dict(num_split=8, block_N=128, num_stages=2, threads=128),
     ],
     "mla": [
         dict(num_split=2, block_H=64, block_N=32, num_stages=2, threads=256),
