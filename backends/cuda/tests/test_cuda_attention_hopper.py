@@ -69,6 +69,9 @@ def test_forward_main_loop_has_no_proxy_fence_and_no_barrier():
     assert _count(loop, _proxy) == 0 and _count(loop, lambda n: isinstance(n, Barrier)) == 0
     assert isinstance(before[-1], Barrier) and "hoisted" in before[-1].reason
     assert any(_proxy(s) for s in before)
+    # P V reads the softmax of Q K^T's accumulator: the two gemms keep their own waits
+    waits = [n for n in walk(loop) if isinstance(n, AsyncWait) and n.queue == "wgmma"]
+    assert len(waits) == 2
 
 
 def test_backward_keeps_the_fence_for_ds_only_and_three_waits():
