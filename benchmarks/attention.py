@@ -40,25 +40,24 @@ import attention_cases as cases  # noqa: E402
 import gpu  # noqa: E402
 
 CONFIGS = {
-    # 4 warps of 32 rows read each K/V fragment once for two m-tiles (fewer ldmatrix per mma:
-    # 128x32 t128 at d=128 and 128x64 t128 at d=64 compile without spills; 128x64 t128 spills
-    # at d=128); 8 warps of 16 rows was the issue-9 best
+    # sm_90a: two consumer warpgroups of 64 rows each (wgmma m64), K/V by TMA from a producer
+    # warpgroup; 128x128 for d=128, 128x64 for d=64 (measured fastest, BENCHMARKS.md)
     "fwd": [
-        dict(block_M=128, block_N=64, num_stages=2, threads=256),
-        dict(block_M=128, block_N=32, num_stages=2, threads=128),
-        dict(block_M=128, block_N=64, num_stages=2, threads=128),
         dict(block_M=128, block_N=128, num_stages=2, threads=256),
+        dict(block_M=128, block_N=64, num_stages=2, threads=256),
     ],
+    # 128 keys per block (two warpgroups of 64), 64 queries per step: every product a wgmma
+    # tile (the 32x64 tile of the mma.sync era ran dQ on mma.sync and staged P through shared)
     "bwd": [
-        dict(block_M=32, block_N=64, num_stages=2, threads=256),
-        dict(block_M=64, block_N=64, num_stages=2, threads=256),
-        dict(block_M=32, block_N=64, num_stages=1, threads=256),
+        dict(block_M=64, block_N=128, num_stages=2, threads=256),
+        dict(block_M=64, block_N=128, num_stages=3, threads=256),
     ],
     "decode": [
         dict(num_split=4, block_N=64, num_stages=2, threads=128),
         dict(num_split=8, block_N=64, num_stages=2, threads=128),
+        dict(num_split=2, block_N=128, num_stages=2, threads=128),
+        dict(num_split=4, block_N=64, num_stages=2, threads=256),
         dict(num_split=16, block_N=64, num_stages=2, threads=128),
-        dict(num_split=8, block_N=128, num_stages=2, threads=128),
     ],
     "mla": [
         dict(num_split=2, block_H=64, block_N=32, num_stages=2, threads=256),

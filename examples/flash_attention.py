@@ -64,9 +64,14 @@ def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=64,
         for k in T.Pipelined(loop_range, num_stages=num_stages):
             T.copy(K[bz, k * block_N:(k + 1) * block_N, kv_head, :], K_shared)
             if is_causal:
-                for i, j in T.Parallel(block_M, block_N):
-                    acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0,
-                                                 -T.infinity(accum))
+                # only tiles reaching past the block's first row need the mask (one uniform
+                # branch per tile instead of a compare and select per element of every tile)
+                if (k + 1) * block_N > bx * block_M + 1:
+                    for i, j in T.Parallel(block_M, block_N):
+                        acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0,
+                                                     -T.infinity(accum))
+                else:
+                    T.clear(acc_s)
             elif mask_tail:
                 for i, j in T.Parallel(block_M, block_N):
                     acc_s[i, j] = T.if_then_else(k * block_N + j < seq_len, 0, -T.infinity(accum))

@@ -101,27 +101,38 @@ def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=32,
                 T.copy(LSE[bz, by * groups + t // count,
                            (q_first + t % count) * block_M:(q_first + t % count + 1) * block_M], lse_shared)
                 T.clear(s_t)
+                T.clear(dp_t)
+                # the two score products back to back: on sm_90 their wgmma groups are in flight
+                # together (one wait; tilecore.lower.wgmma_groups)
                 T.gemm(K_shared, Q_shared, s_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-                # P^T = exp(S^T * sm_scale - lse); past-the-end rows read lse = 0 and dO = 0,
-                # so they add nothing (no mask needed for ragged lengths)
-                if is_causal:
-                    for i, j in T.Parallel(block_N, block_M):
-                        s_t[i, j] = T.if_then_else((q_first + t % count) * block_M + j >= bx * block_N + i,
-                                                   T.exp2(s_t[i, j] * scale - lse_shared[j] * LOG2E), 0)
-                else:
-                    for i, j in T.Parallel(block_N, block_M):
-                        s_t[i, j] = T.exp2(s_t[i, j] * scale - lse_shared[j] * LOG2E)
                 T.copy(dO[bz, (q_first + t % count) * block_M:(q_first + t % count + 1) * block_M,
                           by * groups + t // count, :], dO_shared)
                 T.copy(Delta[bz, by * groups + t // count,
                              (q_first + t % count) * block_M:(q_first + t % count + 1) * block_M],
                        delta_shared)
-                T.clear(dp_t)
                 T.gemm(V_shared, dO_shared, dp_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                # P^T = exp(S^T * sm_scale - lse); past-the-end rows read lse = 0 and dO = 0,
+                # so they add nothing (no mask needed for ragged lengths)
+                if is_causal:
+                    # only query tiles starting above this key tile's last row need the mask
+                    if (q_first + t % count) * block_M < (bx + 1) * block_N - 1:
+                        for i, j in T.Parallel(block_N, block_M):
+                            s_t[i, j] = T.if_then_else(
+                                (q_first + t % count) * block_M + j >= bx * block_N + i,
+                                T.exp2(s_t[i, j] * scale - lse_shared[j] * LOG2E), 0)
+                    else:
+                        for i, j in T.Parallel(block_N, block_M):
+                            s_t[i, j] = T.exp2(s_t[i, j] * scale - lse_shared[j] * LOG2E)
+                else:
+                    for i, j in T.Parallel(block_N, block_M):
+                        s_t[i, j] = T.exp2(s_t[i, j] * scale - lse_shared[j] * LOG2E)
+                # both casts before either product: S^T and dP^T (float32) die here, so the two
+                # 16-bit A tiles and dK, dV are what is live across the products (on sm_90 the
+                # four float32 tiles at once left wgmma too few registers: ptxas serialized it)
                 T.copy(s_t, p_cast)
-                T.gemm(p_cast, dO_shared, dv, policy=T.GemmWarpPolicy.FullRow)
                 for i, j in T.Parallel(block_N, block_M):
                     ds_cast[i, j] = s_t[i, j] * (dp_t[i, j] - delta_shared[j]) * sm
+                T.gemm(p_cast, dO_shared, dv, policy=T.GemmWarpPolicy.FullRow)
                 T.gemm(ds_cast, Q_shared, dk, policy=T.GemmWarpPolicy.FullRow)
                 T.copy(ds_cast, dS_shared)
                 T.clear(dq)

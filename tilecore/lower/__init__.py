@@ -36,8 +36,10 @@ from .fragment_pipeline import fragment_pipeline
 from .infer import annotate_layouts, plan_gemms, stored_layouts
 from .layout import MmaLayout
 from .prefetch import prefetch
+from .proxy_fences import prune_proxy_fences
 from .tensorize import gemm_answer
 from .threads import lower_launch
+from .wgmma_groups import merge_wgmma_waits
 from .wide_offsets import wide_offsets
 
 
@@ -134,10 +136,15 @@ def prefetch_pipelined(module: Module, desc: TargetDesc) -> Module:
 
 def barriers(module: Module, desc: TargetDesc) -> Module:
     """Invariant: between a shared-memory write by one thread and a read or write of that buffer
-    by another there is a Barrier on every path (uniform control flow permitting)."""
+    by another there is a Barrier on every path (uniform control flow permitting); a proxy
+    fence precedes a wgmma only where it reads generically written shared data
+    (tilecore.lower.proxy_fences, pruned first so barriers follow the fences kept); independent
+    back-to-back wgmma groups share one wait (tilecore.lower.wgmma_groups)."""
 
     def fn(n):
-        return insert_barriers(n) if isinstance(n, ThreadKernel) else None
+        if not isinstance(n, ThreadKernel):
+            return None
+        return insert_barriers(prune_proxy_fences(merge_wgmma_waits(n)))
 
     return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
 

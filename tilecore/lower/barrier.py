@@ -317,6 +317,9 @@ class _Inserter:
             _, end = self.visit(s.body, st)
             body, end = self.visit(s.body, _union(st, end))
             loop = For(s.var, s.start, s.stop, s.step, s.kind, _seq(body, s), s.annotations, s.loc)
+            hoisted = self._hoisted_loop(s, st, body)
+            if hoisted is not None:
+                return head[:-1] + hoisted[0], hoisted[1]
             return head[:-1] + [loop], _union(st, end)
         if isinstance(s, IfThenElse):
             if self.is_varying(s.cond):
@@ -332,6 +335,26 @@ class _Inserter:
             node = IfThenElse(s.cond, _seq(then, s.then_body), els, s.loc)
             return head[:-1] + [node], _union(st1, st2)
         return self.leaf(s, st)
+
+    def _hoisted_loop(self, s: For, st, body: list):
+        """([barrier, loop], state) when one barrier before the loop saves barriers inside it
+        (a hazard on data written before the loop, e.g. a Q tile read by every iteration, would
+        otherwise be guarded by a barrier executed on every iteration); None otherwise."""
+        own = [n for n in walk(_seq(body, s)) if isinstance(n, Barrier) and self._own(n)]
+        if not (st[0] or st[1]) or not own:
+            return None
+        clean = ({}, {}, st[2])
+        _, end = self.visit(s.body, clean)
+        body2, end = self.visit(s.body, _union(clean, end))
+
+        def count(b):
+            return sum(isinstance(n, Barrier) and self._own(n) for n in walk(_seq(b, s)))
+
+        if count(body2) >= count(body):
+            return None
+        loop = For(s.var, s.start, s.stop, s.step, s.kind, _seq(body2, s), s.annotations, s.loc)
+        reason = f"before the loop at {loc_str(s.loc)}: hoisted out of its body"
+        return [self.barrier(reason, s.loc), loop], _union(clean, end)
 
     def _mark_lets(self, s: Stmt) -> None:
         for n in walk(s):

@@ -16,6 +16,7 @@ from tilecore.codegen.spec import RenderedKernel, fast_math_requested
 from tilecore.dtypes import DType
 
 from .render_async import AsyncRenderMixin
+from .render_atomics import VectorAtomicRenderMixin
 from .render_math import MathRenderMixin
 from .render_wgmma import WgmmaRenderMixin
 
@@ -35,7 +36,7 @@ FP8_HELPERS = "\n".join(
     for t, n in (("__nv_fp8_e4m3", "e4m3"), ("__nv_fp8_e5m2", "e5m2")) for a in ("float", "double"))
 
 
-class CudaRenderer(MathRenderMixin, WgmmaRenderMixin, AsyncRenderMixin, GPURenderer):
+class CudaRenderer(VectorAtomicRenderMixin, MathRenderMixin, WgmmaRenderMixin, AsyncRenderMixin, GPURenderer):
     """Renders a lowered module as one `extern "C" __global__` CUDA C++ kernel."""
 
     type_overrides = {"float16": "half", "bfloat16": "__nv_bfloat16", "float8_e4m3fn": "__nv_fp8_e4m3",

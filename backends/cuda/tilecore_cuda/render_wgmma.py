@@ -16,7 +16,9 @@
   not at the wait, and might move ordinary register code across the fences; after
   `wgmma.fence` and after every wgmma wait each register of every wgmma operand array is
   passed through an empty `asm volatile("" : "+f"(r) :: "memory")`, which costs no
-  instruction but keeps ordinary reads and writes of them on their side of the fence.
+  instruction but keeps ordinary reads and writes of them on their side of the fence; which
+  arrays each fence/wait pins is `wgmma_pins.wgmma_pin_sets` (only the ones it orders: pinning
+  all kept every accumulator live and ptxas serialized FlashAttention's backward).
 
 A mixin of `CudaRenderer`, placed before `AsyncRenderMixin` in its bases.
 """
@@ -28,8 +30,9 @@ from types import SimpleNamespace
 from tilecore.errors import TileInternalError
 from tilecore.ir.expr import const
 from tilecore.ir.intrinsic import MatrixDesc
-from tilecore.ir.thread import IntrinsicCall, OperandRef
-from tilecore.ir.visit import walk
+from tilecore.ir.thread import OperandRef
+
+from .wgmma_pins import wgmma_pin_sets
 
 _SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
 
@@ -86,7 +89,7 @@ class WgmmaRenderMixin:
     def stmt_AsyncFence(self, s) -> None:
         """`wgmma.fence.sync.aligned` or `fence.proxy.async.shared::cta`."""
         if s.kind == "wgmma":
-            self.pin_wgmma_registers()
+            self.pin_wgmma_registers(s)
             self.emit('asm volatile("wgmma.fence.sync.aligned;" ::: "memory");')
             return
         if s.kind != "proxy_async":  # mbarrier_init: render_async.py
@@ -94,19 +97,14 @@ class WgmmaRenderMixin:
             return
         self.emit('asm volatile("fence.proxy.async.shared::cta;" ::: "memory");')
 
-    def pin_wgmma_registers(self) -> None:
-        """Empty asm statements reading and writing every register wgmma ops use (see the
-        module docstring), so no ordinary access of them moves across a fence or wait."""
+    def pin_wgmma_registers(self, stmt) -> None:
+        """Empty asm statements reading and writing the registers of the wgmma ops whose
+        ordering fence or wait `stmt` provides (see the module docstring), so no ordinary
+        access of them moves across it."""
         cache = getattr(self, "_wgmma_regs", None)
         if cache is None or cache[0] is not self.kernel:
-            regs = {}
-            for n in walk(self.kernel.body):
-                if isinstance(n, IntrinsicCall) and n.intrinsic.kind == "wgmma":
-                    for spec, ref in zip(n.intrinsic.operands, n.operands):
-                        if spec.space == "reg":
-                            regs[id(ref.buffer)] = ref.buffer
-            cache = self._wgmma_regs = (self.kernel, list(regs.values()))
-        for buf in cache[1]:
+            cache = self._wgmma_regs = (self.kernel, *wgmma_pin_sets(self.kernel.body))
+        for buf in cache[1].get(id(stmt), cache[2]):
             spec = SimpleNamespace(name=buf.name, dtype=buf.dtype, elems=buf.shape[0], role="out")
             kind = "f" if buf.dtype.name == "float32" else "r"
             for w in self.register_words(spec, OperandRef(buf, const(0))):
@@ -126,4 +124,4 @@ class WgmmaRenderMixin:
             super().stmt_AsyncWait(s)
             return
         self.emit(f'asm volatile("wgmma.wait_group.sync.aligned {int(s.pending)};" ::: "memory");')
-        self.pin_wgmma_registers()
+        self.pin_wgmma_registers(s)
