@@ -25,12 +25,11 @@ L_0(k+1) writes the registers M_{n-1}(k) does not read) and a loop body of exact
 from __future__ import annotations
 
 from ..ir.buffer import Buffer
-from ..ir.expr import Const, binop
 from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
 from ..ir.thread import IntrinsicCall, OperandRef, ThreadKernel
 from ..ir.visit import rewrite, substitute, walk
 from .indexing import simplify
-from .prefetch import flat_stmts
+from .prefetch import flat_stmts, if_any_iteration, next_iteration_exists, rewrite_loops
 
 
 def _kind(s: Stmt) -> str | None:
@@ -120,40 +119,27 @@ def _pipeline_loop(loop: For, new_regs: list, names: set, bounds: dict) -> Stmt 
         return [simplify(substitute(s, mapping), bounds) for s in stmts]
 
     nxt = loop.var + loop.step
-    more = binop("lt", nxt, loop.stop) if loop.step > 0 else binop("gt", nxt, loop.stop)
     n = len(steps)
     new: list[Stmt] = list(lets)
     for i in range(n - 1):
         new.extend(steps[i + 1][0])
         new.extend(steps[i][1])
-    new.append(IfThenElse(more, SeqStmt(tuple(at(head + steps[0][0], nxt)), loop.loc), None, loop.loc))
+    new.append(IfThenElse(next_iteration_exists(loop), SeqStmt(tuple(at(head + steps[0][0], nxt)), loop.loc),
+                          None, loop.loc))
     new.extend(steps[n - 1][1])
     new_loop = For(loop.var, loop.start, loop.stop, loop.step, loop.kind, SeqStmt(tuple(new), loop.loc),
                    loop.annotations + (("fragment_pipeline", n),), loop.loc)
     prologue = SeqStmt(tuple(at(head + steps[0][0], loop.start)), loop.loc)
-    has_iter = simplify(binop("lt", loop.start, loop.stop) if loop.step > 0 else
-                        binop("gt", loop.start, loop.stop), bounds)
-    if not (isinstance(has_iter, Const) and has_iter.value is True):
-        prologue = IfThenElse(has_iter, prologue, None, loop.loc)
-    return SeqStmt((prologue, new_loop), loop.loc)
+    return SeqStmt((if_any_iteration(loop, prologue, bounds), new_loop), loop.loc)
 
 
 def fragment_pipeline(kernel: ThreadKernel) -> ThreadKernel:
     """`kernel` with its pipelined mma loops software-pipelined by one k step (module docstring)."""
-    new_regs: list = []
-    names = {b.name for b in kernel.registers} | {b.name for b in kernel.shared}
-    bounds = {id(v): (0, None) for v in kernel.block_vars}
-    bounds[id(kernel.thread_var)] = (0, kernel.num_threads - 1)
 
-    def fn(n):
-        if isinstance(n, For) and n.annotation("async_stages") and not n.annotation("tma_stages") \
-                and not n.annotation("fragment_pipeline"):
-            return _pipeline_loop(n, new_regs, names, bounds)
+    def transform(loop: For, new_regs: list, names: set, bounds: dict):
+        if loop.annotation("async_stages") and not loop.annotation("tma_stages") \
+                and not loop.annotation("fragment_pipeline"):
+            return _pipeline_loop(loop, new_regs, names, bounds)
         return None
 
-    body = rewrite(kernel.body, fn)
-    if not new_regs:
-        return kernel
-    return ThreadKernel(kernel.grid, kernel.block_vars, kernel.thread_var, kernel.num_threads,
-                        kernel.warp_size, kernel.shared, kernel.registers + tuple(new_regs), body,
-                        kernel.loc)
+    return rewrite_loops(kernel, transform)

@@ -92,32 +92,40 @@ def _prefetch_loop(loop: For, new_regs: list, names: set, bounds: dict) -> Stmt 
     first = simplify(substitute(SeqStmt(tuple(loads), loop.loc), {loop.var: loop.start}), bounds)
     following = simplify(substitute(SeqStmt(tuple(loads), loop.loc), {loop.var: loop.var + loop.step}),
                          bounds)
-    more = binop("lt", loop.var + loop.step, loop.stop) if loop.step > 0 else \
-        binop("gt", loop.var + loop.step, loop.stop)
-    has_iter = simplify(binop("lt", loop.start, loop.stop) if loop.step > 0 else
-                        binop("gt", loop.start, loop.stop), bounds)
-    new_body = SeqStmt(tuple(stores) + (IfThenElse(more, following, None, loop.loc),)
+    new_body = SeqStmt(tuple(stores) + (IfThenElse(next_iteration_exists(loop), following, None, loop.loc),)
                        + tuple(body[len(lead):]), loop.loc)
     new_loop = For(loop.var, loop.start, loop.stop, loop.step, loop.kind, new_body, loop.annotations,
                    loop.loc)
-    head = first if isinstance(has_iter, Const) and has_iter.value is True else \
-        IfThenElse(has_iter, first, None, loop.loc)
-    return SeqStmt((head, new_loop), loop.loc)
+    return SeqStmt((if_any_iteration(loop, first, bounds), new_loop), loop.loc)
 
 
-def prefetch(kernel: ThreadKernel) -> ThreadKernel:
-    """`kernel` with register prefetch in its pipelined loops."""
+def next_iteration_exists(loop: For):
+    """The condition, inside `loop`'s body, that another iteration follows this one."""
+    nxt = loop.var + loop.step
+    return binop("lt", nxt, loop.stop) if loop.step > 0 else binop("gt", nxt, loop.stop)
+
+
+def if_any_iteration(loop: For, stmt: Stmt, bounds: dict) -> Stmt:
+    """`stmt` (work of `loop`'s first iteration hoisted in front of it), guarded by the loop
+    running at all unless that is provable."""
+    has_iter = simplify(binop("lt", loop.start, loop.stop) if loop.step > 0 else
+                        binop("gt", loop.start, loop.stop), bounds)
+    if isinstance(has_iter, Const) and has_iter.value is True:
+        return stmt
+    return IfThenElse(has_iter, stmt, None, loop.loc)
+
+
+def rewrite_loops(kernel: ThreadKernel, transform) -> ThreadKernel:
+    """`kernel` with `transform(loop, new_regs, names, bounds)` applied to each For loop (None
+    keeps it): `new_regs` collects the register buffers the rewrites add (kept unique by
+    `names`), `bounds` holds the block and thread index ranges for simplification."""
     new_regs: list = []
     names = {b.name for b in kernel.registers} | {b.name for b in kernel.shared}
     bounds = {id(v): (0, None) for v in kernel.block_vars}
     bounds[id(kernel.thread_var)] = (0, kernel.num_threads - 1)
 
     def fn(n):
-        # loops async-pipeline already staged keep their asynchronous copies
-        if isinstance(n, For) and (n.annotation("num_stages", 0) or 0) >= 2 \
-                and not n.annotation("async_stages"):
-            return _prefetch_loop(n, new_regs, names, bounds)
-        return None
+        return transform(n, new_regs, names, bounds) if isinstance(n, For) else None
 
     body = rewrite(kernel.body, fn)
     if not new_regs:
@@ -125,3 +133,15 @@ def prefetch(kernel: ThreadKernel) -> ThreadKernel:
     return ThreadKernel(kernel.grid, kernel.block_vars, kernel.thread_var, kernel.num_threads,
                         kernel.warp_size, kernel.shared, kernel.registers + tuple(new_regs), body,
                         kernel.loc)
+
+
+def prefetch(kernel: ThreadKernel) -> ThreadKernel:
+    """`kernel` with register prefetch in its pipelined loops."""
+
+    def transform(loop: For, new_regs: list, names: set, bounds: dict):
+        # loops async-pipeline already staged keep their asynchronous copies
+        if (loop.annotation("num_stages", 0) or 0) >= 2 and not loop.annotation("async_stages"):
+            return _prefetch_loop(loop, new_regs, names, bounds)
+        return None
+
+    return rewrite_loops(kernel, transform)
