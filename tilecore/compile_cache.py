@@ -38,6 +38,15 @@ FORMAT = "kernels-2"  # bump when the key's recipe or the entry layout changes
 STORE = cache.Store("kernels")
 MEMORY_ENTRIES = 256
 _memory: OrderedDict[str, object] = OrderedDict()  # key -> live artifact (this process)
+# What this process's compiles did: served from memory, loaded from disk, or built (misses;
+# "stored" counts the builds that made an entry). Benchmarks and tests read it (`stats()`).
+STATS = {"memory_hits": 0, "disk_hits": 0, "misses": 0, "stored": 0}
+
+
+def stats() -> dict:
+    """A copy of this process's counts: memory_hits, disk_hits, misses (lookups that found
+    nothing: the kernel was built), stored (builds written to the cache)."""
+    return dict(STATS)
 
 
 def enabled() -> bool:
@@ -131,9 +140,11 @@ def lookup(key: str, target: Target):
     art = _memory.get(key)
     if art is not None:
         _memory.move_to_end(key)
+        STATS["memory_hits"] += 1
         return art, getattr(art, "_tilecore_diagnostics", ())
     rec = STORE.get_record(key)
     if rec is None:
+        STATS["misses"] += 1
         return None
     meta, blobs = rec
     try:
@@ -142,7 +153,9 @@ def lookup(key: str, target: Target):
     except (KeyError, TypeError, ValueError, UnicodeDecodeError):
         art = None  # an entry from an older layout: rebuilt and overwritten
     if art is None:
+        STATS["misses"] += 1
         return None
+    STATS["disk_hits"] += 1
     diags = _diagnostics_from_json(meta.get("diagnostics", []))
     _remember(key, art, diags)
     return art, diags
@@ -156,6 +169,7 @@ def store(key: str, artifact, diagnostics: tuple) -> None:
     if got is None:
         return
     _remember(key, artifact, diagnostics)
+    STATS["stored"] += 1
     meta, blobs = got
     STORE.put_record(key, {"artifact": meta, "diagnostics": _diagnostics_to_json(diagnostics)}, blobs)
 

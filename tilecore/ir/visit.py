@@ -12,7 +12,6 @@ from ..dtypes import DType
 from ..errors import SourceLoc
 from .buffer import Buffer
 
-
 # Per-class answers: the traversal asks "is this an IR node, and what are its fields" for every
 # value it meets (hundreds of thousands per GEMM lowering); dataclasses.is_dataclass/fields
 # answer it by introspection each time, these dicts once per class.
