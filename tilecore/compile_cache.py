@@ -174,6 +174,19 @@ def store(key: str, artifact, diagnostics: tuple) -> None:
     STORE.put_record(key, {"artifact": meta, "diagnostics": _diagnostics_to_json(diagnostics)}, blobs)
 
 
+def update(artifact) -> None:
+    """Rewrite the disk entry of an artifact this cache stored or loaded, after it gained data
+    worth keeping (a cuda artifact compiled for a device's arch on first use): the next
+    process then loads that too. Artifacts the cache does not know are ignored."""
+    key = getattr(artifact, "_tilecore_cache_key", None)
+    got = artifact.cache_entry() if key is not None else None
+    if got is None:
+        return
+    meta, blobs = got
+    diags = getattr(artifact, "_tilecore_diagnostics", ())
+    STORE.put_record(key, {"artifact": meta, "diagnostics": _diagnostics_to_json(diags)}, blobs)
+
+
 def clear_memory() -> None:
     """Forget the in-process layer (tests: what a new process would see)."""
     _memory.clear()
@@ -183,6 +196,7 @@ def clear_memory() -> None:
 def _remember(key: str, artifact, diagnostics: tuple) -> None:
     try:
         artifact._tilecore_diagnostics = diagnostics
+        artifact._tilecore_cache_key = key  # for `update`
     except AttributeError:  # an artifact with __slots__: diagnostics are then re-read from disk
         pass
     _memory[key] = artifact
