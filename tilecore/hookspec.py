@@ -181,8 +181,8 @@ def tile_cache_token(target):
     backend's source (:func:`tilecore.cache.package_fingerprint`) and names, the printed input
     IR, ``str(target)``, the lowering target, its facts, the extra passes and the options (the
     gemm answers follow from these and are not asked for on a hit); a token adds the
-    toolchain, and anything else outside the code that changes the build. Keep it cheap (no compiler import): it is computed on every
-    compile, hits included, once per process.
+    toolchain, and anything else outside the code that changes the build. Keep it cheap (no
+    compiler import): it is computed on every compile, hits included, once per process.
     """
 
 
