@@ -16,7 +16,6 @@ from tilecore.errors import SourceLoc, TileRuntimeError
 from . import debug
 from .blas import single_threaded
 from .cache import load, load_compiled, runtime_tag
-from .codegen import Codegen
 from .emit import Fault
 from .exprs import NARROW_BITS, storage_np
 
@@ -115,6 +114,8 @@ class CpuArtifact:
     @classmethod
     def build(cls, module) -> CpuArtifact:
         """Generate and compile the tile-level `module`."""
+        from .codegen import Codegen  # code generation: not imported by a compile-cache hit
+
         func = module.func
         gen = Codegen(func, runtime_tag()).generate()
         return cls(gen.source, list(gen.faults.sites), gen.parallel,
