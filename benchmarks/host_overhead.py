@@ -228,10 +228,18 @@ def _call_overhead(target: str, n: int = 1024, reps: int = 2000) -> dict:
 
 
 # ----------------------------------------------------------------------------- parent
+PYCACHE: list[str] = []  # --bytecode-cache: one private PYTHONPYCACHEPREFIX for every child
+
+
 def _run_child(case: str, target: str, cache_dir: str, parts: str = "") -> dict:
     env = dict(os.environ, TILECORE_CACHE_DIR=cache_dir, NUMBA_CACHE_DIR=os.path.join(cache_dir, "numba"))
     if parts:
         env["HOST_OVERHEAD_PARTS"] = parts
+    if PYCACHE:
+        # as an installed package runs: modules compiled to bytecode once (by the first child),
+        # not in every process as under PYTHONDONTWRITEBYTECODE=1 with a source tree
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = PYCACHE[0]
     cmd = [sys.executable, os.path.abspath(__file__), "--child", case, "--target", target]
     t = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
@@ -273,17 +281,27 @@ def main() -> None:
                     help="comma-separated subset of rmsnorm, quickstart, gemm, call")
     ap.add_argument("--parts", action="store_true",
                     help="also break the gemm jit down: a profile of a hit, the cold phases")
+    ap.add_argument("--bytecode-cache", action="store_true",
+                    help="children write and reuse bytecode in a private PYTHONPYCACHEPREFIX")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(_child(args.child, args.target)))
         return
+    if args.bytecode_cache:
+        PYCACHE.append(tempfile.mkdtemp(prefix="tilecore_pyc_"))
+        # byte-compile tilecore, the backends and the examples once, as pip does at install
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        dirs = [os.path.join(ROOT, "tilecore"), EXAMPLES, os.path.join(ROOT, "backends")]
+        subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], check=False,
+                       env=dict(env, PYTHONPYCACHEPREFIX=PYCACHE[0]), capture_output=True)
     target = args.target
     if target is None:
         import tilecore
 
         target = "cuda" if "cuda" in tilecore.plugins.targets(runnable_only=True) else "cpu"
-    results: dict = {"target": target, "python": sys.version.split()[0]}
+    results: dict = {"target": target, "python": sys.version.split()[0],
+                     "bytecode_cache": bool(PYCACHE) or not sys.dont_write_bytecode}
     results["targets"] = _targets_time()
     cases = [c for c in args.cases.split(",") if c in ("rmsnorm", "quickstart", "gemm")]
     if args.quick and "gemm" in cases:
