@@ -10,8 +10,10 @@ Run: python benchmarks/autotune.py [--target cuda] [--size 4096] [--dtype float1
    config among them, and times the winner the same way: the autotuned row must be equal or
    faster (within 3 % of noise it is reported as equal);
 3. runs the same autotune in a new process against the same cache directory and reports what
-   it did: it must read the stored result, time nothing and build only the winner (a
-   compile-cache hit once tilecore.cache is merged).
+   it did: it must read the stored result, time nothing and ask only for the winner, which
+   the compile cache serves (`compiled` = 0: nothing lowered or built). Run the whole script
+   twice on one TILECORE_CACHE_DIR and the second run's own search is read from the cache too
+   ("this process: from cache=True", no compile-cache misses).
 Each run uses a fresh cache directory unless TILECORE_CACHE_DIR is set.
 """
 
@@ -61,15 +63,25 @@ def bench(kernel, n: int) -> float:
 
 
 def second_run(args) -> dict:
-    """In this (new) process: the same autotune; count builds and timings."""
+    """In this (new) process: the same autotune; count builds (kernels asked of the tuner),
+    timings, and what the compile cache did: `compiled` (misses: kernels lowered and built) must
+    be 0, the winner a disk hit."""
+    from tilecore import compile_cache
+
     builds, timings = [], []
-    orig_compile, orig_time = autotuner.AutoTuner._compile, autotuner.time_call
-    autotuner.AutoTuner._compile = lambda self, p: builds.append(p) or orig_compile(self, p)
-    autotuner.time_call = lambda *a, **k: timings.append(1) or orig_time(*a, **k)
+    tuner_cls = getattr(autotuner, "AutoTuner", None)
+    orig_compile = getattr(tuner_cls, "_compile", None)
+    orig_time = getattr(autotuner, "time_call", None)
+    if orig_compile is not None:
+        tuner_cls._compile = lambda self, p: builds.append(p) or orig_compile(self, p)
+    if orig_time is not None:
+        autotuner.time_call = lambda *a, **k: timings.append(1) or orig_time(*a, **k)
     t0 = time.perf_counter()
     t = tuner(args.target, args.dtype)
     k = t(M=args.size, N=args.size, K=args.size, dtype=args.dtype)
+    cc = compile_cache.stats()
     return dict(from_cache=t.last_result.from_cache, builds=len(builds), timings=len(timings),
+                compiled=cc["misses"], cache_hits=cc["disk_hits"] + cc["memory_hits"],
                 seconds=time.perf_counter() - t0, config=k.config)
 
 
@@ -114,7 +126,13 @@ def main(argv=None) -> dict:
           f"{unit} | autotuned {_cfg(best.config)}: {t_best:.3f} ms, {flops / t_best / scale:.0f} {unit} | "
           f"{ratio:.2f}x ({verdict}) | search {search_s:.1f} s over {res['autotuned']['configs']} configs |")
     print(f"second run (new process): from cache={second['from_cache']}, {second['timings']} timings, "
-          f"{second['builds']} build (the winner), {second['seconds']:.2f} s")
+          f"{second['builds']} build (the winner) = {second['cache_hits']} compile-cache hit(s), "
+          f"{second['compiled']} compiled, {second['seconds']:.2f} s")
+    from tilecore import compile_cache
+
+    cc = res["this_process_compile_cache"] = compile_cache.stats()
+    print(f"this process: from cache={t.last_result.from_cache}, compile cache {cc} (misses = kernels "
+          "lowered and built here; a search builds its configs in worker processes)")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(res, f, indent=1, default=str)

@@ -64,9 +64,12 @@ def _child(case: str, target: str) -> dict:
         t = time.perf_counter()
         tilecore.plugins.target_infos()  # backend discovery (entry points): once per process
         out["discovery_s"] = time.perf_counter() - t
+        prof = _profiler() if os.environ.get("HOST_OVERHEAD_PARTS") == "profile" else None
         t = time.perf_counter()
         k = tilecore.jit(func, out_idx=[-1], target=target)
         out["jit_s"] = time.perf_counter() - t
+        if prof is not None:
+            out["profile"] = _profile_text(prof)
         t = time.perf_counter()
         tilecore.jit(func, out_idx=[-1], target=target)
         out["jit_again_s"] = time.perf_counter() - t  # the in-memory layer
@@ -75,6 +78,10 @@ def _child(case: str, target: str) -> dict:
         gemm.program(M=4096, N=4096, K=4096)
         out["frontend_s"] = time.perf_counter() - t
         out["jit_with_frontend_s"] += out["frontend_s"]
+        out["compile_cache"] = tilecore.compile_cache.stats()
+        out["bytecode_cache"] = not sys.dont_write_bytecode
+        if os.environ.get("HOST_OVERHEAD_PARTS") == "cold":
+            out.update(_cold_parts(func, target, k))
         del k
     elif case in ("rmsnorm", "quickstart"):
         tilecore.jit  # noqa: B018 - the compiler module (tilecore's imports are lazy) is not timed
@@ -106,6 +113,54 @@ def _child(case: str, target: str) -> dict:
         out.update(_call_overhead(target))
     elif case == "targets":
         pass  # measured by the parent around a bare interpreter
+    return out
+
+
+def _profiler():
+    import cProfile
+
+    prof = cProfile.Profile()
+    prof.enable()
+    return prof
+
+
+def _profile_text(prof, n: int = 35) -> str:
+    """The top `n` functions of a (stopped here) profile by cumulative time."""
+    import io
+    import pstats
+
+    prof.disable()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(n)
+    return text.getvalue()
+
+
+def _cold_parts(func, target: str, kernel) -> dict:
+    """Where a cold jit's time goes, measured after it in the same process: the description and
+    pipeline, the rendering and the CUDA compiler, each rerun alone and uncached (imports are
+    then warm: the rest of the cold jit is imports, the cubin cache and the entry's write)."""
+    from tilecore import compiler, plugins
+    from tilecore.options import options_from_pass_configs
+
+    out: dict = {}
+    t0 = time.perf_counter()
+    tgt = plugins.resolve(target)
+    opts = options_from_pass_configs(None)
+    desc = plugins.describe(tgt, func, opts)
+    stages = compiler._stages(func, tgt, opts, desc)
+    t1 = time.perf_counter()
+    out["part_describe_pipeline_s"] = t1 - t0
+    if target.startswith("cuda"):  # the cpu target's build is numba's compile: not broken down here
+        from tilecore_cuda import build
+        from tilecore_cuda.render import render_cuda
+
+        render_cuda(stages[-1][1], tgt)
+        out["part_render_s"] = time.perf_counter() - t1
+        art = kernel.artifact
+        t = time.perf_counter()
+        build.compile_cuda(art.source, art.arch, name=art.rendered.entry, use_cache=False)
+        out["part_cuda_compiler_s"] = time.perf_counter() - t
+        out["cuda_compiler"] = build.default_compiler()
     return out
 
 
@@ -173,8 +228,18 @@ def _call_overhead(target: str, n: int = 1024, reps: int = 2000) -> dict:
 
 
 # ----------------------------------------------------------------------------- parent
-def _run_child(case: str, target: str, cache_dir: str) -> dict:
+PYCACHE: list[str] = []  # --bytecode-cache: one private PYTHONPYCACHEPREFIX for every child
+
+
+def _run_child(case: str, target: str, cache_dir: str, parts: str = "") -> dict:
     env = dict(os.environ, TILECORE_CACHE_DIR=cache_dir, NUMBA_CACHE_DIR=os.path.join(cache_dir, "numba"))
+    if parts:
+        env["HOST_OVERHEAD_PARTS"] = parts
+    if PYCACHE:
+        # as an installed package runs: modules compiled to bytecode once (by the first child),
+        # not in every process as under PYTHONDONTWRITEBYTECODE=1 with a source tree
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = PYCACHE[0]
     cmd = [sys.executable, os.path.abspath(__file__), "--child", case, "--target", target]
     t = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
@@ -214,17 +279,29 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="skip the 4096^3 GEMM cold compile")
     ap.add_argument("--cases", default="rmsnorm,quickstart,gemm,call",
                     help="comma-separated subset of rmsnorm, quickstart, gemm, call")
+    ap.add_argument("--parts", action="store_true",
+                    help="also break the gemm jit down: a profile of a hit, the cold phases")
+    ap.add_argument("--bytecode-cache", action="store_true",
+                    help="children write and reuse bytecode in a private PYTHONPYCACHEPREFIX")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(_child(args.child, args.target)))
         return
+    if args.bytecode_cache:
+        PYCACHE.append(tempfile.mkdtemp(prefix="tilecore_pyc_"))
+        # byte-compile tilecore, the backends and the examples once, as pip does at install
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        dirs = [os.path.join(ROOT, "tilecore"), EXAMPLES, os.path.join(ROOT, "backends")]
+        subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], check=False,
+                       env=dict(env, PYTHONPYCACHEPREFIX=PYCACHE[0]), capture_output=True)
     target = args.target
     if target is None:
         import tilecore
 
         target = "cuda" if "cuda" in tilecore.plugins.targets(runnable_only=True) else "cpu"
-    results: dict = {"target": target, "python": sys.version.split()[0]}
+    results: dict = {"target": target, "python": sys.version.split()[0],
+                     "bytecode_cache": bool(PYCACHE) or not sys.dont_write_bytecode}
     results["targets"] = _targets_time()
     cases = [c for c in args.cases.split(",") if c in ("rmsnorm", "quickstart", "gemm")]
     if args.quick and "gemm" in cases:
@@ -234,6 +311,10 @@ def main() -> None:
             results[f"{case}_cold"] = _run_child(case, target, d)
             results[f"{case}_hit"] = _run_child(case, target, d)
             results[f"{case}_hit2"] = _run_child(case, target, d)
+            if args.parts and case == "gemm":  # breakdowns, in extra processes
+                results[f"{case}_profile"] = _run_child(case, target, d, "profile")
+                with tempfile.TemporaryDirectory(prefix="tilecore_host_") as d2:
+                    results[f"{case}_cold_parts"] = _run_child(case, target, d2, "cold")
     if "call" in args.cases.split(","):
         with tempfile.TemporaryDirectory(prefix="tilecore_host_") as d:
             _run_child("call", target, d)  # builds the kernel
@@ -286,6 +367,16 @@ def table(r: dict) -> str:
             rows.append(f"| {label} ({t}) | backend discovery before the first jit (entry points) | "
                         f"{_fmt(disc)} |")
             rows.append(f"| {label} ({t}) | second jit in the process (in-memory layer) | {_fmt(again)} |")
+            hit = r.get(f"{case}_hit", {})
+            rows.append(f"| {label} ({t}) | hit: frontend (the factory call, not in the jit) | "
+                        f"{_fmt(hit.get('frontend_s'))}; compile cache {hit.get('compile_cache')}, "
+                        f"bytecode cache {hit.get('bytecode_cache')} |")
+            cp = r.get(f"{case}_cold_parts", {})
+            if "part_describe_pipeline_s" in cp:
+                compiler = cp.get("cuda_compiler", "compiler")
+                rows.append(f"| {label} ({t}) | cold parts (rerun warm): describe + pipeline | "
+                            f"{_fmt(cp['part_describe_pipeline_s'])}, render {_fmt(cp.get('part_render_s'))}"
+                            f", {compiler} {_fmt(cp.get('part_cuda_compiler_s'))} |")
     call = r.get("call", {})
     if "kernel_call_us" in call:
         rows.append(f"| Kernel.__call__ ({t}, 1024 fp32 add) | host time per call | "
@@ -297,6 +388,9 @@ def table(r: dict) -> str:
         rows.append(f"| Kernel.__call__ ({t}) | error | {call.get('error')} |")
     imp = r.get("rmsnorm_hit", {}).get("import_tilecore_s")
     rows.append(f"| import tilecore | fresh process | {_fmt(imp)} |")
+    prof = r.get("gemm_profile", {}).get("profile")
+    if prof:
+        rows.append("\nProfile of a gemm jit from the disk cache (cProfile, cumulative):\n" + prof)
     return "\n".join(rows)
 
 

@@ -187,6 +187,28 @@ def test_what_changes_the_build_changes_the_key(fresh, change):
     assert cb.COUNTS == {"build": 2, "load": 0}
 
 
+def test_a_hit_asks_no_backend_about_the_program(fresh, monkeypatch):
+    """The key needs no `describe` (the gemm answers follow from code, program and target) and
+    a stored entry was supported: a hit calls neither; `Kernel.desc` describes on demand."""
+    from tilecore import plugins
+
+    built = tilecore.compile(cb.add_const(), out_idx=[-1], target="memo")
+    compile_cache.clear_memory()
+    calls = []
+    describe, unsupported = plugins.describe, plugins.unsupported
+    monkeypatch.setattr(plugins, "describe",
+                        lambda *a, **k: calls.append("describe") or describe(*a, **k))
+    monkeypatch.setattr(plugins, "unsupported",
+                        lambda *a, **k: calls.append("unsupported") or unsupported(*a, **k))
+    before = compile_cache.stats()
+    k = tilecore.compile(cb.add_const(), out_idx=[-1], target="memo")
+    assert calls == [] and cb.COUNTS == {"build": 1, "load": 1}
+    after = compile_cache.stats()
+    assert after["disk_hits"] == before["disk_hits"] + 1 and after["misses"] == before["misses"]
+    assert k.desc == built.desc and calls == ["describe"]
+    np.testing.assert_array_equal(k(np.zeros(16, np.float32)), np.ones(16, np.float32))
+
+
 def test_a_new_process_loads_instead_of_building(fresh):
     env = dict(os.environ, TILECORE_CACHE_DIR=str(fresh),
                PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), *sys.path]))

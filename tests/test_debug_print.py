@@ -87,6 +87,26 @@ def test_failed_assertion_stops_at_the_same_line(target, capsys):
     assert lines == BLOCK0 + ["[block 1] v: 7", "[block 1] literal {braces} 100%"]
 
 
+@pytest.mark.skipif(not HAVE["tilecore_cpu"], reason="no cpu backend")
+def test_cpu_kernels_that_print_are_served_by_the_compile_cache(capsys, monkeypatch):
+    """A cpu kernel with T.print and T.device_assert is stored in the compile cache: loaded again
+    (nothing generated), it prints the same lines and fails the same assertion at the same line."""
+    from tilecore_cpu import codegen
+
+    from tilecore import compile_cache
+
+    tilecore.jit(program(10.0), out_idx=[-1], target="cpu")  # built, or loaded: the entry exists
+    compile_cache.clear_memory()  # what a new process sees
+    generated = []
+    generate = codegen.Codegen.generate
+    monkeypatch.setattr(codegen.Codegen, "generate", lambda self: generated.append(1) or generate(self))
+    lines, out, err = _run("cpu", capsys, limit=10.0)
+    assert generated == []
+    assert isinstance(err, TileRuntimeError) and "test_debug_print.py" in str(err)
+    assert "T.device_assert failed in block (1): f below the limit" in str(err)
+    assert lines == BLOCK0 + ["[block 1] v: 7", "[block 1] literal {braces} 100%"]
+
+
 def test_value_formats():
     from tilecore import dtypes as dt
 

@@ -4,12 +4,14 @@ The key is taken before lowering, from what determines the build (`compile_key`)
 
 - the printed input tile IR (`PrimFunc.script()`), its attribute names and the source line of
   every statement (faults and errors name them);
-- `str(target)` and the `TargetDesc` the pipeline would run with: lowering target, facts, the
-  backends' gemm answers, the backends' extra passes (by name and function), the options (the
-  core passes are tilecore's code, in the fingerprint);
-- tilecore's version and a fingerprint of the sources of tilecore and of every registered
-  backend (`tilecore.cache.package_fingerprint`), and each backend's `tile_cache_token`
-  (its compiler and version).
+- `str(target)`, the lowering target, its facts, the backends' extra passes (by name and
+  function) and the options (the core passes are tilecore's code, in the fingerprint); the
+  rest of the `TargetDesc`, the backends' gemm answers, follows from these, the program and
+  the backends' code, so neither a hit nor the key asks for it (`describe` runs on a miss, or
+  when a hit's `Kernel.desc` is read);
+- tilecore's version, a fingerprint of the sources of tilecore and of every registered
+  backend (`tilecore.cache.package_fingerprint`), the registered backends' names, and each
+  backend's `tile_cache_token` (its compiler and version).
 
 On a hit the backend's `tile_artifact_load` rebuilds the artifact from the stored entry (JSON
 plus blobs such as a cubin, no pickle), and the pipeline, rendering and compilation are
@@ -30,12 +32,21 @@ from collections import OrderedDict
 from . import cache, plugins
 from .ir.module import PrimFunc
 from .ir.visit import walk
-from .target import Target, TargetDesc
+from .target import Target
 
-FORMAT = "kernels-1"  # bump when the key's recipe or the entry layout changes
+FORMAT = "kernels-2"  # bump when the key's recipe or the entry layout changes
 STORE = cache.Store("kernels")
 MEMORY_ENTRIES = 256
 _memory: OrderedDict[str, object] = OrderedDict()  # key -> live artifact (this process)
+# What this process's compiles did: served from memory, loaded from disk, or built (misses;
+# "stored" counts the builds that made an entry). Benchmarks and tests read it (`stats()`).
+STATS = {"memory_hits": 0, "disk_hits": 0, "misses": 0, "stored": 0}
+
+
+def stats() -> dict:
+    """A copy of this process's counts: memory_hits, disk_hits, misses (lookups that found
+    nothing: the kernel was built), stored (builds written to the cache)."""
+    return dict(STATS)
 
 
 def enabled() -> bool:
@@ -88,30 +99,38 @@ def _attrs(func: PrimFunc) -> str:
     return ";".join(out)
 
 
-def _desc_text(desc: TargetDesc) -> str:
-    """The description with passes named (a Pass's repr holds function addresses)."""
+def _target_text(target: Target, options) -> str:
+    """What the build depends on besides the program and the code: the lowering target, its
+    facts, the extra passes (by name and function; a Pass's repr holds addresses) and the
+    options. The rest of the `TargetDesc`, the backends' gemm answers, is a function of these,
+    the program and the backends' code (all in the key), so a hit does not ask for it."""
+    real, facts, extra = plugins.target_parts(target)
     passes = [(a, p.name, getattr(p.fn, "__module__", ""), getattr(p.fn, "__qualname__", ""))
-              for a, p in desc.passes]
-    return repr((desc.target, desc.lowering, desc.facts, desc.options, desc.gemms, passes))
+              for a, p in extra]
+    return repr((target, real, facts, options, passes))
 
 
-def compile_key(func: PrimFunc, target: Target, desc: TargetDesc) -> str:
-    """The cache key of compiling `func` for `target` with description `desc` (hex SHA-256)."""
-    tokens = plugins.manager().hook.tile_cache_token(target=target)
-    if desc.lowering != target:
-        tokens = tokens + plugins.manager().hook.tile_cache_token(target=desc.lowering)
-    return cache.digest(FORMAT, _code_fingerprint(), func.script(), _attrs(func), _locations(func),
-                        str(target), _desc_text(desc),
+def compile_key(func: PrimFunc, target: Target, options) -> str:
+    """The cache key of compiling `func` for `target` with `options` (hex SHA-256): no lowering,
+    no `describe` (see the module docstring)."""
+    pm = plugins.manager()
+    tokens = pm.hook.tile_cache_token(target=target)
+    real = plugins.lowering_target(target)
+    if real != target:
+        tokens = tokens + pm.hook.tile_cache_token(target=real)
+    names = ",".join(sorted(n for n, _ in pm.list_name_plugin()))
+    return cache.digest(FORMAT, _code_fingerprint(), names, func.script(), _attrs(func),
+                        _locations(func), str(target), _target_text(target, options),
                         "|".join(sorted(t for t in tokens if t)))
 
 
-def key_or_none(func: PrimFunc, target: Target, desc: TargetDesc) -> str | None:
+def key_or_none(func: PrimFunc, target: Target, options) -> str | None:
     """`compile_key`, or None when the cache is off or the key cannot be formed (a program the
     printer cannot spell: it is then compiled uncached, exactly as without the cache)."""
     if not enabled():
         return None
     try:
-        return compile_key(func, target, desc)
+        return compile_key(func, target, options)
     except Exception:  # the cache is an optimisation: never the reason a compile fails
         return None
 
@@ -121,9 +140,11 @@ def lookup(key: str, target: Target):
     art = _memory.get(key)
     if art is not None:
         _memory.move_to_end(key)
+        STATS["memory_hits"] += 1
         return art, getattr(art, "_tilecore_diagnostics", ())
     rec = STORE.get_record(key)
     if rec is None:
+        STATS["misses"] += 1
         return None
     meta, blobs = rec
     try:
@@ -132,7 +153,9 @@ def lookup(key: str, target: Target):
     except (KeyError, TypeError, ValueError, UnicodeDecodeError):
         art = None  # an entry from an older layout: rebuilt and overwritten
     if art is None:
+        STATS["misses"] += 1
         return None
+    STATS["disk_hits"] += 1
     diags = _diagnostics_from_json(meta.get("diagnostics", []))
     _remember(key, art, diags)
     return art, diags
@@ -146,8 +169,22 @@ def store(key: str, artifact, diagnostics: tuple) -> None:
     if got is None:
         return
     _remember(key, artifact, diagnostics)
+    STATS["stored"] += 1
     meta, blobs = got
     STORE.put_record(key, {"artifact": meta, "diagnostics": _diagnostics_to_json(diagnostics)}, blobs)
+
+
+def update(artifact) -> None:
+    """Rewrite the disk entry of an artifact this cache stored or loaded, after it gained data
+    worth keeping (a cuda artifact compiled for a device's arch on first use): the next
+    process then loads that too. Artifacts the cache does not know are ignored."""
+    key = getattr(artifact, "_tilecore_cache_key", None)
+    got = artifact.cache_entry() if key is not None else None
+    if got is None:
+        return
+    meta, blobs = got
+    diags = getattr(artifact, "_tilecore_diagnostics", ())
+    STORE.put_record(key, {"artifact": meta, "diagnostics": _diagnostics_to_json(diags)}, blobs)
 
 
 def clear_memory() -> None:
@@ -159,6 +196,7 @@ def clear_memory() -> None:
 def _remember(key: str, artifact, diagnostics: tuple) -> None:
     try:
         artifact._tilecore_diagnostics = diagnostics
+        artifact._tilecore_cache_key = key  # for `update`
     except AttributeError:  # an artifact with __slots__: diagnostics are then re-read from disk
         pass
     _memory[key] = artifact

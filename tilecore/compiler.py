@@ -20,7 +20,6 @@ from .ir.module import Module, ModuleAttrs, PrimFunc
 from .kernel import Kernel, normalize_out_idx
 from .language import eager
 from .options import options_from_pass_configs
-from .passes.pipeline import run_pipeline
 
 
 def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> Kernel:  # noqa: A001
@@ -41,19 +40,22 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
     except TileError as e:
         raise e.with_loc(caller_loc()) from None
     _one_kernel_unless_interp(func, t)
+    key = compile_cache.key_or_none(func, t, options)
+    hit = compile_cache.lookup(key, t) if key is not None else None
+    if hit is not None:
+        # A stored entry was built by this code from this program, target and options: it was
+        # supported, and nothing of the pipeline is needed to run it. The description and the
+        # stages are computed only when `Kernel.desc` / `get_ir()` ask.
+        artifact, diagnostics = hit
+        _warn(diagnostics)
+        desc_once = functools.cache(functools.partial(plugins.describe, t, func, options))
+        return Kernel(func, t, out_idx, artifact, lambda: _stages(func, t, options, desc_once()),
+                      desc_once, diagnostics=diagnostics)
     reason = plugins.unsupported(t, func)
     if reason:
         raise TileTargetError(f"target {t} cannot compile {func.name}: {reason}", func.loc,
                               hint="pick another target (`python -m tilecore targets`)")
     desc = plugins.describe(t, func, options)
-    key = compile_cache.key_or_none(func, t, desc)
-    hit = compile_cache.lookup(key, t) if key is not None else None
-    if hit is not None:
-        artifact, diagnostics = hit
-        _warn(diagnostics)
-        # the pipeline did not run: Kernel.get_ir() runs it when asked
-        return Kernel(func, t, out_idx, artifact, functools.partial(_stages, func, t, options, desc),
-                      desc, diagnostics=diagnostics)
     stages = _stages(func, t, options, desc)
     final = stages[-1][1]
     _warn(final.attrs.diagnostics)
@@ -68,6 +70,8 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
 
 def _stages(func: PrimFunc, t, options, desc) -> list:
     """The pipeline's [(stage name, Module)] for `func` on `t`."""
+    from .passes.pipeline import run_pipeline  # not imported by a compile-cache hit
+
     return run_pipeline(Module(func, ModuleAttrs(target=t, options=options)), desc)
 
 

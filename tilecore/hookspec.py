@@ -9,13 +9,14 @@ protocol) are in :mod:`tilecore.contract`; ``Target``, ``TargetInfo``, ``TargetF
 How the core calls them, per compile (``tilecore.compile``):
 
 1. ``tile_targets`` (once per process) to resolve the target string;
-2. ``tile_lowering_target``, ``tile_target_facts``, ``tile_passes`` and, for thread-lowered
-   targets, ``tile_gemm_tensorize`` once per distinct gemm: the answers are frozen into a
-   ``TargetDesc`` **before** the pipeline runs; passes only read that description;
-3. ``tile_unsupported``; then ``tile_cache_token`` and the compile cache
-   (:mod:`tilecore.compile_cache`): on a hit ``tile_artifact_load`` rebuilds the artifact from
-   stored data and the pipeline does not run; on a miss the pipeline, then ``tile_build``, and
-   the artifact's ``cache_entry()`` (when it has one) is stored;
+2. ``tile_cache_token``, ``tile_lowering_target``, ``tile_target_facts`` and ``tile_passes``
+   form the compile-cache key (:mod:`tilecore.compile_cache`): on a hit
+   ``tile_artifact_load`` rebuilds the artifact from stored data and nothing else is asked
+   (the description is computed only if ``Kernel.desc`` or ``get_ir()`` is read);
+3. on a miss ``tile_unsupported``, then the ``TargetDesc``: the answers of step 2 and, for
+   thread-lowered targets, ``tile_gemm_tensorize`` once per distinct gemm, frozen **before**
+   the pipeline runs (passes only read that description); then the pipeline, ``tile_build``,
+   and the artifact's ``cache_entry()`` (when it has one) is stored;
 4. ``tile_tolerance`` is asked by conformance and tests, never by compile.
 
 Every hook but ``tile_targets`` receives the parsed ``target``; an implementation returns
@@ -177,10 +178,11 @@ def tile_cache_token(target):
         and version), or None for targets that are not yours.
 
     All answers are collected. The core already keys on tilecore's and every registered
-    backend's source (:func:`tilecore.cache.package_fingerprint`), the printed input IR,
-    ``str(target)``, the ``TargetDesc`` (facts, gemm answers, extra passes) and the options;
-    a token adds the toolchain. Keep it cheap (no compiler import): it is computed on every
-    compile, hits included, once per process.
+    backend's source (:func:`tilecore.cache.package_fingerprint`) and names, the printed input
+    IR, ``str(target)``, the lowering target, its facts, the extra passes and the options (the
+    gemm answers follow from these and are not asked for on a hit); a token adds the
+    toolchain, and anything else outside the code that changes the build. Keep it cheap (no
+    compiler import): it is computed on every compile, hits included, once per process.
     """
 
 

@@ -12,7 +12,6 @@ from .ir.buffer import Buffer
 from .ir.expr import Var
 from .ir.module import Module, PrimFunc
 from .ir.static_checks import check_call
-from .passes.pipeline import render
 from .target import Target, TargetDesc
 
 
@@ -82,17 +81,18 @@ class Kernel:
     """A PrimFunc compiled for one target; call it like a function on arrays or tensors."""
 
     def __init__(self, func: PrimFunc, target: Target, out_idx, artifact: Artifact, stages,
-                 desc: TargetDesc | None = None, diagnostics: tuple | None = None):
+                 desc=None, diagnostics: tuple | None = None):
         """`artifact` satisfies `tilecore.contract.Artifact`; `stages` are the pipeline's
         [(stage name, Module)], or a function returning them (a compile-cache hit runs the
         pipeline only when the IR is asked for); `desc` the target description the pipeline ran
-        with; `diagnostics` the final stage's, when `stages` is a function."""
+        with (a TargetDesc, or a function returning it: a hit describes only when asked);
+        `diagnostics` the final stage's, when `stages` is a function."""
         self.func = func
         self.target = target
         self.artifact = artifact
         self._stages = stages
         self._diagnostics = diagnostics
-        self.desc = desc
+        self._desc = desc
         self._plans: dict = {}  # call signature -> a function running a call (see __call__)
         # The user's parameter order: tensors (Buffers) and scalar parameters (Vars); out_idx
         # counts in it, as TileLang's does. out_idx / in_idx below index func.params (tensors).
@@ -120,6 +120,8 @@ class Kernel:
     def get_ir(self, stage: str = "final") -> str:
         """The IR after pipeline stage `stage` ('input', a pass name, or 'final'), preceded by the
         stage's diagnostics as `#` comments."""
+        from .passes.pipeline import render  # the printer: not needed to load or run a kernel
+
         if stage == "final":
             return render(self.stages[-1][1])
         for name, mod in self.stages:
@@ -127,6 +129,13 @@ class Kernel:
                 return render(mod)
         raise TileError(f"no stage {stage!r}", caller_loc(),
                         hint=f"stages: final, {', '.join(n for n, _ in self.stages)}")
+
+    @property
+    def desc(self) -> TargetDesc | None:
+        """The TargetDesc the pipeline ran (or, after a compile-cache hit, would run) with."""
+        if callable(self._desc):
+            self._desc = self._desc()
+        return self._desc
 
     @property
     def stages(self) -> list[tuple[str, Module]]:

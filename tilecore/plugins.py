@@ -156,6 +156,19 @@ def describe(target: Target, func=None, options=None) -> TargetDesc:
     (`tile_lowering_target`), its facts (`tile_target_facts`), the extra passes of the target and
     of its lowering target (`tile_passes`), and, for thread-lowered targets, the answer to
     `tile_gemm_tensorize` for every distinct gemm of `func`."""
+    real, f, extra = target_parts(target)
+    gemms = _gemm_answers(real, f, func) if func is not None and f.lowers_to_threads else ()
+    if options is None:
+        from .options import Options
+
+        options = Options()
+    return TargetDesc(target, real, f, options, gemms, tuple(extra))
+
+
+def target_parts(target: Target) -> tuple[Target, TargetFacts, tuple]:
+    """(lowering target, its facts, the extra passes of `target` and of its lowering target):
+    the parts of `describe` that do not depend on the program (the compile cache keys on them
+    without asking the gemm hooks)."""
     pm = manager()
     real = lowering_target(target)
     f = pm.hook.tile_target_facts(target=real)
@@ -164,12 +177,7 @@ def describe(target: Target, func=None, options=None) -> TargetDesc:
     for t in (target, real) if real != target else (target,):
         for group in pm.hook.tile_passes(target=t) or ():
             extra.extend(group or ())
-    gemms = _gemm_answers(real, f, func) if func is not None and f.lowers_to_threads else ()
-    if options is None:
-        from .options import Options
-
-        options = Options()
-    return TargetDesc(target, real, f, options, gemms, tuple(extra))
+    return real, f, tuple(extra)
 
 
 def _gemm_answers(real: Target, f: TargetFacts, func) -> tuple:

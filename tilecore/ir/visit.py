@@ -12,34 +12,63 @@ from ..dtypes import DType
 from ..errors import SourceLoc
 from .buffer import Buffer
 
+# Per-class answers: the traversal asks "is this an IR node, and what are its fields" for every
+# value it meets (hundreds of thousands per GEMM lowering); dataclasses.is_dataclass/fields
+# answer it by introspection each time, these dicts once per class.
+_NODE_CLASS: dict[type, bool] = {}
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _classify(cls: type) -> bool:
+    """Whether instances of `cls` are IR nodes: dataclass instances other than dtypes and
+    source locations (a class object itself is never a node: its type is a metaclass)."""
+    ok = (hasattr(cls, "__dataclass_fields__") and not issubclass(cls, type)
+          and not issubclass(cls, (DType, SourceLoc)))
+    _NODE_CLASS[cls] = ok
+    return ok
+
 
 def _is_node(x) -> bool:
-    return (
-        dataclasses.is_dataclass(x)
-        and not isinstance(x, type)
-        and not isinstance(x, (DType, SourceLoc))
-    )
+    try:
+        return _NODE_CLASS[type(x)]
+    except KeyError:
+        return _classify(type(x))
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    """The fields a traversal visits: every dataclass field but `loc`; none for `IR_LEAF`
+    classes (constant tables such as intrinsics)."""
+    names = _FIELDS.get(cls)
+    if names is None:
+        if getattr(cls, "IR_LEAF", False):
+            names = ()
+        else:
+            names = tuple(f.name for f in dataclasses.fields(cls) if f.name != "loc")
+        _FIELDS[cls] = names
+    return names
+
+
+def _kids(node) -> list:
+    out = []
+    for name in _field_names(type(node)):
+        v = getattr(node, name)
+        if isinstance(v, tuple):
+            for x in v:
+                if _is_node(x):
+                    out.append(x)
+                elif isinstance(x, tuple):
+                    for y in x:
+                        if _is_node(y):
+                            out.append(y)
+        elif _is_node(v):
+            out.append(v)
+    return out
 
 
 def children(node) -> Iterator:
     """The direct child nodes of `node` (fields and tuple elements that are IR dataclasses).
     Nodes whose class sets `IR_LEAF = True` (constant tables such as intrinsics) have none."""
-    if getattr(node, "IR_LEAF", False):
-        return
-    for f in dataclasses.fields(node):
-        if f.name == "loc":
-            continue
-        v = getattr(node, f.name)
-        if isinstance(v, tuple):
-            for x in v:
-                if _is_node(x):
-                    yield x
-                elif isinstance(x, tuple):
-                    for y in x:
-                        if _is_node(y):
-                            yield y
-        elif _is_node(v):
-            yield v
+    yield from _kids(node)
 
 
 def walk(node, *, into_buffers: bool = False) -> Iterator:
@@ -48,10 +77,12 @@ def walk(node, *, into_buffers: bool = False) -> Iterator:
     while stack:
         n = stack.pop()
         yield n
-        if isinstance(n, Buffer) and not into_buffers:
+        if not into_buffers and isinstance(n, Buffer):
             continue
-        kids = list(children(n))
-        stack.extend(reversed(kids))
+        kids = _kids(n)
+        if kids:
+            kids.reverse()
+            stack.extend(kids)
 
 
 def rewrite(node, fn: Callable, *, into_buffers: bool = False):
@@ -61,42 +92,54 @@ def rewrite(node, fn: Callable, *, into_buffers: bool = False):
     survive untouched.
     """
     memo: dict[int, object] = {}
+    node_class = _NODE_CLASS
 
     def go(n):
         key = id(n)
-        if key in memo:
-            return memo[key]
+        res = memo.get(key)
+        if res is not None:
+            return res
         if (isinstance(n, Buffer) and not into_buffers) or getattr(n, "IR_LEAF", False):
             out = fn(n)
             res = n if out is None else out
             memo[key] = res
             return res
-        changes = {}
-        for f in dataclasses.fields(n):
-            if f.name == "loc":
-                continue
-            v = getattr(n, f.name)
-            nv = _go_value(v)
+        changes = None
+        for name in _field_names(type(n)):
+            v = getattr(n, name)
+            t = type(v)
+            if t is tuple or isinstance(v, tuple):
+                nv = _go_tuple(v)
+            else:
+                is_node = node_class.get(t)
+                if is_node is None:
+                    is_node = _classify(t)
+                if not is_node:
+                    continue  # a scalar field (int, str, dtype, None): never rewritten
+                nv = go(v)
             if nv is not v:
-                changes[f.name] = nv
-        if changes:
-            n2 = dataclasses.replace(n, **changes)
-        else:
-            n2 = n
+                if changes is None:
+                    changes = {}
+                changes[name] = nv
+        n2 = dataclasses.replace(n, **changes) if changes else n
         out = fn(n2)
         res = n2 if out is None else out
         memo[key] = res
         return res
 
-    def _go_value(v):
-        if _is_node(v):
-            return go(v)
-        if isinstance(v, tuple):
-            items = [_go_value(x) for x in v]
-            if any(a is not b for a, b in zip(items, v)):
-                return tuple(items)
-            return v
-        return v
+    def _go_tuple(v):
+        items = []
+        changed = False
+        for x in v:
+            if isinstance(x, tuple):
+                nx = _go_tuple(x)
+            elif _is_node(x):
+                nx = go(x)
+            else:
+                nx = x
+            changed = changed or nx is not x
+            items.append(nx)
+        return tuple(items) if changed else v
 
     return go(node)
 

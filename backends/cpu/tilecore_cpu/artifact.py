@@ -16,7 +16,6 @@ from tilecore.errors import SourceLoc, TileRuntimeError
 from . import debug
 from .blas import single_threaded
 from .cache import load, load_compiled, runtime_tag
-from .codegen import Codegen
 from .emit import Fault
 from .exprs import NARROW_BITS, storage_np
 
@@ -33,7 +32,7 @@ PARALLEL = os.environ.get("TILECORE_CPU_PARALLEL", "auto")
 # twice (the quickstart) never pays for a compile worth more than its runs (ski rental: at worst
 # twice the best total).
 PARALLEL_COMPILE_AFTER = float(os.environ.get("TILECORE_CPU_PARALLEL_AFTER", "0.5"))
-ENTRY_FORMAT = 1
+ENTRY_FORMAT = 2  # 2: T.print sites and device-assertion messages
 _HINT = "guard the access with `if` or T.if_then_else, or size the grid to the tensor"
 
 
@@ -115,6 +114,8 @@ class CpuArtifact:
     @classmethod
     def build(cls, module) -> CpuArtifact:
         """Generate and compile the tile-level `module`."""
+        from .codegen import Codegen  # code generation: not imported by a compile-cache hit
+
         func = module.func
         gen = Codegen(func, runtime_tag()).generate()
         return cls(gen.source, list(gen.faults.sites), gen.parallel,
@@ -189,19 +190,23 @@ class CpuArtifact:
 
     # ------------------------------------------------------------------ compile cache
     def cache_entry(self):
-        """(meta, blobs): the generated source (a blob), fault sites, parallelism and parameter
-        layout (JSON). numba's machine code stays in numba's own cache beside the source.
-        Kernels with T.print / T.device_assert are not cached (their print sites and assertion
-        messages have no JSON form yet): None."""
-        if self.prints or any(f.kind == "assert" for f in self.faults):
-            return None
-        faults = [{"kind": f.kind, "rank": f.rank,
-                   "loc": [f.loc.file, f.loc.line] if f.loc is not None else None,
-                   "buffer": None if f.buffer is None else
-                   [f.buffer.name, f.buffer.scope, [_dim(s) for s in f.buffer.shape]]}
-                  for f in self.faults]
+        """(meta, blobs): the generated source (a blob), fault sites, parallelism, parameter
+        layout and T.print sites (JSON). numba's machine code stays in numba's own cache beside
+        the source. A device assertion's fault site keeps its message in place of a buffer."""
+        faults = []
+        for f in self.faults:
+            if f.kind == "assert":
+                buffer = {"msg": f.buffer}
+            elif f.buffer is None:
+                buffer = None
+            else:
+                buffer = [f.buffer.name, f.buffer.scope, [_dim(s) for s in f.buffer.shape]]
+            faults.append({"kind": f.kind, "rank": f.rank,
+                           "loc": [f.loc.file, f.loc.line] if f.loc is not None else None,
+                           "buffer": buffer})
         meta = {"backend": "cpu", "format": ENTRY_FORMAT, "parallel": self.parallel,
-                "params": [[d.name, rank] for d, rank in self.params], "faults": faults}
+                "params": [[d.name, rank] for d, rank in self.params], "faults": faults,
+                "prints": [[fmt, [d.name for d in dtypes]] for fmt, dtypes in self.prints]}
         return meta, {"source": self.source.encode()}
 
     @classmethod
@@ -214,10 +219,15 @@ class CpuArtifact:
         for f in meta["faults"]:
             b = f["buffer"]
             loc = SourceLoc(f["loc"][0], int(f["loc"][1])) if f["loc"] else None
-            faults.append(Fault(f["kind"], FaultBuffer(b[0], b[1], tuple(b[2])) if b else None, loc,
-                                int(f["rank"])))
+            if f["kind"] == "assert":
+                buffer = str(b["msg"])
+            else:
+                buffer = FaultBuffer(b[0], b[1], tuple(b[2])) if b else None
+            faults.append(Fault(f["kind"], buffer, loc, int(f["rank"])))
         params = [(dt.as_dtype(d), int(rank)) for d, rank in meta["params"]]
-        return cls(blobs["source"].decode(), faults, bool(meta["parallel"]), params)
+        prints = tuple((str(fmt), tuple(dt.as_dtype(d) for d in dtypes))
+                       for fmt, dtypes in meta.get("prints", ()))
+        return cls(blobs["source"].decode(), faults, bool(meta["parallel"]), params, prints)
 
 
 def _dim(s):

@@ -17,17 +17,17 @@ from numba import njit
 _JIT = {"cache": True, "error_model": "numpy"}
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def _f32_bits(x):
     return np.float32(x).view(np.uint32)
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def _bits_f32(u):
     return np.uint32(u).view(np.float32)
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def _encode(x, mbits, ebits, bias, ieee):
     """float32 -> narrow-float bits (round to nearest even). `ieee` False: float8_e4m3fn rules."""
     u = np.int64(_f32_bits(x))
@@ -63,7 +63,7 @@ def _encode(x, mbits, ebits, bias, ieee):
     return sign | code
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def _decode(b, mbits, ebits, bias, ieee):
     """narrow-float bits -> float32 (exact)."""
     b = np.int64(b)

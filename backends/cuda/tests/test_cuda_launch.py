@@ -167,7 +167,7 @@ def test_a_cuda_compile_hit_skips_lowering_and_rendering(tmp_path, monkeypatch):
     """Source generation only (no GPU needed): the second process renders nothing."""
     env = dict(os.environ, TILECORE_CACHE_DIR=str(tmp_path))
     code = (f"import sys, json; sys.path.insert(0, {EXAMPLES!r}); import tilecore, elementwise_add; "
-            "import tilecore.compiler as c; runs = []; run = c.run_pipeline; "
+            "import tilecore.passes.pipeline as c; runs = []; run = c.run_pipeline; "
             "c.run_pipeline = lambda *a: runs.append(1) or run(*a); "
             "k = tilecore.jit(elementwise_add.program(), out_idx=[-1], target='cuda:sm_90a'); "
             "print(json.dumps({'rendered': 'tilecore_cuda.render' in sys.modules, "
@@ -176,6 +176,26 @@ def test_a_cuda_compile_hit_skips_lowering_and_rendering(tmp_path, monkeypatch):
                                       text=True, check=True).stdout.splitlines()[-1]) for _ in range(2)]
     assert runs[0]["rendered"] and runs[0]["lowered"]
     assert not runs[1]["rendered"] and not runs[1]["lowered"] and runs[1]["src"] == runs[0]["src"]
+
+
+def test_a_cubin_compiled_after_the_build_joins_the_entry(tmp_path, monkeypatch):
+    """A kernel built where no GPU is visible (an autotuning worker) has no cubin in its entry;
+    compiling one later rewrites the entry, so the next process loads it instead of compiling."""
+    import elementwise_add
+    from tilecore_cuda import build, plugin
+
+    monkeypatch.setenv("TILECORE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(plugin, "_available", lambda: (False, "as in a worker: no GPU visible"))
+    compile_cache.clear_memory()
+    k = tilecore.jit(elementwise_add.program(), out_idx=[-1], target="cuda:sm_90a")
+    assert not k.artifact._cubins  # no GPU here: compiled on first use
+    monkeypatch.setattr(build, "compile_cuda", lambda *a, **kw: b"\x7fELF stand-in cubin")
+    k.artifact.cubin("sm_90a")
+    compile_cache.clear_memory()  # what a new process sees
+    monkeypatch.setattr(build, "compile_cuda", lambda *a, **kw: 1 / 0)  # must not be called
+    again = tilecore.jit(elementwise_add.program(), out_idx=[-1], target="cuda:sm_90a")
+    assert again.artifact is not k.artifact and again.artifact.cubin("sm_90a") == b"\x7fELF stand-in cubin"
+    compile_cache.clear_memory()
 
 
 def test_target_discovery_imports_neither_torch_nor_the_driver():

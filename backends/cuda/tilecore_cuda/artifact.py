@@ -66,6 +66,11 @@ class CudaArtifact:
         c = self._cubins.get(arch)
         if c is None:
             c = self._cubins[arch] = build.compile_cuda(self.source, arch, name=self.rendered.entry)
+            # a kernel built where no GPU was visible (an autotuning worker) or loaded without
+            # this arch: its compile-cache entry gains the cubin, so the next process loads it
+            from tilecore import compile_cache
+
+            compile_cache.update(self)
         return c
 
     def _kernel(self, arch: str) -> LoadedKernel:

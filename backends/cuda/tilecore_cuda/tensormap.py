@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 from tilecore.dtypes import DType
 from tilecore.errors import TileCallError, TileInternalError, caller_loc
-from tilecore.ir.thread import TmaLoad, TmaStore
 from tilecore.ir.visit import walk
 
 TMAP_TYPE = "tilecore_tmap_t"
@@ -49,6 +48,9 @@ class TensorMapSpec:
 def tensor_map_specs(kernel, params) -> tuple[TensorMapSpec, ...]:
     """The distinct tensor maps of `kernel` (a ThreadKernel) in first-use order; `params` are
     the function's parameter buffers."""
+    # the thread IR is imported by the build, not by loading a cached kernel (TensorMapSpec)
+    from tilecore.ir.thread import TmaLoad, TmaStore
+
     index = {id(p): i for i, p in enumerate(params)}
     out: list[TensorMapSpec] = []
     for n in walk(kernel.body):

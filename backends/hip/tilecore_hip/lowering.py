@@ -12,7 +12,6 @@ from __future__ import annotations
 from tilecore import dtypes as dt
 from tilecore.contract import Declined, GemmQuery, MmaPlan
 from tilecore.hookspec import hookimpl
-from tilecore.lower.tensorize import warp_grid
 from tilecore.target import Target, TargetFacts
 
 from .intrinsics import MFMA_SHAPES, WMMA_SHAPE, mfma, mfma_cached, wmma, wmma_cached
@@ -73,6 +72,10 @@ def plan_for(target: Target, q: GemmQuery, maps: dict | None = None) -> MmaPlan 
     """The matrix instruction for `q` on `target`: on CDNA the 32x32x8 MFMA when the block tile
     splits into 32x32 wave tiles (fewer, larger instructions), else 16x16x16; on gfx11 WMMA
     16x16x16. `maps` replaces lane maps (mutation tests)."""
+    # tilecore.lower (the whole thread lowering) is imported when a gemm is asked about, not
+    # when the backends are discovered
+    from tilecore.lower.tensorize import warp_grid
+
     ws, family = ARCHS[arch_of(target)]
     why = _check(q, ws)
     if why:

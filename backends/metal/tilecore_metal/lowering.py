@@ -17,7 +17,6 @@ from tilecore.contract import Declined, GemmQuery, MmaPlan
 from tilecore.hookspec import hookimpl
 from tilecore.ir.stmt import AtomicAdd, AtomicAddRegion
 from tilecore.ir.visit import walk
-from tilecore.lower.tensorize import warp_grid
 from tilecore.target import Target, TargetFacts
 
 from .intrinsics import MATRIX, SIMD_WIDTH, simdgroup_load, simdgroup_mma
@@ -76,6 +75,10 @@ def tile_gemm_tensorize(target, query: GemmQuery):
         return Declined(f"K = {q.k} is not a multiple of simdgroup_matrix's {MATRIX}")
     if q.warp_size != SIMD_WIDTH or q.threads % SIMD_WIDTH:
         return Declined(f"{q.threads} threads are not whole SIMD groups of {SIMD_WIDTH}")
+    # tilecore.lower (the whole thread lowering) is imported when a gemm is asked about,
+    # not when the backends are discovered
+    from tilecore.lower.tensorize import warp_grid
+
     warps = warp_grid(q.policy, q.threads // SIMD_WIDTH, q.m, q.n, MATRIX, MATRIX)
     if warps is None:
         return Declined(f"no grid of {q.threads // SIMD_WIDTH} SIMD groups splits the {q.m}x{q.n} tile "
