@@ -76,6 +76,7 @@ class LowerCtx:
         self.threads = launch.num_threads
         self.warp_size = max(1, facts.warp_size)
         self.tx = Var("tx")
+        self.thread_level = False  # a thread-level kernel: block code is per-thread (thread_level.py)
         self.var_bounds: dict[int, tuple] = block_bounds(launch)
         self.layouts = layouts
         self.plans = plans

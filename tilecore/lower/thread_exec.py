@@ -1,0 +1,53 @@
+"""The `thread-level` pass: where a thread-level kernel (tilecore.ir.thread_level) goes.
+
+A kernel using `T.get_thread_binding`, mbarriers, `T.ws` or a real `T.sync_threads` has
+per-thread semantics and no tile-level meaning, so it is defined by its thread program:
+
+- targets that lower to threads (cuda, emu; facts `lowers_to_threads`) lower it with their own
+  passes, which follow this one;
+- `interp` (fact `thread_level`) has no thread lowering of its own: this pass lowers the
+  module with the core's vendor-free SIMT description (`SIMT_FACTS`: warps of 32, no tensor
+  cores, no asynchronous copies, mbarriers) and the interp artifact runs the result on the
+  core's emulator, which models barriers and mbarriers exactly and reports races, deadlocks
+  and mismatched arrival counts;
+- every other target refuses it with a located TileTargetError naming the construct.
+"""
+
+from __future__ import annotations
+
+from ..ir.module import Module
+from ..ir.thread_level import is_thread_level
+from ..target import TargetDesc, TargetFacts
+from .thread_level import refusal
+
+SIMT_SHARED_BYTES = 227 * 1024  # the portable per-block limit every GPU target enforces
+
+
+def simt_desc(desc: TargetDesc) -> TargetDesc:
+    """The core's vendor-free thread-lowering description for `desc`'s target (interp)."""
+    facts = TargetFacts(desc.target, lowers_to_threads=True, warp_size=32, max_threads=1024,
+                        shared_memory_bytes=SIMT_SHARED_BYTES, vector_bytes=16,
+                        extra=(("thread_level", "emulated"), ("mbarrier", True)))
+    return TargetDesc(desc.target, desc.lowering, facts, desc.options, (), ())
+
+
+def thread_level(module: Module, desc: TargetDesc) -> Module:
+    """Invariant: a thread-level kernel is refused with a located TileTargetError on targets
+    that cannot run it, and on `interp` (fact `thread_level`, no thread lowering of its own)
+    the body holds its lowered ThreadKernel (see the module docstring); tile programs and
+    thread-lowering targets pass unchanged."""
+    body = module.func.body
+    if not is_thread_level(body):
+        return module
+    err = refusal(body, desc)
+    if err is not None:
+        raise err
+    if desc.facts.lowers_to_threads:
+        return module
+    from . import LOWERING_PASSES
+
+    simt = simt_desc(desc)
+    for p in LOWERING_PASSES:
+        if p.applies(simt):
+            module = p(module, simt)
+    return module
