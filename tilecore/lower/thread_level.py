@@ -39,7 +39,7 @@ from ..ir.visit import rewrite, walk
 from .body import BodyLowerer
 
 __all__ = ["THREAD_LEVEL_STMTS", "bind_thread_index", "check_barrier_placement",
-           "check_uniform_tile_ops", "lower_thread_stmt", "refusal"]
+           "check_uniform_tile_ops", "lower_thread_stmt", "refusal", "split_roles"]
 _BARRIERS = (BarrierInit, BarrierArrive, BarrierWait)
 
 
@@ -175,6 +175,52 @@ def lower_thread_stmt(ctx, s: Stmt, lower_block) -> Stmt:
     if isinstance(s, WarpRole):
         return IfThenElse(_role_condition(ctx, s.groups), lower_block(ctx, s.body), None, s.loc)
     raise TileShapeError(f"cannot lower {type(s).__name__}", s.loc, hint="report it")
+
+
+def split_roles(launch: KernelLaunch) -> KernelLaunch:
+    """A kernel with `T.ws` regions and mbarrier waits, as one program per role: the body
+    becomes `if warpgroup in roles[0]: <body for it> elif ...`, each arm the body with the
+    regions of other warpgroups removed (warpgroups with equal programs share an arm), after
+    the top-level `T.alloc_barrier`s. On a GPU each warpgroup progresses on its own; written
+    this way the emulator runs the arms concurrently (tilecore.emulator.divergence), so a role
+    may wait on an arrival that a later region of another role makes."""
+    roles = [n for n in walk(launch.body) if isinstance(n, WarpRole)]
+    if not roles or not any(isinstance(n, BarrierWait) for n in walk(launch.body)):
+        return launch
+    stmts = launch.body.stmts if isinstance(launch.body, SeqStmt) else (launch.body,)
+    head = tuple(x for x in stmts if isinstance(x, BarrierInit))
+    rest = SeqStmt(tuple(x for x in stmts if not isinstance(x, BarrierInit)), launch.body.loc)
+    total = 1
+    for t in launch.threads:
+        total *= t
+    arms: list[tuple[list, Stmt]] = []
+    for g in range(total // WARPGROUP):
+        def keep(n, g=g):
+            if isinstance(n, WarpRole):
+                return n.body if g in n.groups else SeqStmt((), n.loc)
+            return None
+
+        body = rewrite(rest, keep)
+        for groups, b in arms:
+            if b == body:
+                groups.append(g)
+                break
+        else:
+            arms.append(([g], body))
+    wg = binop("div", ThreadIndex(), WARPGROUP)
+    chain: Stmt | None = None
+    for groups, body in reversed(arms):
+        if chain is None:
+            chain = body
+            continue
+        cond = None
+        for g in groups:
+            c = binop("eq", wg, g)
+            cond = c if cond is None else binop("or", cond, c)
+        chain = IfThenElse(cond, body, chain, launch.loc)
+    body = SeqStmt(head + (chain,), launch.body.loc)
+    return KernelLaunch(launch.grid, launch.block_vars, launch.threads, launch.allocs, body,
+                        launch.annotations, launch.loc)
 
 
 def check_barrier_placement(launch: KernelLaunch) -> None:

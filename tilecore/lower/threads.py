@@ -39,6 +39,7 @@ from .thread_level import (
     check_barrier_placement,
     check_uniform_tile_ops,
     lower_thread_stmt,
+    split_roles,
 )
 from .tma_pipeline import tile_copies
 
@@ -100,7 +101,7 @@ def lower_launch(launch: KernelLaunch, ctx: LowerCtx) -> ThreadKernel:
     if ctx.thread_level:
         check_uniform_tile_ops(launch)
         check_barrier_placement(launch)
-        launch = bind_thread_index(launch, ctx)
+        launch = bind_thread_index(split_roles(launch), ctx)
     body = lower_block(ctx, rasterize(launch, ctx.var_bounds).body)
     used = sum(b.shape[0] * b.dtype.itemsize for b in ctx.shared_list)
     limit = ctx.facts.shared_memory_bytes
