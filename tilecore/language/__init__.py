@@ -110,10 +110,10 @@ from .thread_level import (
     mbarrier_arrive,
     mbarrier_wait_parity,
     set_max_nreg,
+    sync_threads,  # noqa: F811 - real barriers in thread-level kernels
     thread_binding,
     ws,
 )
-from .thread_level import sync_threads  # noqa: F811 - real barriers in thread-level kernels
 
 cast = builtin(cast)
 symbolic = dynamic

@@ -246,5 +246,6 @@ def test_sync_threads_in_tile_program_stays_a_hint():
 
 def test_printed_ir_names_the_constructs():
     text = tilecore.compile(pipe(), target="interp").get_ir("input")
-    for name in ("T.get_thread_binding()", "with T.ws(0):", "T.barrier_wait(full[", "T.barrier_arrive(empty["):
+    for name in ("T.get_thread_binding()", "with T.ws(0):", "T.barrier_wait(full[",
+                 "T.barrier_arrive(empty["):
         assert name in text, name
