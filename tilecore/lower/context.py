@@ -159,7 +159,10 @@ class LowerCtx:
         out = self._regs.get(id(buf))
         if out is None:
             n = self.layout(buf).nregs if buf.scope == "fragment" else buf.numel
-            out = Buffer(self.fresh(buf.name), (n,), buf.dtype, "local", is_var=buf.is_var)
+            # is_var marks a block-uniform scalar (barrier placement relies on it); in a
+            # thread-level kernel T.alloc_var holds a per-thread value
+            out = Buffer(self.fresh(buf.name), (n,), buf.dtype, "local",
+                         is_var=buf.is_var and not self.thread_level)
             self._regs[id(buf)] = out
             self.reg_list.append(out)
         return out

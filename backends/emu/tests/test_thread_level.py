@@ -100,6 +100,30 @@ def test_missing_sync_is_a_race(target):
     assert e.value.loc is not None and e.value.loc.line == _line(reverse_in_shared, "B[tx] = S")
 
 
+def var_branch():
+    @T.prim_func
+    def k(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            tx = T.get_thread_binding()
+            S = T.alloc_shared((128,), "float32")
+            v = T.alloc_var(T.int32)
+            v = tx % 2
+            S[tx] = A[tx]
+            B[tx] = 0.0
+            if v == 1:
+                B[tx] = S[tx - 1]
+    return k
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_automatic_barrier_stays_out_of_per_thread_branches(target):
+    # T.alloc_var is per-thread here: the barrier the read needs goes before the branch
+    a = np.arange(128, dtype=np.float32)
+    b = np.ones(128, np.float32)
+    tilecore.compile(var_branch(), target=target)(a, b)
+    np.testing.assert_array_equal(b, np.where(np.arange(128) % 2 == 1, a - 1, 0))
+
+
 def named_barrier_scan():
     @T.prim_func
     def k(A: T.Tensor((256,), "int32"), B: T.Tensor((256,), "int32")):
