@@ -42,7 +42,7 @@ def thread_level(module: Module, desc: TargetDesc) -> Module:
     err = refusal(body, desc)
     if err is not None:
         raise err
-    if desc.facts.lowers_to_threads:
+    if desc.facts.lowers_to_threads:  # not scheduled there; lower-threads checks the kernel
         return module
     from . import LOWERING_PASSES
 

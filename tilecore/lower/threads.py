@@ -39,6 +39,7 @@ from .thread_level import (
     check_barrier_placement,
     check_uniform_tile_ops,
     lower_thread_stmt,
+    refusal,
     split_roles,
 )
 from .tma_pipeline import tile_copies
@@ -99,6 +100,9 @@ def lower_launch(launch: KernelLaunch, ctx: LowerCtx) -> ThreadKernel:
     """The ThreadKernel of one launch."""
     ctx.thread_level = is_thread_level(launch)  # per-thread block code (thread_level.py)
     if ctx.thread_level:
+        err = refusal(launch, ctx.desc)  # e.g. mbarriers where the target has none
+        if err is not None:
+            raise err
         check_uniform_tile_ops(launch)
         check_barrier_placement(launch)
         launch = bind_thread_index(split_roles(launch), ctx)

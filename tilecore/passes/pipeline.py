@@ -26,11 +26,11 @@ CORE_PASSES: list[Pass] = [verify_pass, simplify]
 
 
 def _thread_level_pass() -> Pass:
-    """Thread-level kernels: refused, lowered for interp, or left to the lowering
-    (tilecore.lower.thread_exec)."""
+    """Thread-level kernels on targets without thread lowering: refused, or lowered for
+    interp (tilecore.lower.thread_exec); thread-lowering targets check them in lower-threads."""
     from ..lower.thread_exec import thread_level
 
-    return Pass("thread-level", thread_level)
+    return Pass("thread-level", thread_level, lambda desc: not desc.facts.lowers_to_threads)
 
 
 def _lowering_passes() -> list[Pass]:
