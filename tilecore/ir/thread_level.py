@@ -18,7 +18,9 @@ Nodes (frozen dataclasses, one per construct; statements print as the T.* call t
 - `BarrierArrive(bar, index)`, `BarrierWait(bar, index, parity)`: each executing thread
   arrives once; a wait blocks until the phase of that parity completed;
 - `WarpRole(groups, body)`: `with T.ws(*groups):` the body runs in the threads of the listed
-  warpgroups (128 threads each) only.
+  warpgroups (128 threads each) only;
+- `TmaCopy(copy, bar, index)`: `T.tma_copy`, a copy completing its bytes on an mbarrier;
+- `Roles(arms)`: the concurrent roles of a warp-specialized tile program (interp).
 """
 
 from __future__ import annotations
@@ -86,11 +88,14 @@ class BarrierInit(Stmt):
 
 @dataclass(frozen=True)
 class BarrierArrive(Stmt):
-    """Each executing thread arrives once on mbarrier `bar[index]`."""
+    """Each executing thread arrives once on mbarrier `bar[index]`. `arrivals` > 0 (set by the
+    `thread-level` pass when interp runs the kernel at the tile level) is how many threads
+    execute it, so the statement counts for all of them."""
 
     bar: Buffer
     index: Expr
     loc: SourceLoc | None = None
+    arrivals: int = 0
 
     def print_lines(self, p) -> list[str]:
         """The T.* call that re-parses to this node."""
@@ -128,11 +133,47 @@ class WarpRole(Stmt):
         return [f"with T.ws({', '.join(str(g) for g in self.groups)}):"] + body
 
 
-THREAD_LEVEL_STMTS = (ThreadSync, BarrierInit, BarrierArrive, BarrierWait, WarpRole)
+@dataclass(frozen=True)
+class TmaCopy(Stmt):
+    """`T.tma_copy(src, dst, barrier=bar[i])`: the global -> shared `copy` (a `Copy` node) issued
+    by one thread of the executing ones, its bytes expected and completed on mbarrier
+    `bar[index]` (no arrival: the threads arrive with `T.barrier_arrive`); the data may be read
+    after a wait that observes the phase."""
+
+    copy: Stmt
+    bar: Buffer
+    index: Expr
+    loc: SourceLoc | None = None
+
+    def print_lines(self, p) -> list[str]:
+        """The T.* call that re-parses to this node."""
+        src, dst = p.region(self.copy.src), p.region(self.copy.dst)
+        return [f"T.tma_copy({src}, {dst}, barrier={p.name(self.bar)}[{p.expr(self.index)}])"]
+
+
+@dataclass(frozen=True)
+class Roles(Stmt):
+    """The roles of a warp-specialized tile program, running concurrently (made by the
+    `thread-level` pass for interp): `arms` are `(threads, groups, body)`: the warpgroups
+    `groups` (`threads` threads) run `body`, their projection of the kernel body."""
+
+    arms: tuple
+    loc: SourceLoc | None = None
+
+    def print_lines(self, p) -> list[str]:
+        """Each arm as a `with T.ws(...)` block (comment: they run concurrently)."""
+        out = ["# concurrent roles:"]
+        for _, groups, body in self.arms:
+            out += WarpRole(tuple(groups), body, self.loc).print_lines(p)
+        return out
+
+
+THREAD_LEVEL_STMTS = (ThreadSync, BarrierInit, BarrierArrive, BarrierWait, WarpRole, TmaCopy, Roles)
 
 CONSTRUCT_NAMES = {
     ThreadIndex: "T.get_thread_binding", ThreadSync: "T.sync_threads", BarrierInit: "T.alloc_barrier",
     BarrierArrive: "T.barrier_arrive", BarrierWait: "T.barrier_wait", WarpRole: "T.ws",
+    TmaCopy: "T.tma_copy", Roles: "T.ws",
 }
 
 

@@ -112,6 +112,7 @@ from .thread_level import (
     set_max_nreg,
     sync_threads,  # noqa: F811 - real barriers in thread-level kernels
     thread_binding,
+    tma_copy,
     ws,
 )
 
@@ -145,5 +146,5 @@ __all__ = [
     "annotate_producer_reg_dealloc", "disable_warp_group_reg_alloc", "no_set_max_nreg",
     "parallel", "tfloat32", "alloc_global", "Serial",
     "alloc_barrier", "barrier_arrive", "barrier_wait", "get_thread_binding", "mbarrier_arrive",
-    "mbarrier_wait_parity", "set_max_nreg", "thread_binding", "ws",
+    "mbarrier_wait_parity", "set_max_nreg", "thread_binding", "tma_copy", "ws",
 ]

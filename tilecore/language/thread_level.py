@@ -23,6 +23,7 @@ from ..ir.thread_level import (
     BarrierWait,
     ThreadIndex,
     ThreadSync,
+    TmaCopy,
     WarpRole,
 )
 from .builder import builtin, current
@@ -236,3 +237,34 @@ def set_max_nreg(reg_count, is_inc) -> None:
 
     ignored_hint("T.set_max_nreg()", "tilecore sets no per-warpgroup register limits in thread-level "
                  "kernels; ptxas allocates registers")
+
+
+@builtin
+def tma_copy(src, dst, barrier=None, eviction_policy=None, leader_scope_threads=None,
+             cluster_mask=None, annotations=None) -> None:
+    """TileLang's `T.tma_copy(src, dst, barrier=bar)`: a global -> shared tile copy issued by
+    one of the executing threads whose bytes the mbarrier expects and completes (it does not
+    arrive: the threads arrive with `T.barrier_arrive`); read `dst` after `T.barrier_wait`."""
+    from ..ir.stmt import Copy
+    from .ops import copy as tile_copy
+
+    b = _frame("T.tma_copy")
+    for name, v in (("leader_scope_threads", leader_scope_threads), ("cluster_mask", cluster_mask),
+                    ("annotations", annotations)):
+        if v is not None:
+            raise TileSyntaxError(f"T.tma_copy({name}=...) is not supported", b.loc,
+                                  hint=f"drop {name}")
+    if eviction_policy is not None:
+        from .hints import ignored_hint
+
+        ignored_hint("T.tma_copy(eviction_policy=...)", "tilecore sets no cache eviction policy")
+    if barrier is None:
+        raise TileSyntaxError("T.tma_copy needs barrier=<an mbarrier from T.alloc_barrier>", b.loc,
+                              hint="write T.tma_copy(src, dst, barrier=bar)")
+    bar, idx = _barrier(barrier, "T.tma_copy")
+    tile_copy(src, dst)
+    node = b.blocks[-1].pop()
+    if not isinstance(node, Copy) or node.src.buffer.scope != "global" or node.dst.buffer.scope != "shared":
+        raise TileTypeError("T.tma_copy copies a global tensor region into a shared buffer", b.loc,
+                            hint="use T.copy for other directions")
+    b.emit(TmaCopy(node, bar, idx, b.loc))

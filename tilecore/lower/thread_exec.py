@@ -5,8 +5,11 @@ per-thread semantics and no tile-level meaning, so it is defined by its thread p
 
 - targets that lower to threads (cuda, emu; facts `lowers_to_threads`) lower it with their own
   passes, which follow this one;
-- `interp` (fact `thread_level`) has no thread lowering of its own: this pass lowers the
-  module with the core's vendor-free SIMT description (`SIMT_FACTS`: warps of 32, no tensor
+- `interp` (fact `thread_level`) runs a warp-specialized *tile* program (roles, mbarriers,
+  `T.tma_copy`, tile operations inside the roles, no per-thread values: tilecore.lower.tile_roles)
+  at the tile level, roles as concurrent tasks (tilecore_interp.roles); any other thread-level
+  kernel has no thread lowering on interp, so this pass lowers the module with the core's
+  vendor-free SIMT description (`SIMT_FACTS`: warps of 32, no tensor
   cores, no asynchronous copies, mbarriers) and the interp artifact runs the result on the
   core's emulator, which models barriers and mbarriers exactly and reports races, deadlocks
   and mismatched arrival counts;
@@ -31,6 +34,27 @@ def simt_desc(desc: TargetDesc) -> TargetDesc:
     return TargetDesc(desc.target, desc.lowering, facts, desc.options, (), ())
 
 
+def _as_tile_roles(module: Module) -> Module | None:
+    """The module with every thread-level launch rewritten by `tile_roles.as_tile_roles`, or
+    None when one of them is a thread program (per-thread values)."""
+    from ..ir.stmt import KernelLaunch
+    from ..ir.visit import rewrite
+    from .tile_roles import as_tile_roles
+
+    failed = []
+
+    def fn(n):
+        if isinstance(n, KernelLaunch) and is_thread_level(n):
+            out = as_tile_roles(n)
+            if out is None:
+                failed.append(n)
+            return out
+        return None
+
+    body = rewrite(module.func.body, fn)
+    return None if failed else module.with_func(module.func.with_body(body))
+
+
 def thread_level(module: Module, desc: TargetDesc) -> Module:
     """Invariant: a thread-level kernel is refused with a located TileTargetError on targets
     that cannot run it, and on `interp` (fact `thread_level`, no thread lowering of its own)
@@ -44,6 +68,9 @@ def thread_level(module: Module, desc: TargetDesc) -> Module:
         raise err
     if desc.facts.lowers_to_threads:  # not scheduled there; lower-threads checks the kernel
         return module
+    tiled = _as_tile_roles(module)
+    if tiled is not None:  # a warp-specialized tile program: interp runs its roles as tiles
+        return tiled
     from . import LOWERING_PASSES
 
     simt = simt_desc(desc)

@@ -32,6 +32,7 @@ from ..ir.thread_level import (
     BarrierWait,
     ThreadIndex,
     ThreadSync,
+    TmaCopy,
     WarpRole,
     first_construct,
 )
@@ -174,6 +175,11 @@ def lower_thread_stmt(ctx, s: Stmt, lower_block) -> Stmt:
         return SeqStmt(tuple(bl.pre) + (node,), s.loc) if bl.pre else node
     if isinstance(s, WarpRole):
         return IfThenElse(_role_condition(ctx, s.groups), lower_block(ctx, s.body), None, s.loc)
+    if isinstance(s, TmaCopy):
+        raise TileShapeError("T.tma_copy is not lowered to threads yet (interp runs it in "
+                             "warp-specialized tile programs)", s.loc,
+                             hint="use T.copy inside a T.Pipelined loop (the lowering picks TMA on "
+                                  "sm_90), or run the kernel on interp")
     raise TileShapeError(f"cannot lower {type(s).__name__}", s.loc, hint="report it")
 
 
