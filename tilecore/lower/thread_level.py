@@ -139,10 +139,11 @@ def _refuse(s, what: str, why: str | None) -> None:
     if why is None:
         return
     raise TileShapeError(
-        f"{what} inside {why}: tile operations are collective (every thread of the block takes "
-        "part), so thread-level kernels may use them only where every thread reaches them", s.loc,
-        hint="move the tile operation out of the branch / T.ws region, or write that part per "
-             "thread (index with the thread index, loop with T.serial)")
+        f"{what} inside {why}: the thread lowering runs tile operations over every thread of the "
+        "block, so in thread-level kernels they must be reached by every thread (interp runs "
+        "warp-specialized tile programs, whose roles hold tile operations, at the tile level)", s.loc,
+        hint="move the tile operation out of the branch / T.ws region, write that part per thread "
+             "(index with the thread index, loop with T.serial), or run the kernel on interp")
 
 
 def _role_condition(ctx, groups: tuple) -> Expr:
