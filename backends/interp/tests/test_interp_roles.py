@@ -172,3 +172,29 @@ def test_thread_lowering_refuses_tile_ops_in_roles():
         tilecore.compile(ws_gemm(), target="emu:sm_90")
     src, first = inspect.getsourcelines(ws_gemm)
     assert e.value.loc.line in {first + i for i, line in enumerate(src) if "T.clear(C_l)" in line}
+
+
+def wrong_barrier():
+    @T.prim_func
+    def k(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            S = T.alloc_shared((64,), "float32")
+            early = T.alloc_barrier(arrive_count=128)
+            full = T.alloc_barrier(arrive_count=128)
+            with T.ws(1):
+                T.barrier_arrive(early)
+                T.tma_copy(A, S, barrier=full)
+                T.barrier_arrive(full)
+            with T.ws(0):
+                T.barrier_wait(early, 0)  # not the copy's mbarrier
+                T.copy(S, B)
+                T.barrier_wait(full, 0)
+    return k
+
+
+def test_read_before_the_copy_landed(monkeypatch):
+    monkeypatch.setenv("TILECORE_CHECK_UNINIT", "1")
+    kern = tilecore.compile(wrong_barrier(), target="interp")
+    with pytest.raises(TileRuntimeError, match="uninitialized shared buffer S") as e:
+        kern(np.ones(64, np.float32), np.zeros(64, np.float32))
+    assert e.value.loc.line == _line(wrong_barrier, "T.copy(S, B)")

@@ -4,9 +4,12 @@ and `T.tma_copy` at the tile level.
 Each mbarrier of `T.alloc_barrier` is a `_Mbarrier` in its buffer's environment slot: the
 arrivals its phase still misses and the number of completed phases. `T.barrier_arrive` counts
 for the threads executing it (`BarrierArrive.arrivals`, set by the `thread-level` pass: a
-role's 128 threads arrive at once); `T.tma_copy` copies at once (its bytes are expected and
-completed together, so they never hold a phase back); `T.barrier_wait(bar, p)` passes when the
-phase of parity p has completed. `Roles` runs its arms as concurrent tasks on a private copy
+role's 128 threads arrive at once); `T.tma_copy` reads its source at issue (its bytes are
+expected and completed together, so they never hold a phase back) and its data land at the
+first wait that passes after its phase completed: until then the destination holds the poison
+value and counts as unwritten, so a read that skips the wait is reported by the
+uninitialized-read check (TILECORE_CHECK_UNINIT) or shows as poison; `T.barrier_wait(bar, p)`
+passes when the phase of parity p has completed. `Roles` runs its arms as concurrent tasks on a private copy
 of the environment's scalars (buffers are shared), with the emulator's baton-passing scheduler
 (`tilecore.emulator.tasks`): a role blocked at a wait lets the others run; when all are
 blocked the block is deadlocked, reported at the wait with what its phase misses. A phase
@@ -16,7 +19,7 @@ count, reported too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tilecore.errors import TileRuntimeError
 from tilecore.ir.expr import Var
@@ -30,6 +33,7 @@ from tilecore.ir.thread_level import (
     WarpRole,
 )
 from tilecore.ir.visit import walk
+from tilecore.semantics import poison_value
 
 from .exprs import compile_expr
 
@@ -43,6 +47,19 @@ class _Mbarrier:
     pending: int
     phase: int = 0  # phases completed
     arrived: int = 0  # arrivals in the current phase
+    copies: list = field(default_factory=list)  # T.tma_copy data not landed: (phase, arr, box, vals, shadow)
+
+    def land(self) -> None:
+        """The copies of completed phases land (a wait observed their phase)."""
+        keep = []
+        for phase, arr, box, vals, sh in self.copies:
+            if phase < self.phase:
+                arr[box] = vals
+                if sh is not None:
+                    sh[box] = True
+            else:
+                keep.append((phase, arr, box, vals, sh))
+        self.copies = keep
 
     def arrive(self, n: int) -> None:
         while n:
@@ -98,11 +115,29 @@ def _element(prog, s):
 
 
 def _tma_copy(prog, s: TmaCopy, vec):
+    """The copy reads its source now; its destination is undefined (poison, and unwritten for
+    the uninitialized-read check) until a wait observes the phase its bytes complete on."""
     copy, get = prog.stmt(s.copy, vec), _element(prog, s)
+    dst = s.copy.dst
+    slot, sh_slot = prog.slots(dst.buffer), prog.slots.shadow.get(id(dst.buffer))
+    starts = [compile_expr(e, prog.slots, s.loc) for e in dst.starts]
+    poison = poison_value(dst.buffer.dtype)
 
     def tma(env, mask):
-        get(env)  # the mbarrier must exist; its bytes are expected and completed at once
-        copy(env, mask)
+        bar, _ = get(env)
+        real = env[slot]
+        staged = list(env)
+        staged[slot] = real.copy()
+        if sh_slot is not None:
+            staged[sh_slot] = env[sh_slot].copy()
+        copy(staged, mask)
+        box = tuple(slice(int(f(env, None)), int(f(env, None)) + n) for f, n in zip(starts, dst.extents))
+        vals = staged[slot][box].copy()
+        real[box] = poison
+        sh = env[sh_slot] if sh_slot is not None else None
+        if sh is not None:
+            sh[box] = False
+        bar.copies.append((bar.phase, real, box, vals, sh))
 
     return tma
 
@@ -134,12 +169,12 @@ def _wait(prog, s: BarrierWait):
     def wait(env, mask):
         bar, i = get(env)
         p = int(fpar(env, None)) & 1
-        if bar.phase % 2 != p:
-            return
-        tasks = env[tslot]
-        if tasks is None:
-            raise error(bar, i, p)
-        tasks.block(lambda: bar.phase % 2 != p, lambda: error(bar, i, p))
+        if bar.phase % 2 == p:
+            tasks = env[tslot]
+            if tasks is None:
+                raise error(bar, i, p)
+            tasks.block(lambda: bar.phase % 2 != p, lambda: error(bar, i, p))
+        bar.land()
 
     return wait
 
