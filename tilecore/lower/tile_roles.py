@@ -10,7 +10,8 @@ rewrites the launch for it (the `thread-level` pass, tilecore.lower.thread_exec)
 `tilecore_interp.roles` executes the result.
 
 - Without mbarrier waits the roles need no concurrency: the body runs in program order, each
-  `T.ws` region for its warpgroups (`BarrierArrive.arrivals` = their thread count).
+  `T.ws` region for its warpgroups and each side of a branch on the thread index for the
+  threads that take it (`BarrierArrive.arrivals` = their thread count).
 - With waits, the top-level statements before the first role-dependent one run once, by every
   thread; the rest becomes `Roles`: one arm per distinct projection (the rest with each
   warpgroup's regions kept, the others' removed, thread-index branches decided), run as
@@ -113,6 +114,53 @@ def _project(body: Stmt, g: int, lets: dict) -> Stmt:
     return out
 
 
+def _thread_values(cond, lets: dict, total: int) -> np.ndarray:
+    """`cond` for every thread of the block (a bool per thread), or _PerThread."""
+    tx = Var("tx")
+
+    def sub(n):
+        if isinstance(n, ThreadIndex):
+            return tx if n.dim == 0 else None
+        if isinstance(n, Var) and id(n) in lets:
+            return rewrite(lets[id(n)], sub)
+        return None
+
+    try:
+        v = evaluate(rewrite(cond, sub), {id(tx): np.arange(total)})
+    except NotNumeric:
+        raise _PerThread() from None
+    return np.broadcast_to(np.asarray(v, dtype=bool), (total,))
+
+
+def _inline(s: Stmt, mask: np.ndarray, lets: dict) -> Stmt:
+    """`s` run in program order by the threads in `mask`: a `T.ws` region or a branch on the
+    thread index becomes its body for the threads that take it (both sides of a branch, then
+    before else, when both are taken), each arrive counted for its threads."""
+    if isinstance(s, SeqStmt):
+        return SeqStmt(tuple(_inline(x, mask, lets) for x in s.stmts), s.loc)
+    if isinstance(s, WarpRole):
+        groups = np.zeros_like(mask)
+        for g in s.groups:
+            groups[WARPGROUP * g:WARPGROUP * (g + 1)] = True
+        m = mask & groups
+        return _inline(s.body, m, lets) if m.any() else SeqStmt((), s.loc)
+    if isinstance(s, IfThenElse) and _uses_tx(s.cond, lets):
+        c = _thread_values(s.cond, lets, len(mask))
+        sides = [(mask & c, s.then_body), (mask & ~c, s.else_body)]
+        out = tuple(_inline(b, m, lets) for m, b in sides if b is not None and m.any())
+        return SeqStmt(out, s.loc)
+    if isinstance(s, IfThenElse):
+        els = None if s.else_body is None else _inline(s.else_body, mask, lets)
+        return IfThenElse(s.cond, _inline(s.then_body, mask, lets), els, s.loc)
+    if isinstance(s, For) and s.kind != "parallel":
+        return For(s.var, s.start, s.stop, s.step, s.kind, _inline(s.body, mask, lets), s.annotations, s.loc)
+    if isinstance(s, LetStmt) and id(s.var) in lets:
+        return SeqStmt((), s.loc)
+    if isinstance(s, BarrierArrive) and s.arrivals == 0:
+        return BarrierArrive(s.bar, s.index, s.loc, int(mask.sum()))
+    return s
+
+
 def _with_arrivals(body: Stmt, threads: int) -> Stmt:
     """Every arrive of `body` counted for `threads` threads (the innermost region's)."""
     def fn(n):
@@ -151,14 +199,17 @@ def as_tile_roles(launch: KernelLaunch) -> KernelLaunch | None:
     it is a thread program."""
     lets = _tx_lets(launch.body)
     total = _threads(launch)
-    if not any(isinstance(n, WarpRole) for n in walk(launch.body)) and not lets:
+    if not any(isinstance(n, (WarpRole, ThreadIndex)) for n in walk(launch.body)):
         return None
     waits = any(isinstance(n, BarrierWait) for n in walk(launch.body))
     stmts = list(launch.body.stmts if isinstance(launch.body, SeqStmt) else (launch.body,))
     if not waits:
-        if lets or total % WARPGROUP:
+        try:
+            body = _inline(launch.body, np.ones(total, dtype=bool), lets)
+            if any(_uses_tx(n, lets) for n in walk(body) if isinstance(n, (ThreadIndex, Var))):
+                raise _PerThread()
+        except _PerThread:
             return None
-        body = _with_arrivals(launch.body, total)
         return _relaunch(launch, body)
     if total % WARPGROUP:
         return None
