@@ -120,8 +120,8 @@ def check_uniform_tile_ops(launch: KernelLaunch) -> None:
             visit(s.then_body, inner)
             if s.else_body is not None:
                 visit(s.else_body, inner)
-        elif isinstance(s, WarpRole):
-            visit(s.body, why or f"T.ws{s.groups}")
+        elif isinstance(s, WarpRole):  # at a uniform point its tile ops run over its threads
+            visit(s.body, why)
         elif isinstance(s, For):
             if s.kind == "parallel":
                 _refuse(s, "T.Parallel", why)
@@ -131,6 +131,8 @@ def check_uniform_tile_ops(launch: KernelLaunch) -> None:
             visit(s.body, why or ("a loop with thread-varying bounds" if id(s.var) in varying else None))
         elif isinstance(s, TILE_OPS):
             _refuse(s, f"T.{type(s).__name__.lower()}", why)
+        elif isinstance(s, TmaCopy):
+            _refuse(s, "T.tma_copy", why)
 
     visit(launch.body, None)
 
@@ -175,12 +177,22 @@ def lower_thread_stmt(ctx, s: Stmt, lower_block) -> Stmt:
                 else MbarrierWait(bar, idx, bl.expr(s.parity), s.loc))
         return SeqStmt(tuple(bl.pre) + (node,), s.loc) if bl.pre else node
     if isinstance(s, WarpRole):
-        return IfThenElse(_role_condition(ctx, s.groups), lower_block(ctx, s.body), None, s.loc)
+        collective = any(isinstance(n, (*TILE_OPS, TmaCopy)) or (isinstance(n, For) and n.kind == "parallel")
+                         for n in walk(s.body))
+        if collective:  # its tile operations run over the region's own threads
+            from .role_lowering import lower_role
+
+            body = lower_role(ctx, s, lower_block)
+        else:
+            body = lower_block(ctx, s.body)
+        return IfThenElse(_role_condition(ctx, s.groups), body, None, s.loc)
     if isinstance(s, TmaCopy):
-        raise TileShapeError("T.tma_copy is not lowered to threads yet (interp runs it in "
-                             "warp-specialized tile programs)", s.loc,
-                             hint="use T.copy inside a T.Pipelined loop (the lowering picks TMA on "
-                                  "sm_90), or run the kernel on interp")
+        # the executing threads copy the tile themselves: its bytes are then complete before
+        # their T.barrier_arrive, whose release the waiters acquire (the expect/complete pair
+        # of a TMA copy cancels out); a TMA bulk copy here is a performance step, not a meaning
+        from .parallel import lower_copy
+
+        return lower_copy(ctx, s.copy)
     raise TileShapeError(f"cannot lower {type(s).__name__}", s.loc, hint="report it")
 
 
@@ -202,9 +214,9 @@ def split_roles(launch: KernelLaunch) -> KernelLaunch:
         total *= t
     arms: list[tuple[list, Stmt]] = []
     for g in range(total // WARPGROUP):
-        def keep(n, g=g):
+        def keep(n, g=g):  # regions stay regions: their tile operations lower over their threads
             if isinstance(n, WarpRole):
-                return n.body if g in n.groups else SeqStmt((), n.loc)
+                return n if g in n.groups else SeqStmt((), n.loc)
             return None
 
         body = rewrite(rest, keep)

@@ -33,6 +33,7 @@ from .gemm import lower_gemm
 from .parallel import lower_atomic_region, lower_copy, lower_fill, lower_parallel
 from .raster import rasterize
 from .reduce import lower_cumsum, lower_reduce
+from .role_lowering import check_role_fragments
 from .thread_level import (
     THREAD_LEVEL_STMTS,
     bind_thread_index,
@@ -42,6 +43,7 @@ from .thread_level import (
     refusal,
     split_roles,
 )
+from .tile_roles import branches_as_regions
 from .tma_pipeline import tile_copies
 
 
@@ -103,9 +105,12 @@ def lower_launch(launch: KernelLaunch, ctx: LowerCtx) -> ThreadKernel:
         err = refusal(launch, ctx.desc)  # e.g. mbarriers where the target has none
         if err is not None:
             raise err
+        launch = branches_as_regions(launch)  # `if tx < 128:` with tile ops: a T.ws region
         check_uniform_tile_ops(launch)
+        check_role_fragments(launch)
         check_barrier_placement(launch)
         launch = bind_thread_index(split_roles(launch), ctx)
+        ctx.role_body = launch.body  # the T.ws regions lowered as roles (role_lowering.py)
     body = lower_block(ctx, rasterize(launch, ctx.var_bounds).body)
     used = sum(b.shape[0] * b.dtype.itemsize for b in ctx.shared_list)
     limit = ctx.facts.shared_memory_bytes

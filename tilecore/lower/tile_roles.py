@@ -253,3 +253,45 @@ def as_tile_roles(launch: KernelLaunch) -> KernelLaunch | None:
 def _relaunch(launch: KernelLaunch, body: Stmt) -> KernelLaunch:
     return KernelLaunch(launch.grid, launch.block_vars, launch.threads, launch.allocs, body,
                         launch.annotations, launch.loc)
+
+
+def branches_as_regions(launch: KernelLaunch) -> KernelLaunch:
+    """`launch` with every branch on the thread index that is constant over each warpgroup and
+    holds tile operations (`if tx < 128: ... else: ...`) written as the `T.ws` regions it means
+    (one per side, for the warpgroups taking it), so the thread lowering runs the sides' tile
+    operations over their own threads. Branches inside regions or other such branches stay."""
+    lets = _tx_lets(launch.body)
+    total = _threads(launch)
+    if total % WARPGROUP or not any(isinstance(n, ThreadIndex) for n in walk(launch.body)):
+        return launch
+
+    def collective(b) -> bool:
+        return b is not None and any(isinstance(n, (*TILE_OPS, TmaCopy)) or
+                                     (isinstance(n, For) and n.kind == "parallel") for n in walk(b))
+
+    def visit(st: Stmt, allowed: tuple) -> Stmt:
+        if isinstance(st, SeqStmt):
+            return SeqStmt(tuple(visit(x, allowed) for x in st.stmts), st.loc)
+        if isinstance(st, For) and st.kind != "parallel":
+            return For(st.var, st.start, st.stop, st.step, st.kind, visit(st.body, allowed),
+                       st.annotations, st.loc)
+        if isinstance(st, IfThenElse) and _uses_tx(st.cond, lets) and (
+                collective(st.then_body) or collective(st.else_body)):
+            try:
+                taken = {g: _decide(st.cond, lets, g) for g in allowed}
+            except _PerThread:
+                return st
+            yes = tuple(g for g in allowed if taken[g])
+            no = tuple(g for g in allowed if not taken[g])
+            out = []
+            if yes:
+                out.append(WarpRole(yes, st.then_body, st.loc))
+            els = st.else_body
+            if no and isinstance(els, IfThenElse) and _uses_tx(els.cond, lets):
+                out.append(visit(els, no))  # an elif chain: each arm for its warpgroups
+            elif no and els is not None:
+                out.append(WarpRole(no, els, st.loc))
+            return SeqStmt(tuple(out), st.loc)
+        return st
+
+    return _relaunch(launch, visit(launch.body, tuple(range(total // WARPGROUP))))

@@ -60,3 +60,39 @@ def test_mbarrier_roles_compile_for_sm90a(tmp_path):
 def test_sm80_refuses_mbarriers():
     with pytest.raises(TileTargetError, match="T.alloc_barrier needs mbarriers, which cuda:sm_80"):
         tilecore.compile(roles(), target="cuda:sm_80")
+
+
+def ws_gemm():
+    @T.prim_func
+    def k(A: T.Tensor((128, 128), "float16"), B: T.Tensor((128, 128), "float16"),
+          C: T.Tensor((128, 128), "float16")):
+        with T.Kernel(2, 2, threads=256) as (bx, by):
+            A_s = T.alloc_shared((2, 64, 32), "float16")
+            B_s = T.alloc_shared((2, 32, 64), "float16")
+            C_l = T.alloc_fragment((64, 64), "float32")
+            full = T.alloc_barrier([128, 128])
+            empty = T.alloc_barrier([128, 128])
+            with T.ws(0):
+                T.clear(C_l)
+            for ko in T.serial(4):
+                with T.ws(1):
+                    T.barrier_wait(empty[ko % 2], (ko // 2 + 1) % 2)
+                    T.tma_copy(A[by * 64, ko * 32], A_s[ko % 2, :, :], barrier=full[ko % 2])
+                    T.tma_copy(B[ko * 32, bx * 64], B_s[ko % 2, :, :], barrier=full[ko % 2])
+                    T.barrier_arrive(full[ko % 2])
+                with T.ws(0):
+                    T.barrier_wait(full[ko % 2], (ko // 2) % 2)
+                    T.gemm(A_s[ko % 2, :, :], B_s[ko % 2, :, :], C_l)
+                    T.barrier_arrive(empty[ko % 2])
+            with T.ws(0):
+                T.copy(C_l, C[by * 64, bx * 64])
+    return k
+
+
+@needs_nvcc
+def test_roles_with_tile_operations_compile_for_sm90a(tmp_path):
+    # each role's tile operations over its own 128 threads, named barriers 8 + first warpgroup
+    src = tilecore.compile(ws_gemm(), target="cuda:sm_90a").get_kernel_source()
+    assert "__syncthreads()" in src  # the mbarrier initialization only
+    assert re.search(r"bar\.sync (8|9), 128", src)
+    _nvcc(src, tmp_path)
