@@ -45,7 +45,7 @@ from ..ir.thread import (
 )
 from ..ir.thread_printer import print_thread_func
 from ..ir.visit import walk
-from . import debug, uninit
+from . import debug, divergence, uninit
 from .asyncops import AsyncState
 from .intrinsics import run_intrinsic
 from .mbarrier import MbarrierState
@@ -96,6 +96,7 @@ class Block:
                            and n.intrinsic.kind == "wgmma" for r in n.operands if r.buffer.scope == "local"}
         self.wg: WgmmaState | None = None
         self.check_uninit = uninit.enabled()
+        self.has_waits = any(isinstance(n, MbarrierWait) for n in walk(k.body))
 
     def _locid(self, loc) -> int:
         key = id(loc)
@@ -135,6 +136,7 @@ class Block:
             if self.check_uninit:
                 self.reg_init = uninit.register_shadows(k.registers, self.T)
             self.exec(k.body, np.ones(self.T, dtype=bool))
+            self.mbarriers.check_end(self)
 
     # ----------------------------------------------------------------- memory
     def _storage(self, buf: Buffer):
@@ -328,6 +330,8 @@ class Block:
         elif isinstance(s, LetStmt):
             self.env[id(s.var)] = self.eval(s.value, mask)
         elif isinstance(s, IfThenElse):
+            if self.has_waits and divergence.run_if_divergent(self, s, mask):
+                return  # roles that wait on each other ran concurrently
             c = np.broadcast_to(self.eval(s.cond, mask), (self.T,))
             mt = mask & c
             if mt.any():
@@ -359,7 +363,7 @@ class Block:
         elif isinstance(s, WarpSpecialized):
             self._warp_specialized(s, mask)
         elif isinstance(s, (MbarrierInit, MbarrierArrive, MbarrierWait, TmaLoad, TmaStore)):
-            self._hopper(s, mask)
+            self.mbarriers.execute(self, s, mask)
         elif isinstance(s, Atomic):
             self._atomic(s, mask)
         elif isinstance(s, IntrinsicCall) and s.intrinsic.kind == "wgmma":
@@ -377,20 +381,6 @@ class Block:
         else:
             raise TileRuntimeError(f"emu cannot execute {type(s).__name__}", self.loc,
                                    hint="a lowering produced a statement the emulator lacks: report it")
-
-    def _hopper(self, s: Stmt, mask: np.ndarray) -> None:
-        """mbarrier and TMA statements (`mbarrier.py`)."""
-        mb = self.mbarriers
-        if isinstance(s, MbarrierInit):
-            mb.init(self, s, mask)
-        elif isinstance(s, MbarrierArrive):
-            mb.arrive(self, s, mask)
-        elif isinstance(s, MbarrierWait):
-            mb.wait(self, s, mask)
-        elif isinstance(s, TmaLoad):
-            mb.tma_load(self, s, mask)
-        elif isinstance(s, TmaStore):
-            mb.tma_store(self, s, mask)
 
     def _warp_specialized(self, s: WarpSpecialized, mask: np.ndarray) -> None:
         """Producer and consumer threads run concurrently (`tasks.py`): each side blocks at an

@@ -84,6 +84,19 @@ class MbarrierState:
             m.pending, m.tx, m.current = m.count, 0, _Phase()
 
     # ------------------------------------------------------------------ statements
+    def execute(self, blk, s, mask: np.ndarray) -> None:
+        """Run one mbarrier or TMA statement for the threads in `mask`."""
+        if isinstance(s, MbarrierInit):
+            self.init(blk, s, mask)
+        elif isinstance(s, MbarrierArrive):
+            self.arrive(blk, s, mask)
+        elif isinstance(s, MbarrierWait):
+            self.wait(blk, s, mask)
+        elif isinstance(s, TmaLoad):
+            self.tma_load(blk, s, mask)
+        elif isinstance(s, TmaStore):
+            self.tma_store(blk, s, mask)
+
     def init(self, blk, s: MbarrierInit, mask: np.ndarray) -> None:
         """`mbarrier.init` by every thread in `mask` (normally one)."""
         off = self._offsets(blk, s.offset, mask)
@@ -116,15 +129,31 @@ class MbarrierState:
         for o, p in sorted(keys):
             m = self._get(blk, s.bar, o)
             if m.phase % 2 == p and blk.tasks is not None:  # another thread group may complete it
-                loc_id = blk.loc_id
+                loc_id, env = blk.loc_id, blk.env  # the task's own (divergence.py)
                 blk.tasks.block(lambda m=m, p=p: m.phase % 2 != p,
                                 lambda m=m, o=o, p=p: self._deadlock_error(blk, s, m, o, p))
-                blk.loc_id = loc_id
+                blk.loc_id, blk.env = loc_id, env
             if m.phase % 2 == p:  # the phase of that parity is the one in progress
                 raise self._deadlock_error(blk, s, m, o, p)
             waiters = blk.tid[mask & (off == o) & ((par & 1) == p)]
             for n in sorted(k for k in m.done if k % 2 == p and k <= m.phase - 1):
                 self._observe(blk, m.done[n], waiters)
+
+    def check_end(self, blk) -> None:
+        """At the end of a block no mbarrier may hold a phase that some threads arrived at and
+        that never completed: its arrival count (T.alloc_barrier) does not match the threads
+        that arrive, or an arrive is missing (a GPU leaves the phase pending silently)."""
+        for (_, off), m in self.bars.items():
+            if m.current.arrivals and m.pending:
+                buf = next((b for b in blk.k.shared if (id(b), off) in self.bars and
+                            self.bars[(id(b), off)] is m), None)
+                name = f"{buf.name}[{off}]" if buf is not None else f"an mbarrier [{off}]"
+                raise TileRuntimeError(
+                    f"mbarrier {name} ends the block with phase {m.phase} incomplete: "
+                    f"{len(m.current.arrivals)} threads arrived, {m.pending} of its {m.count} "
+                    "expected arrivals are missing", blk.k.loc,
+                    hint="make the arrival count of T.alloc_barrier equal the number of threads "
+                         "that call T.barrier_arrive in each phase")
 
     @staticmethod
     def _deadlock_error(blk, s, m, o: int, p: int) -> TileRuntimeError:

@@ -248,7 +248,9 @@ class _KernelChecker:
             if self.in_roles and s.scope == "block":
                 raise TileInternalError(f"{where}: a block barrier inside a warp-specialized role "
                                         "(the other role never arrives; use a named barrier)")
-            if self.control != UNIFORM:
+            # a named barrier counts the threads that execute it (bar.sync id, n): it may sit in a
+            # branch that whole warps take (the emulator checks the count and whole warps)
+            if self.control != UNIFORM and s.scope != "named":
                 raise TileInternalError(f"{where}: barrier under control flow that differs between the "
                                         f"threads of the block ({s.reason or 'no reason given'})")
         elif isinstance(s, (Store, AtomicAdd, KernelLaunch, ThreadKernel, *TILE_OPS)):

@@ -102,6 +102,19 @@ from .ops import min as min  # noqa: A004
 from .ops import pow as pow  # noqa: A004
 from .ops import round_ as round  # noqa: A004
 from .parser import macro, prim_func
+from .thread_level import (
+    alloc_barrier,
+    barrier_arrive,
+    barrier_wait,
+    get_thread_binding,
+    mbarrier_arrive,
+    mbarrier_wait_parity,
+    set_max_nreg,
+    sync_threads,  # noqa: F811 - real barriers in thread-level kernels
+    thread_binding,
+    tma_copy,
+    ws,
+)
 
 cast = builtin(cast)
 symbolic = dynamic
@@ -132,4 +145,6 @@ __all__ = [
     "Cast", "clamp", "dtype", "truncdiv", "truncmod", "annotate_consumer_reg_alloc",
     "annotate_producer_reg_dealloc", "disable_warp_group_reg_alloc", "no_set_max_nreg",
     "parallel", "tfloat32", "alloc_global", "Serial",
+    "alloc_barrier", "barrier_arrive", "barrier_wait", "get_thread_binding", "mbarrier_arrive",
+    "mbarrier_wait_parity", "set_max_nreg", "thread_binding", "tma_copy", "ws",
 ]

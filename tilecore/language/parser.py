@@ -526,6 +526,13 @@ class Parser:
                                   hint="write `with T.Kernel(grid, threads=n) as (bx, ...):`")
         item = node.items[0]
         spec = self.ev(item.context_expr)
+        region = getattr(spec, "tile_region", None)  # `with T.ws(...)` (language/thread_level.py)
+        if region is not None and self.b.kernel is not None:
+            if item.optional_vars is not None:
+                raise TileSyntaxError("`with T.ws(...)` binds no names", self.loc(node),
+                                      hint="drop the `as ...` part")
+            self.b.emit(region(self.block(node.body, "if"), self.loc(node)))
+            return
         if not isinstance(spec, KernelSpec):
             raise TileSyntaxError("the only `with` supported in kernels is `with T.Kernel(...)`",
                                   self.loc(node), hint="remove this `with` or move it outside the kernel")

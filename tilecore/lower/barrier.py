@@ -193,22 +193,24 @@ def _tab_desc(spec, group: int, offset, tx: Var, threads: int, buf):
 
 
 class _Inserter:
-    def __init__(self, tx: Var, threads: int, named: bool = False):
+    def __init__(self, tx: Var, threads: int, named: bool = False, barrier_id: int = CONSUMER_BARRIER_ID):
         self.tx = tx
         self.threads = threads
         self.varying: set[int] = {id(tx)}
-        # inside a WarpSpecialized consumer: barriers are named barrier 1 over its threads
+        # inside a WarpSpecialized consumer (or a T.ws role, lower/role_lowering.py): barriers
+        # are named barrier `barrier_id` over its threads
         self.named = named
+        self.barrier_id = barrier_id
 
     def barrier(self, reason: str, loc) -> Barrier:
         """The barrier this inserter places: the block's, or the consumers' named one."""
         if self.named:
-            return Barrier(reason, loc, "named", CONSUMER_BARRIER_ID, self.threads)
+            return Barrier(reason, loc, "named", self.barrier_id, self.threads)
         return Barrier(reason, loc)
 
     def _own(self, s: Barrier) -> bool:
         """Whether `s` orders every thread this inserter tracks."""
-        mine = s.scope == "named" and s.barrier_id == CONSUMER_BARRIER_ID and s.count == self.threads
+        mine = s.scope == "named" and s.barrier_id == self.barrier_id and s.count == self.threads
         return s.scope == "block" or (self.named and mine)
 
     def is_varying(self, e: Expr) -> bool:
@@ -430,6 +432,13 @@ def _union(a, b):
         gb = tuple({} for _ in range(n - len(gb))) + tuple(gb)
         fl[q] = (tuple(_merge_tables(x, y) for x, y in zip(ga, gb)), _merge_tables(oa, ob))
     return _merge_tables(a[0], b[0]), _merge_tables(a[1], b[1]), fl
+
+
+def insert_role_barriers(body: Stmt, tx: Var, threads: int, barrier_id: int) -> Stmt:
+    """`body`, run by `threads` threads numbered by `tx`, with named barrier `barrier_id` over
+    them wherever its shared memory crosses threads (a `T.ws` role, lower/role_lowering.py)."""
+    out, _ = _Inserter(tx, threads, named=True, barrier_id=barrier_id).visit(body, _EMPTY)
+    return _seq(out, body)
 
 
 def insert_barriers(kernel: ThreadKernel) -> ThreadKernel:

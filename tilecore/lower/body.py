@@ -189,7 +189,7 @@ class BodyLowerer:
         v = self.expr(value)
         if v.dtype != buf.dtype:
             v = cast(v, buf.dtype)
-        guard = None if self.per_thread else binop("eq", ctx.tx, 0)
+        guard = None if self.per_thread or ctx.thread_level else binop("eq", ctx.tx, 0)
         if buf.scope == "global":
             return MemStore(buf, flat_offset(buf, idx, ctx.bounds), v, guard, loc, indices=idx)
         if buf.scope == "shared":
@@ -229,6 +229,6 @@ class BodyLowerer:
         if v.dtype != buf.dtype:
             v = cast(v, buf.dtype)
         target = buf if buf.scope == "global" else ctx.shared(buf)
-        guard = None if self.per_thread else binop("eq", ctx.tx, 0)
+        guard = None if self.per_thread or ctx.thread_level else binop("eq", ctx.tx, 0)
         return Atomic("add", target, ctx.offset(buf, idx), v, guard, s.loc)
 

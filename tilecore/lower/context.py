@@ -76,6 +76,7 @@ class LowerCtx:
         self.threads = launch.num_threads
         self.warp_size = max(1, facts.warp_size)
         self.tx = Var("tx")
+        self.thread_level = False  # a thread-level kernel: block code is per-thread (thread_level.py)
         self.var_bounds: dict[int, tuple] = block_bounds(launch)
         self.layouts = layouts
         self.plans = plans
@@ -158,7 +159,10 @@ class LowerCtx:
         out = self._regs.get(id(buf))
         if out is None:
             n = self.layout(buf).nregs if buf.scope == "fragment" else buf.numel
-            out = Buffer(self.fresh(buf.name), (n,), buf.dtype, "local", is_var=buf.is_var)
+            # is_var marks a block-uniform scalar (barrier placement relies on it); in a
+            # thread-level kernel T.alloc_var holds a per-thread value
+            out = Buffer(self.fresh(buf.name), (n,), buf.dtype, "local",
+                         is_var=buf.is_var and not self.thread_level)
             self._regs[id(buf)] = out
             self.reg_list.append(out)
         return out

@@ -25,6 +25,7 @@ from ..ir.stmt import (
     Store,
 )
 from ..ir.thread import ThreadKernel
+from ..ir.thread_level import is_thread_level
 from .body import BodyLowerer
 from .context import LowerCtx
 from .debug import is_debug_block, lower_debug_block
@@ -32,6 +33,17 @@ from .gemm import lower_gemm
 from .parallel import lower_atomic_region, lower_copy, lower_fill, lower_parallel
 from .raster import rasterize
 from .reduce import lower_cumsum, lower_reduce
+from .role_lowering import check_role_fragments
+from .thread_level import (
+    THREAD_LEVEL_STMTS,
+    bind_thread_index,
+    check_barrier_placement,
+    check_uniform_tile_ops,
+    lower_thread_stmt,
+    refusal,
+    split_roles,
+)
+from .tile_roles import branches_as_regions
 from .tma_pipeline import tile_copies
 
 
@@ -78,6 +90,8 @@ def lower_block(ctx: LowerCtx, s: Stmt) -> Stmt:
         return lower_cumsum(ctx, s)
     if isinstance(s, AtomicAddRegion):
         return lower_atomic_region(ctx, s)
+    if isinstance(s, THREAD_LEVEL_STMTS):  # T.sync_threads, mbarriers, T.ws (thread_level.py)
+        return lower_thread_stmt(ctx, s, lower_block)
     if isinstance(s, KernelLaunch):
         raise TileShapeError("T.Kernel cannot be nested", s.loc, hint="use one T.Kernel per kernel")
     raise TileShapeError(f"cannot lower {type(s).__name__} to threads", getattr(s, "loc", None),
@@ -86,6 +100,17 @@ def lower_block(ctx: LowerCtx, s: Stmt) -> Stmt:
 
 def lower_launch(launch: KernelLaunch, ctx: LowerCtx) -> ThreadKernel:
     """The ThreadKernel of one launch."""
+    ctx.thread_level = is_thread_level(launch)  # per-thread block code (thread_level.py)
+    if ctx.thread_level:
+        err = refusal(launch, ctx.desc)  # e.g. mbarriers where the target has none
+        if err is not None:
+            raise err
+        launch = branches_as_regions(launch)  # `if tx < 128:` with tile ops: a T.ws region
+        check_uniform_tile_ops(launch)
+        check_role_fragments(launch)
+        check_barrier_placement(launch)
+        launch = bind_thread_index(split_roles(launch), ctx)
+        ctx.role_body = launch.body  # the T.ws regions lowered as roles (role_lowering.py)
     body = lower_block(ctx, rasterize(launch, ctx.var_bounds).body)
     used = sum(b.shape[0] * b.dtype.itemsize for b in ctx.shared_list)
     limit = ctx.facts.shared_memory_bytes

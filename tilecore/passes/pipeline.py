@@ -25,6 +25,14 @@ from .simplify import simplify, verify_pass
 CORE_PASSES: list[Pass] = [verify_pass, simplify]
 
 
+def _thread_level_pass() -> Pass:
+    """Thread-level kernels on targets without thread lowering: refused, or lowered for
+    interp (tilecore.lower.thread_exec); thread-lowering targets check them in lower-threads."""
+    from ..lower.thread_exec import thread_level
+
+    return Pass("thread-level", thread_level, lambda desc: not desc.facts.lowers_to_threads)
+
+
 def _lowering_passes() -> list[Pass]:
     """The thread-level lowering passes (imported on first compile, keeping `import tilecore`
     light; a broken import must fail loudly rather than silently drop lowering)."""
@@ -36,7 +44,7 @@ def _lowering_passes() -> list[Pass]:
 def build_pass_list(desc: TargetDesc) -> list[Pass]:
     """Core passes (+ lowering), with the description's backend passes inserted at their
     anchors; only those that apply to `desc`."""
-    passes = [p for p in CORE_PASSES + _lowering_passes()]
+    passes = [p for p in CORE_PASSES + [_thread_level_pass()] + _lowering_passes()]
     for anchor, p in desc.passes:
         where, _, name = anchor.partition(":")
         idx = next((i for i, q in enumerate(passes) if q.name == name), None)

@@ -52,6 +52,7 @@ def tile_target_facts(target):
                ("shared_bank_bytes", 4), ("shared_banks", 32), ("global_sector_bytes", 32),
                ("async_copy_sizes", (4, 8, 16) if _sm(target) >= 80 else ()),  # cp.async
                ("tma", _sm(target) >= 90), ("warp_specialize", _sm(target) >= 90),  # TMA + mbarrier
+               ("mbarrier", _sm(target) >= 90),  # user mbarriers (try_wait.parity: sm_90)
                ("setmaxnreg", (target.arch or "") == "sm_90a")),
     )
 

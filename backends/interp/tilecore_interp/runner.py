@@ -37,7 +37,7 @@ from tilecore.semantics import (
     wrap_int,
 )
 
-from . import debug, shadow
+from . import debug, roles, shadow
 from .exprs import Slots, check_bounds, compile_expr
 from .races import check_unique_writes
 
@@ -105,6 +105,8 @@ class Program:
     # ------------------------------------------------------------------ statements
     def stmt(self, s, vec: bool):
         m = getattr(self, "s_" + type(s).__name__, None)
+        if m is None and isinstance(s, roles.STMTS):  # warp-specialized tile programs (roles.py)
+            return roles.compile_stmt(self, s, vec)
         if m is None:
             raise TypeError(f"interp cannot run {type(s).__name__}")
         return m(s, vec)
