@@ -63,13 +63,18 @@ def random_array(shape: tuple, dtype: dt.DType, supply: str, rng: np.random.Gene
 
 
 def to_device(kernel, arrays: list, device=None) -> list:
-    """`arrays` (NumPy) as what the kernel's backend runs on without copies: torch tensors on
-    the artifact's (or the given) device for torch artifacts, the arrays themselves otherwise."""
+    """`arrays` (NumPy) as torch tensors when torch is installed, as TileLang's profiler gives
+    them (a reference written with torch operations then runs unchanged): on the artifact's (or
+    the given) device for torch artifacts, on the CPU for the others (interp, cpu, emu, which
+    read CPU tensors without copies). Without torch, the arrays themselves."""
     if not _is_torch_artifact(kernel):
-        return list(arrays)
+        try:
+            import torch  # noqa: F401 - only whether it is installed
+        except ImportError:
+            return list(arrays)
     from .kernel import _from_numpy
 
-    dev = device if device is not None else kernel.artifact.device
+    dev = device if device is not None else getattr(kernel.artifact, "device", "cpu")
     return [_from_numpy(np.ascontiguousarray(a)).to(dev) if isinstance(a, np.ndarray) else a
             for a in arrays]
 
@@ -251,18 +256,18 @@ class Profiler:
             fn(*inputs)
 
         dev = bench_device(inputs)
-        if backend not in (None, "event", "wall", "cupti"):
-            raise TileError(f"do_bench backend {backend!r} is not 'event' or 'wall'", caller_loc(),
+        if backend not in (None, "event", "wall", "cupti", "cudagraph"):
+            raise TileError(f"do_bench backend {backend!r} is not one of event, cupti, cudagraph, "
+                            "wall", caller_loc(),
                             hint="pass backend='event' or backend='wall' (or leave it out)")
-        if backend == "cupti":
-            raise TileError("do_bench backend 'cupti' is not supported", caller_loc(),
-                            hint="use backend='event' (CUDA events) or leave it out")
+        if backend in ("cupti", "cudagraph") or (backend == "event" and dev is None):
+            # TileLang's CUDA timing methods: tilecore times CUDA tensors with events and host
+            # targets with the wall clock, whichever the program asked for (said once per line)
+            _warn_once(f"do_bench(backend={backend!r}) times with "
+                       f"{'CUDA events' if dev is not None else 'the wall clock (host tensors)'}")
         if dev is not None and backend != "wall":
             timing = time_cuda(call, dev, warmup, rep, n_warmup, n_repeat)
         else:
-            if backend == "event" and dev is None:
-                raise TileError("do_bench backend='event' needs CUDA tensors", caller_loc(),
-                                hint="pass CUDA tensors, or use backend='wall' for host arrays")
             timing = time_wall(call, warmup, rep, n_warmup, n_repeat, sync=_sync_for(inputs))
         self.last_timing = timing
         return timing.summary(return_mode, quantiles)
@@ -285,6 +290,21 @@ class Profiler:
             why = compare(g, w, rtol, atol, max_mismatched_ratio)
             if why is not None:
                 raise AssertionError(f"kernel {self.kernel.func.name} output {i}: {why}")
+
+
+_WARNED: set = set()
+
+
+def _warn_once(msg: str) -> None:
+    """A TileConfigWarning once per (message, caller line)."""
+    import warnings
+
+    from .errors import TileConfigWarning
+
+    key = (msg, caller_loc())
+    if key not in _WARNED:
+        _WARNED.add(key)
+        warnings.warn(msg, TileConfigWarning, stacklevel=3)
 
 
 def _sync_for(inputs: list):
