@@ -12,6 +12,7 @@ from ..ir.buffer import Buffer, Region
 from ..ir.expr import Expr, Var, as_expr, binop, cast, const_int, select, unary
 from ..ir.stmt import AtomicAdd, AtomicAddRegion, Copy, CumSum, Fill, Gemm, Reduce
 from .builder import builtin, current
+from .copy_extents import match_extents
 from .refs import Ref, buffer_of, region_of, shape_of, squeezed
 
 # ----------------------------------------------------------------------------- signatures
@@ -275,12 +276,7 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
     sr = region_of(src, _same_rank_extents(dst, src) or dst_shape, "copy source")
     dr = region_of(dst, _same_rank_extents(src, dst) or (src_shape if src_shape is not None
                                                          else squeezed(sr.extents)), "copy destination")
-    if sr.squeezed_shape != dr.squeezed_shape:
-        raise TileShapeError(
-            f"T.copy extents do not match: source {sr.buffer.name} region {sr.extents} vs "
-            f"destination {dr.buffer.name} region {dr.extents}",
-            hint="both sides must hold the same number of elements in the same shape",
-        )
+    sr, dr = match_extents(sr, dr, b.loc)
     b.emit(Copy(sr, dr, b.loc))
 
 
