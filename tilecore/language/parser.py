@@ -469,14 +469,16 @@ class Parser:
             )
         if it.kind != "parallel" and self.b.parallel_depth:
             pass  # a serial loop inside T.Parallel runs per element
+        # A loop may reuse an enclosing loop's (or block index's) name, as in TileLang: inside
+        # it the name is the new index, after it the enclosing one again (the loop's scope is
+        # popped). The new index gets a fresh IR name so no backend sees two indices called `i`.
+        vars_ = []
         for n in names:
             outer = self.lookup_local(n.id)
-            if isinstance(outer, Var) and outer not in self.let_vars:
-                raise TileBindingError(
-                    f"loop variable {n.id!r} reuses the name of an enclosing loop or block index "
-                    "(or a scalar parameter)", self.loc(node.target),
-                    hint=f"give the inner loop its own name, e.g. `{n.id}2`")
-        vars_ = [Var(n.id, dt.int32) for n in names]
+            shadows = isinstance(outer, Var) and outer not in self.let_vars
+            if shadows:
+                self.b.names.add(outer.name)  # so the fresh name differs from the outer one
+            vars_.append(Var(self.b.unique_name(n.id) if shadows else n.id, dt.int32))
         self.b.blocks.append([])
         self.scopes.append(_Scope("loop"))
         if it.kind == "parallel":
