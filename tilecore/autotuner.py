@@ -409,6 +409,13 @@ class AutoTuner:
         return None
 
 
+class _Configs:
+    """The configs an eager search will use, before any call binds the kernel's shapes."""
+
+    def __init__(self, configs):
+        self.configs = list(configs) if not callable(configs) else configs
+
+
 def _merged_pass_configs(base, extra):
     """The factory's pass_configs updated with one config's own ("pass_configs" in a config)."""
     if not extra:
@@ -473,9 +480,19 @@ def autotune(func=None, *, configs=None, key=None, warmup: float = 25, rep: floa
         raise TileError("tilecore.autotune needs configs=[...]", caller_loc(),
                         hint="pass configs=[dict(block_M=..., ...), ...]")
 
-    def wrap(f):
+    def make(f):
         return AutoTuner(f, configs, key, warmup, rep, timeout, supply_type, ref_prog, supply_prog,
                          rtol, atol, max_mismatched_ratio, skip_check, manual_check_prog,
                          cache_input_tensors, workers, cache_results, progress, devices)
+
+    def wrap(f):
+        from .compiler import EagerJIT
+
+        if isinstance(f, EagerJIT):
+            from .autotune_eager import EagerAutoTuner
+
+            return EagerAutoTuner(f, lambda factory: make(factory) if factory is not None
+                                  else _Configs(configs))
+        return make(f)
 
     return wrap if func is None else wrap(func)
