@@ -1,0 +1,183 @@
+"""TileLang-port additions (issue 14): T.copy of regions with different extents (TileLang's
+rule), loops reusing an enclosing index's name, the builder-style and eager autotuners, the
+profiler's torch inputs and TileLang's timing backends, and the carver / contrib.nvcc names."""
+
+import importlib.util
+import warnings
+
+import numpy as np
+import pytest
+from optional_backends import needs_interp
+
+import tilecore
+import tilecore.language as T
+from tilecore.errors import TileConfigWarning, TileError, TileShapeError, TileTargetError
+
+HAVE = {n: importlib.util.find_spec(m) is not None
+        for n, m in (("interp", "tilecore_interp"), ("cpu", "tilecore_cpu"), ("emu", "tilecore_emu"))}
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+TARGETS = [pytest.param(t, marks=pytest.mark.skipif(not HAVE[t.split(":")[0]], reason=f"no {t}"))
+           for t in ("interp", "cpu", "emu:sm_80")]
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILECORE_CACHE_DIR", str(tmp_path))
+
+
+def _widen_and_shadow():
+    """Rows 0..valid-1 of A's block go into a (16, 8) tile whose other rows are masked: the
+    source region (valid rows) is smaller than the tile, as in TileLang's split-KV decoding;
+    the inner loops reuse the outer loop's name `i`."""
+    valid = 12
+
+    @T.prim_func
+    def k(A: T.Tensor((32, 8), "float32"), B: T.Tensor((2, 16, 8), "float32")):
+        with T.Kernel(2, threads=32) as bx:
+            s = T.alloc_shared((16, 8), "float32")
+            f = T.alloc_fragment((16, 8), "float32")
+            T.copy(A[bx * 16: bx * 16 + valid, :], s)  # 12 rows named, 16 copied (TileLang)
+            for i in T.serial(2):
+                for i, j in T.Parallel(16, 8):
+                    f[i, j] = T.if_then_else(i < valid, s[i, j] * 2.0, 0.0)
+                T.copy(f, B[bx, :, :])
+    return k
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_copy_widens_a_smaller_source_region_and_loops_may_shadow(target):
+    from tilecore.language import copy_extents
+
+    copy_extents._told.clear()  # said once per line: each build here says it again
+    with pytest.warns(TileConfigWarning, match="TileLang's rule"):
+        func = _widen_and_shadow()
+    kern = tilecore.compile(func, out_idx=[1], target=target)
+    a = np.arange(32 * 8, dtype=np.float32).reshape(32, 8)
+    want = np.zeros((2, 16, 8), np.float32)
+    for b in range(2):
+        want[b, :12] = a[b * 16: b * 16 + 12] * 2
+    np.testing.assert_array_equal(np.asarray(kern(a)), want)
+
+
+def test_copy_refuses_a_destination_smaller_than_the_source():
+    with pytest.raises(TileShapeError, match="extents do not match") as e:
+        @T.prim_func
+        def k(A: T.Tensor((32, 8), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                s = T.alloc_shared((16, 8), "float32")
+                f = T.alloc_fragment((8, 8), "float32")
+                T.copy(A[0:16, :], s)
+                T.copy(s, f)
+    assert "test_tilelang_port_surface.py" in str(e.value)
+
+
+def _scaled(N, block=16, scale=1.0):
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), C: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                C[bx * block + i] = A[bx * block + i] * scale
+    return main
+
+
+@needs_interp
+def test_builder_autotuner_runs_the_decorators_search():
+    from tilecore.autotuner import AutoTuner
+
+    def kernel(block=None, scale=None):
+        return _scaled(64, block, scale)
+
+    configs = [dict(block=8, scale=1.0), dict(block=16, scale=3.0), dict(block=32, scale=1.0)]
+    res = (AutoTuner.from_kernel(kernel=kernel, configs=configs)
+           .set_compile_args(out_idx=[-1], target="interp")
+           .set_profile_args(ref_prog=lambda a: a * 1.0, supply_type=tilecore.TensorSupplyType.Integer,
+                             warmup=1, rep=2)
+           .run(warmup=1, rep=2))
+    assert res.config["scale"] == 1.0 and res.latency > 0
+    bad = [r for r in res.results if r.config["scale"] == 3.0][0]
+    assert bad.latency is None and "wrong result" in bad.error
+    a = np.arange(64, dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(res.kernel(a)), a)
+    with pytest.warns(TileConfigWarning, match="every config"):
+        AutoTuner.from_kernel(kernel=kernel, configs=configs[:1]).set_compile_args(
+            out_idx=[-1], target="interp").run(warmup=1, rep=1, early_stop=True)
+    with pytest.raises(TileError, match="unknown keyword"):
+        AutoTuner.from_kernel(kernel=kernel, configs=configs).run(no_such=1)
+
+
+@needs_interp
+def test_per_config_pass_configs_reach_the_compile():
+    key = tilecore.PassConfigKey.TL_ENABLE_FAST_MATH
+    configs = [dict(block=16, pass_configs={key: True}), dict(block=32, pass_configs={key: False})]
+    tuner = tilecore.autotune(configs=configs, warmup=1, rep=1, cache_results=False)(
+        tilecore.jit(_scaled, out_idx=[-1], target="interp"))
+    k = tuner(64)
+    assert tuner.last_result.config in configs
+    assert k.desc.options.fast_math == tuner.last_result.config["pass_configs"][key]
+
+
+@needs_interp
+def test_autotune_over_an_eager_kernel():
+    @tilecore.autotune(configs=[dict(block=8), dict(block=32)], warmup=1, rep=1)
+    @tilecore.jit(target="interp")
+    def double(A, block=16):
+        N = T.const("N")
+        A: T.Tensor((N,), "float32")
+        C = T.empty((N,), "float32")
+        with T.Kernel(T.ceildiv(N, block), threads=block) as bx:
+            for i in T.Parallel(block):
+                C[bx * block + i] = A[bx * block + i] * 2.0
+        return C
+
+    a = np.arange(64, dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(double(a)), a * 2)
+    assert double.last_result.config["block"] in (8, 32)
+    k = double.compile(N=64)
+    assert k.config["block"] in (8, 32)
+    k16 = double.compile(N=64, block=16)  # every tuned value given: no search
+    np.testing.assert_array_equal(np.asarray(k16(a)), a * 2)
+
+
+@needs_interp
+@pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed")
+def test_profiler_gives_torch_tensors_and_accepts_tilelangs_backends():
+    import torch
+
+    k = tilecore.compile(_scaled(32, 16, 2.0), out_idx=[-1], target="interp")
+    prof = k.get_profiler(tensor_supply_type=tilecore.TensorSupplyType.Integer)
+    (x,) = prof.supply_inputs()
+    assert isinstance(x, torch.Tensor) and x.device.type == "cpu"
+    prof.assert_allclose(lambda a: a.mul(2.0), atol=0, rtol=0)  # a torch-only reference
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for backend in ("event", "cupti", "cudagraph"):
+            assert prof.do_bench(backend=backend, warmup=1, rep=1) > 0
+    assert any("wall clock" in str(m.message) for m in w)
+    with pytest.raises(TileError, match="backend"):
+        prof.do_bench(backend="nvtx")
+
+
+def test_carver_and_nvcc_names():
+    from tilecore.carver.arch import CUDA, driver
+    from tilecore.carver.roller.rasterization import NoRasterization, Rasterization
+    from tilecore.carver.template import MatmulTemplate
+    from tilecore.contrib import nvcc
+
+    assert nvcc.get_target_compute_version("cuda:sm_90a") == "9.0"
+    assert nvcc.get_target_compute_version("cuda -arch=sm_120") == "12.0"
+    assert nvcc.parse_compute_version("8.6") == (8, 6)
+    assert issubclass(NoRasterization, Rasterization)
+    t = MatmulTemplate(M=64, N=64, K=64).with_arch(None)
+    with pytest.raises(TileError, match="no roller") as e:
+        t.recommend_hints(topk=4)
+    assert "autotune" in e.value.hint
+    try:
+        import torch
+        gpu = torch.cuda.is_available()
+    except ImportError:
+        gpu = False
+    if not gpu:
+        with pytest.raises(TileTargetError):
+            driver.get_num_sms()
+        with pytest.raises(TileTargetError):
+            CUDA("cuda")
