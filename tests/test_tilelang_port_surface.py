@@ -181,3 +181,21 @@ def test_carver_and_nvcc_names():
             driver.get_num_sms()
         with pytest.raises(TileTargetError):
             CUDA("cuda")
+
+
+@needs_interp
+def test_set_autotune_inputs_are_the_search_inputs():
+    from tilecore.autotuner import set_autotune_inputs
+
+    seen = []
+
+    def ref(a):
+        seen.append(np.asarray(a).copy())
+        return a * 1.0
+
+    tuner = tilecore.autotune(configs=[dict(block=16)], warmup=1, rep=1, ref_prog=ref,
+                              cache_results=False)(tilecore.jit(_scaled, out_idx=[-1], target="interp"))
+    a = np.full(64, 7.0, np.float32)
+    with set_autotune_inputs(a):
+        tuner(64)
+    assert seen and np.array_equal(seen[0], a)

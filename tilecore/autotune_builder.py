@@ -10,6 +10,7 @@ One search implementation: `run()` wraps `fn` (a function of the tuned parameter
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 from .errors import TileConfigWarning, TileError, caller_loc
@@ -18,6 +19,27 @@ from .errors import TileConfigWarning, TileError, caller_loc
 # spread it over GPUs tilecore does not fan out to from here: the same configs are measured
 _SCHEDULING = ("use_pipeline", "enable_grouped_compile", "group_compile_size",
                "benchmark_multi_gpu", "benchmark_devices", "early_stop", "early_stop_factor")
+
+
+_GIVEN: list = []  # the innermost `with set_autotune_inputs(...)`'s tensors
+
+
+@contextlib.contextmanager
+def set_autotune_inputs(*tensors):
+    """TileLang's context manager: searches started inside it check and time every config on
+    `tensors` (the kernel's input arguments, in order) instead of generated inputs:
+    `with set_autotune_inputs(q, k, v): kernel = attention.compile(...)`."""
+    one = len(tensors) == 1 and isinstance(tensors[0], (list, tuple))
+    _GIVEN.append(list(tensors[0]) if one else list(tensors))
+    try:
+        yield
+    finally:
+        _GIVEN.pop()
+
+
+def given_inputs() -> list | None:
+    """The tensors of the innermost `with set_autotune_inputs(...)`, or None outside one."""
+    return list(_GIVEN[-1]) if _GIVEN else None
 
 
 class TuningBuilder:
@@ -90,4 +112,4 @@ class TuningBuilder:
         return tuner.last_result
 
 
-__all__ = ["TuningBuilder"]
+__all__ = ["TuningBuilder", "set_autotune_inputs", "given_inputs"]

@@ -19,6 +19,13 @@ import inspect
 from .errors import caller_loc
 
 
+class Configs:
+    """The configs an eager search will use, before any call binds the kernel's shapes."""
+
+    def __init__(self, configs):
+        self.configs = list(configs) if not callable(configs) else configs
+
+
 class EagerAutoTuner:
     """What `@tilecore.autotune(...)` returns over an eager `@tilecore.jit` function."""
 
@@ -95,4 +102,4 @@ class EagerAutoTuner:
         return self.compile(*args, **kwargs).get_kernel_source()
 
 
-__all__ = ["EagerAutoTuner"]
+__all__ = ["EagerAutoTuner", "Configs"]

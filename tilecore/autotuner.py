@@ -334,6 +334,10 @@ class AutoTuner:
                 kernels[best])
 
     def _inputs(self, kernel, device=None) -> list:
+        from .autotune_builder import given_inputs
+
+        if given_inputs():  # inside `with set_autotune_inputs(...)`
+            return to_device(kernel, given_inputs(), device)
         if self.supply_prog is not None:
             return to_device(kernel, list(self.supply_prog(kernel.inputs)), device)
         return Profiler(kernel, self.supply_type).supply_inputs(device=device)
@@ -409,13 +413,6 @@ class AutoTuner:
         return None
 
 
-class _Configs:
-    """The configs an eager search will use, before any call binds the kernel's shapes."""
-
-    def __init__(self, configs):
-        self.configs = list(configs) if not callable(configs) else configs
-
-
 def _merged_pass_configs(base, extra):
     """The factory's pass_configs updated with one config's own ("pass_configs" in a config)."""
     if not extra:
@@ -489,10 +486,13 @@ def autotune(func=None, *, configs=None, key=None, warmup: float = 25, rep: floa
         from .compiler import EagerJIT
 
         if isinstance(f, EagerJIT):
-            from .autotune_eager import EagerAutoTuner
+            from .autotune_eager import Configs, EagerAutoTuner
 
             return EagerAutoTuner(f, lambda factory: make(factory) if factory is not None
-                                  else _Configs(configs))
+                                  else Configs(configs))
         return make(f)
 
     return wrap if func is None else wrap(func)
+
+
+from .autotune_builder import set_autotune_inputs  # noqa: E402, F401 - TileLang's name, here too
