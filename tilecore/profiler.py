@@ -213,6 +213,15 @@ class Profiler:
         self._inputs: list | None = None
         self.last_timing: Timing | None = None
 
+    @property
+    def func(self):
+        """The profiled Kernel (TileLang's name)."""
+        return self.kernel
+
+    def __call__(self, *args):
+        """Run the kernel on `args`."""
+        return self.kernel(*args)
+
     def supply_inputs(self, seed: int | None = None, device=None) -> list:
         """Fresh inputs for one call of the kernel (scalar parameters need `input_tensors`)."""
         rng = np.random.default_rng(self.seed if seed is None else seed)

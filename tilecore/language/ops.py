@@ -440,9 +440,23 @@ def cumsum(src, dst=None, dim=0, reverse=False):
 
 
 @builtin
-def atomic_add(dst, value, memory_order=None, return_prev=False):
-    """Atomically add `value` into `dst`: an element (scalar form) or a tile (region form)."""
+def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
+    """Atomically add `value` into `dst`: an element (scalar form) or a tile (region form).
+    TileLang's `use_tma=True` and `memory_order=` are accepted with a one-time warning (the
+    lowering chooses how the additions are issued; they stay atomic); `return_prev=True` (the
+    old value) is not provided."""
     b = current()
+    from .hints import ignored_hint
+
+    if use_tma:
+        ignored_hint("T.atomic_add(use_tma=True)", "the lowering chooses how atomic additions are "
+                     "issued (they stay atomic)")
+    if memory_order is not None:
+        ignored_hint(f"T.atomic_add(memory_order={memory_order!r})", "tilecore's atomic additions "
+                     "are relaxed; kernels order them with the barriers tile ops insert")
+    if return_prev:
+        raise TileTypeError("T.atomic_add(return_prev=True) is not provided",
+                            hint="read the old value in a separate step (the sum itself is exact)")
     if isinstance(value, (Buffer,)) or (isinstance(value, Ref) and not value.is_element):
         src = region_of(value, None, "atomic_add value")
         dr = region_of(dst, src.squeezed_shape, "atomic_add destination")
