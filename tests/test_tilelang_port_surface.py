@@ -199,3 +199,33 @@ def test_set_autotune_inputs_are_the_search_inputs():
     with set_autotune_inputs(a):
         tuner(64)
     assert seen and np.array_equal(seen[0], a)
+
+
+def _persistent(m=3, n=5, sms=4, group=2):
+    @T.prim_func
+    def k(Out: T.Tensor((3, 5), "int32")):
+        with T.Kernel(sms, threads=32) as bid:
+            for bx, by in T.Persistent([m, n], sms, bid, group):
+                Out[bx, by] = Out[bx, by] + bid * 100 + bx * 10 + by + 1
+    return k
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_persistent_visits_every_tile_once(target):
+    kern = tilecore.compile(_persistent(), target=target)
+    out = np.zeros((3, 5), np.int32)
+    kern(out)
+    tiles = out % 100 - 1
+    np.testing.assert_array_equal(tiles, np.add.outer(np.arange(3) * 10, np.arange(5)))
+    owners = out // 100
+    assert set(np.unique(owners)) <= set(range(4)) and len(np.unique(owners)) == 4
+
+
+def test_persistent_binds_one_name_per_dimension():
+    with pytest.raises(TileError, match="binds 1 name") as e:
+        @T.prim_func
+        def k(Out: T.Tensor((3, 5), "int32")):
+            with T.Kernel(4, threads=32) as bid:
+                for t in T.Persistent([3, 5], 4, bid):
+                    Out[0, 0] = t
+    assert "test_tilelang_port_surface.py" in str(e.value) and e.value.hint

@@ -102,6 +102,7 @@ from .ops import min as min  # noqa: A004
 from .ops import pow as pow  # noqa: A004
 from .ops import round_ as round  # noqa: A004
 from .parser import macro, prim_func
+from .persistent import Persistent
 
 cast = builtin(cast)
 symbolic = dynamic
@@ -132,4 +133,5 @@ __all__ = [
     "Cast", "clamp", "dtype", "truncdiv", "truncmod", "annotate_consumer_reg_alloc",
     "annotate_producer_reg_dealloc", "disable_warp_group_reg_alloc", "no_set_max_nreg",
     "parallel", "tfloat32", "alloc_global", "Serial",
+    "Persistent",
 ]

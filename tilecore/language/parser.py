@@ -30,8 +30,9 @@ from ..ir.expr import Const, Expr, Load, Var, as_expr, binop, bitwise, cast, con
 from ..ir.module import PrimFunc
 from ..ir.stmt import For, IfThenElse, KernelLaunch, LetStmt, SeqStmt, Store
 from . import builder as bld
-from . import intops
+from . import intops, persistent
 from .ops import KernelSpec, LoopSpec, TensorSpec
+from .persistent import PersistentSpec
 from .refs import Ref, SliceItem
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Mod: "mod",
@@ -451,6 +452,14 @@ class Parser:
                         self.stmt(s)
                 finally:
                     self.scopes.pop()
+            return
+        if isinstance(it, PersistentSpec):
+            names = [node.target] if isinstance(node.target, ast.Name) else list(
+                getattr(node.target, "elts", []))
+            if not names or not all(isinstance(n, ast.Name) for n in names):
+                raise TileSyntaxError("loop variables must be plain names", self.loc(node.target),
+                                      hint="write `for bx, by in T.Persistent([m, n], sms, bid)`")
+            persistent.lower(self, node, it, names, _Scope)
             return
         if not isinstance(it, LoopSpec):
             raise TileSyntaxError(
