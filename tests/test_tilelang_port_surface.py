@@ -229,3 +229,85 @@ def test_persistent_binds_one_name_per_dimension():
                 for t in T.Persistent([3, 5], 4, bid):
                     Out[0, 0] = t
     assert "test_tilelang_port_surface.py" in str(e.value) and e.value.hint
+
+
+def _reinterpret_kernel(n=65536):
+    @T.prim_func
+    def k(A: T.Tensor((n,), "uint16"), B: T.Tensor((n,), "float16"), C: T.Tensor((n,), "bfloat16"),
+          D: T.Tensor((256,), "uint8"), E: T.Tensor((256,), "int8")):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(n):
+                B[i] = T.reinterpret(A[i], "float16")
+                C[i] = T.reinterpret("bfloat16", A[i])  # either argument order
+            for i in T.Parallel(256):
+                E[i] = T.reinterpret(D[i], T.int8)
+    return k
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_reinterpret_reads_every_bit_pattern_exactly(target):
+    import ml_dtypes
+
+    # every pattern on interp; on the (slower) emulator every sign/exponent pair with varied
+    # mantissas (subnormals, infinities and NaNs included)
+    n = 65536 if target == "interp" else 2048
+    a = np.arange(65536, dtype=np.uint16) if n == 65536 else \
+        (np.arange(n, dtype=np.uint32) * 32 + np.arange(n) * 7 % 32).astype(np.uint16)
+    d = np.arange(256, dtype=np.uint8)
+    if target == "cpu":  # the cpu backend has no integer bit operations (a located refusal)
+        with pytest.raises(TileTargetError, match="bitwise"):
+            tilecore.compile(_reinterpret_kernel(n), out_idx=[1, 2, 4], target=target)
+        return
+    b, c, e = (np.asarray(x) for x in
+               tilecore.compile(_reinterpret_kernel(n), out_idx=[1, 2, 4], target=target)(a, d))
+    for got, want in ((b, a.view(np.float16)), (c, a.view(ml_dtypes.bfloat16))):
+        got32, want32 = got.astype(np.float32), want.astype(np.float32)
+        same = (got.view(np.uint16) == a) | (np.isnan(got32) & np.isnan(want32))
+        assert same.all(), int((~same).sum())
+    np.testing.assert_array_equal(e, d.view(np.int8))
+
+
+def test_reinterpret_refuses_other_widths_and_float_bits():
+    with pytest.raises(TileError, match="widths differ") as e:
+        @T.prim_func
+        def k(A: T.Tensor((4,), "uint8"), B: T.Tensor((4,), "float16")):
+            with T.Kernel(1, threads=32) as bx:
+                for i in T.Parallel(4):
+                    B[i] = T.reinterpret(A[i], "float16")
+    assert "test_tilelang_port_surface.py" in str(e.value)
+    with pytest.raises(TileError, match="not provided"):
+        @T.prim_func
+        def k2(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "uint32")):
+            with T.Kernel(1, threads=32) as bx:
+                for i in T.Parallel(4):
+                    B[i] = T.reinterpret(A[i], "uint32")
+
+
+@needs_interp
+def test_tvm_names_alloc_buffer_and_astype():
+    from tilecore.tvm import DataType, tirx
+
+    assert DataType("float16").bits == 16 and DataType(T.int8).lanes == 1
+    assert DataType("bfloat16") == "bfloat16" and str(DataType("uint32")) == "uint32"
+    assert tilecore.DataType is DataType
+
+    @T.prim_func
+    def k(A: T.Tensor((8,), "uint8"), B: T.Tensor((8,), "int8"), C: T.Tensor((8,), "float32")):
+        S = T.alloc_buffer((8,), "float32")  # global scratch (TileLang's default scope)
+        with T.Kernel(1, threads=32) as bx:
+            s = T.alloc_buffer((8,), "uint8", scope="shared")
+            T.copy(A, s)
+            for i in T.Parallel(8):
+                v = (s[i] >> tirx.const(4, T.uint8)) & tirx.const(15, "uint8")
+                B[i] = tirx.reinterpret(T.int8, v.astype(T.uint8) << tirx.const(4, T.uint8))
+                S[i] = tirx.Select(v > tirx.const(7, "uint8"), tirx.Cast("float32", v), 0.0)
+            for i in T.Parallel(8):
+                C[i] = S[i]
+
+    a = np.array([0x00, 0x10, 0x70, 0x80, 0xF0, 0x3C, 0x9A, 0xFF], np.uint8)
+    b, c = tilecore.compile(k, out_idx=[1, 2], target="interp")(a)
+    hi = a >> 4
+    np.testing.assert_array_equal(np.asarray(b), (hi << 4).astype(np.uint8).view(np.int8))
+    np.testing.assert_array_equal(np.asarray(c), np.where(hi > 7, hi, 0).astype(np.float32))
+    with pytest.raises(AttributeError, match="tilecore.tvm"):
+        tilecore.tvm.runtime  # noqa: B018 - the missing name is the point

@@ -8,7 +8,8 @@ folder outside the repository. Each example runs in its own subprocess, as a Til
 port it to a machine without a GPU:
 
 * `import tilelang...` resolves to `import tilecore...` (a meta-path alias, equivalent to editing
-  the imports: `tilelang.X` is `tilecore.X`; a name tilecore lacks fails like a missing import);
+  the imports: `tilelang.X` is `tilecore.X`; a name tilecore lacks fails like a missing import),
+  and `tvm` (TileLang's bundled TVM) to `tilecore.tvm`;
 * every compile runs on `interp` (TILECORE_TARGET_OVERRIDE), whatever target the example names;
 * torch's `device="cuda"` / `.cuda()` stay on the CPU (the only torch here), `torch.cuda.*`
   bookkeeping calls are no-ops;
@@ -95,8 +96,9 @@ class _Alias:
     """Meta-path finder: `tilelang[.x]` is `tilecore[.x]` (the import swap)."""
 
     def find_spec(self, name, path=None, target=None):
-        """A spec whose loader returns the tilecore module of the same dotted tail."""
-        if name != "tilelang" and not name.startswith("tilelang."):
+        """A spec whose loader returns the tilecore module of the same dotted tail. `tvm` in a
+        TileLang program is TileLang's bundled TVM, whose port is `tilecore.tvm`."""
+        if name not in ("tilelang", "tvm") and not name.startswith(("tilelang.", "tvm.")):
             return None
         import importlib.machinery
         return importlib.machinery.ModuleSpec(name, self)
@@ -104,6 +106,8 @@ class _Alias:
     def create_module(self, spec):
         """The real tilecore module (import errors name the tilecore module that is missing)."""
         import importlib
+        if spec.name == "tvm" or spec.name.startswith("tvm."):
+            return importlib.import_module("tilecore.tvm" + spec.name[len("tvm"):])
         return importlib.import_module("tilecore" + spec.name[len("tilelang"):])
 
     def exec_module(self, module):

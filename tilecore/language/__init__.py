@@ -17,8 +17,10 @@ from ..dtypes import (
     uint32,
 )
 from ..ir.expr import cast
+from .bitcast import reinterpret
 from .builder import builtin
 from .compat_ops import Cast, alloc_global, clamp, dtype, truncdiv, truncmod
+from .compat_ops import alloc_buffer as alloc_buffer
 from .debug_ops import device_assert, print_format
 from .debug_ops import print as print  # noqa: A004 - T.print mirrors TileLang
 from .eager import const, empty
@@ -134,4 +136,5 @@ __all__ = [
     "annotate_producer_reg_dealloc", "disable_warp_group_reg_alloc", "no_set_max_nreg",
     "parallel", "tfloat32", "alloc_global", "Serial",
     "Persistent",
+    "reinterpret", "alloc_buffer",
 ]
