@@ -311,3 +311,27 @@ def test_tvm_names_alloc_buffer_and_astype():
     np.testing.assert_array_equal(np.asarray(c), np.where(hi > 7, hi, 0).astype(np.float32))
     with pytest.raises(AttributeError, match="tilecore.tvm"):
         tilecore.tvm.runtime  # noqa: B018 - the missing name is the point
+
+
+def _private_var():
+    @T.prim_func
+    def k(A: T.Tensor((16, 8), "float32"), B: T.Tensor((16, 8), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            f = T.alloc_fragment((16, 8), "float32")
+            T.copy(A, f)
+            for i, j in T.Parallel(16, 8):
+                relu = T.alloc_var("float32")  # one per iteration, as in TileLang
+                if f[i, j] > 0:
+                    relu = 1.0
+                else:
+                    relu = 0.0
+                f[i, j] = f[i, j] * relu + relu
+            T.copy(f, B)
+    return k
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_alloc_var_inside_parallel_is_private_to_each_iteration(target):
+    a = (np.arange(128, dtype=np.float32).reshape(16, 8) - 60.0)
+    b = tilecore.compile(_private_var(), out_idx=[1], target=target)(a)
+    np.testing.assert_array_equal(np.asarray(b), np.where(a > 0, a + 1, 0.0).astype(np.float32))

@@ -248,12 +248,30 @@ def alloc_var(dtype, init=None, scope="local.var"):
     """A scalar variable, read and assigned by plain name (`v = v + 1`)."""
     b = current()
     name = b.unique_name(b.pending_name() or "var")
+    if b.parallel_depth and b.kernel is not None:
+        return _private_var(b, name, dt.as_dtype(dtype), init)
     buf = b.allocate(Buffer(name, (1,), dt.as_dtype(dtype), "local", is_var=True))
     if init is not None:
         from ..ir.stmt import Store
 
         b.emit(Store(buf, (as_expr(0),), cast(init, buf.dtype), b.loc))
     return buf
+
+
+def _private_var(b, name: str, dtype, init):
+    """`T.alloc_var` inside `T.Parallel` (see builder.PrivateVar): a fragment shaped like the
+    enclosing parallel loops (allocated with the kernel's buffers), one element per iteration."""
+    from ..ir.stmt import Store
+    from .builder import PrivateVar
+
+    vars_ = tuple(v for vs, _ in b.parallel_loops for v in vs)
+    shape = tuple(int(const_int(e)) for _, es in b.parallel_loops for e in es)
+    buf = Buffer(name, shape, dtype, "fragment")
+    b.kernel.allocs.append(buf)  # per iteration, not per statement: outside the loop body
+    pv = PrivateVar(buf, vars_)
+    if init is not None:
+        b.emit(Store(buf, vars_, cast(init, dtype), b.loc))
+    return pv
 
 
 # ----------------------------------------------------------------------------- tile operations

@@ -386,6 +386,11 @@ class Parser:
     def assign_name(self, name: str, value, node):
         idx = self._scope_of(name)
         existing = self.scopes[idx].vars[name] if idx is not None else None
+        if isinstance(existing, bld.PrivateVar) and not isinstance(value, bld.PrivateVar):
+            buf = existing.buffer
+            self.b.emit(Store(buf, existing.index, cast(self.value_expr(value, buf.dtype), buf.dtype),
+                              self.b.loc))
+            return
         if isinstance(existing, Buffer) and existing.is_var and not (isinstance(value, Buffer)):
             self.b.emit(Store(existing, (as_expr(0),), cast(self.value_expr(value, existing.dtype),
                                                            existing.dtype), self.b.loc))
@@ -492,6 +497,7 @@ class Parser:
         self.scopes.append(_Scope("loop"))
         if it.kind == "parallel":
             self.b.parallel_depth += 1
+            self.b.parallel_loops.append((tuple(vars_), tuple(it.stops)))
         try:
             for n, v in zip(names, vars_):
                 self.scopes[-1].vars[n.id] = v
@@ -500,6 +506,7 @@ class Parser:
         finally:
             if it.kind == "parallel":
                 self.b.parallel_depth -= 1
+                self.b.parallel_loops.pop()
             self.scopes.pop()
             body = SeqStmt(tuple(self.b.blocks.pop()))
         loc = self.loc(node)
@@ -599,6 +606,8 @@ class Parser:
         v = self.lookup(node.id, node)
         if isinstance(v, Buffer) and v.is_var:
             return Load(v, (as_expr(0),))
+        if isinstance(v, bld.PrivateVar):
+            return Load(v.buffer, v.index)
         return v
 
     def ev_Attribute(self, node):
