@@ -27,8 +27,9 @@ mostly `torch.testing.assert_close` or `profiler.assert_allclose`); `fail` is a 
 AssertionError from a testing function, or an `assert` about closeness/equality/errors), `error`
 any other exception (an `assert` on the example's own sizes included), `timeout` past
 --timeout. The runnable set is every example file with a kernel (`T.Kernel`) and a `__main__`
-block, except ones for other hardware (AMD, sm100/sm120, iket/analyze CUDA tooling) or needing
-packages absent here (triton, fla): see `excluded()`.
+block, except ones for other hardware (AMD, sm100/sm120, iket/analyze CUDA tooling), the
+deliberately buggy input of TileLang's delta debugger (`autodd/`), or needing packages absent
+here (triton, fla): see `excluded()`.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ def excluded(path: Path, root: Path) -> str | None:
         return "a test file"
     if HARDWARE.search(rel) or re.search(r"^\s*(from|import) tilelang\.(rocm|tools)\b", src, re.M):
         return "other hardware"
+    if rel.startswith("autodd/"):
+        return "a deliberately failing input of TileLang's delta debugger (autodd)"
     # the example's own helper modules (same folder) count as part of it
     local = [src] + [(path.parent / f"{m}.py").read_text(errors="replace")
                      for m in re.findall(r"^\s*from (\w+) import", src, re.M)
