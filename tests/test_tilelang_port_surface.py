@@ -335,3 +335,52 @@ def test_alloc_var_inside_parallel_is_private_to_each_iteration(target):
     a = (np.arange(128, dtype=np.float32).reshape(16, 8) - 60.0)
     b = tilecore.compile(_private_var(), out_idx=[1], target=target)(a)
     np.testing.assert_array_equal(np.asarray(b), np.where(a > 0, a + 1, 0.0).astype(np.float32))
+
+
+def _views():
+    @T.prim_func
+    def k(A: T.Tensor((8, 6), "float32"), S: T.Tensor((8,), "float32"), B: T.Tensor((8, 6), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            f = T.alloc_fragment((8, 6), "float32")
+            g = T.alloc_fragment((8, 6), "float32")
+            s = T.alloc_fragment((8, 1), "float32")
+            T.copy(A, f)
+            v = T.reshape(f, (8, 1, 6))      # a unit dimension added: also a tile operand
+            w = T.reshape(g, (4, 2, 3, 2))   # regrouped: element by element
+            for i, o, h in T.Parallel(8, 1, 6):
+                v[i, o, h] = v[i, o, h] * 2.0
+            T.reduce_sum(v, s, dim=-1)
+            for a, b, c, d in T.Parallel(4, 2, 3, 2):
+                w[a, b, c, d] = f[a * 2 + b, c * 2 + d] + 1.0
+            T.copy(s, S)
+            T.copy(g, B)
+    return k
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_reshape_views(target):
+    a = np.arange(48, dtype=np.float32).reshape(8, 6)
+    s, b = (np.asarray(x) for x in tilecore.compile(_views(), out_idx=[1, 2], target=target)(a))
+    np.testing.assert_array_equal(s, (2 * a).sum(axis=1))
+    np.testing.assert_array_equal(b, 2 * a + 1)
+
+
+def test_views_refuse_other_dtypes_and_regrouped_tile_operands():
+    with pytest.raises(TileError, match="another dtype"):
+        @T.prim_func
+        def k(A: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                s = T.alloc_shared((8,), "float16")
+                T.view(s, shape=(4,), dtype="float32")
+    with pytest.raises(TileError, match="regroups") as e:
+        @T.prim_func
+        def k2(A: T.Tensor((8, 6), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                f = T.alloc_fragment((8, 6), "float32")
+                T.copy(A, T.reshape(f, (4, 12)))
+    assert "test_tilelang_port_surface.py" in str(e.value)
+    with pytest.raises(TileError, match="same number of elements"):
+        @T.prim_func
+        def k3(A: T.Tensor((8, 6), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                T.reshape(T.alloc_fragment((8, 6), "float32"), (5, 10))

@@ -105,6 +105,7 @@ from .ops import pow as pow  # noqa: A004
 from .ops import round_ as round  # noqa: A004
 from .parser import macro, prim_func
 from .persistent import Persistent
+from .views import reshape, view
 
 cast = builtin(cast)
 symbolic = dynamic
@@ -136,5 +137,5 @@ __all__ = [
     "annotate_producer_reg_dealloc", "disable_warp_group_reg_alloc", "no_set_max_nreg",
     "parallel", "tfloat32", "alloc_global", "Serial",
     "Persistent",
-    "reinterpret", "alloc_buffer",
+    "reinterpret", "alloc_buffer", "reshape", "view",
 ]

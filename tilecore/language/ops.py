@@ -391,6 +391,10 @@ def clear(buffer) -> None:
 
 def _reduce(kind, src, dst, dim, clear):
     b = current()
+    from .views import BufferView
+
+    if isinstance(src, BufferView) and isinstance(dim, int):
+        src, dim = src.as_base(f"reduce_{kind} source"), src.base_dim(dim)
     s, d = buffer_of(src, f"reduce_{kind} source"), buffer_of(dst, f"reduce_{kind} destination")
     for x in (s, d):
         if x.scope == "global":

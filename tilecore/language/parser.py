@@ -34,6 +34,7 @@ from . import intops, persistent
 from .ops import KernelSpec, LoopSpec, TensorSpec
 from .persistent import PersistentSpec
 from .refs import Ref, SliceItem
+from .views import BufferView
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Mod: "mod",
            ast.Pow: "pow", ast.FloorDiv: "floordiv", ast.BitAnd: "bitand", ast.BitOr: "bitor",
@@ -631,6 +632,13 @@ class Parser:
         sl = node.slice
         items = sl.elts if isinstance(sl, ast.Tuple) else [sl]
         vals = [self.ev(i) for i in items]
+        if isinstance(base, BufferView):
+            vals = [v.as_expr() if isinstance(v, Ref) else v for v in vals]
+            if len(vals) != len(base.shape):
+                raise TileShapeError(
+                    f"the view of {base.name} has {len(base.shape)} dimension(s) but is indexed "
+                    f"with {len(vals)}", self.loc(node), hint="give one index per dimension")
+            return Ref(base.base, base.base_items(vals))
         if isinstance(base, Buffer):
             vals = [v.as_expr() if isinstance(v, Ref) else v for v in vals]
             if len(vals) != len(base.shape):
