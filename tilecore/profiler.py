@@ -25,11 +25,12 @@ L2_FLUSH_BYTES = 256 * 1024 * 1024
 
 
 class TensorSupplyType:
-    """How `Profiler.supply_inputs` fills input tensors (TileLang's enum names, as strings)."""
+    """How `Profiler.supply_inputs` fills input tensors (TileLang's enum names, as strings, and
+    TileLang's distributions, which its examples' tolerances assume)."""
 
-    Auto = "auto"        # randn for floats, small integers for ints, booleans at random
-    Normal = "normal"    # standard normal
-    Randn = "randn"      # same as Normal
+    Auto = "auto"        # floats uniform in [-1, 1), integers -2..2 (0..2 unsigned), float8 -128..127
+    Normal = "normal"    # normal with mean -1 and standard deviation 1 (TileLang's)
+    Randn = "randn"      # standard normal
     Uniform = "uniform"  # uniform in [-1, 1)
     Integer = "integer"  # integers in [-2, 2] (exact in every dtype: sums compare with ==)
     One = "one"
@@ -54,11 +55,17 @@ def random_array(shape: tuple, dtype: dt.DType, supply: str, rng: np.random.Gene
         return np.ones(shape, dtype.np)
     if dtype.is_bool:
         return rng.integers(0, 2, shape).astype(bool)
+    if dtype.name == "int8" and supply in (TensorSupplyType.Uniform, TensorSupplyType.Normal):
+        return np.ones(shape, dtype.np)  # TileLang's choice for int8 under these supplies
+    if dtype.name.startswith("float8") and supply == TensorSupplyType.Auto:
+        return rng.integers(-128, 128, shape).astype(np.float32).astype(dtype.np)  # TileLang's
     if dtype.is_int or supply == TensorSupplyType.Integer:
         lo = 0 if dtype.kind == "uint" else -2
         return rng.integers(lo, 3, shape).astype(np.float64).astype(dtype.np)
-    if supply == TensorSupplyType.Uniform:
+    if supply in (TensorSupplyType.Uniform, TensorSupplyType.Auto):
         return rng.uniform(-1.0, 1.0, shape).astype(np.float32).astype(dtype.np)
+    if supply == TensorSupplyType.Normal:
+        return rng.normal(-1.0, 1.0, shape).astype(np.float32).astype(dtype.np)
     return rng.standard_normal(shape).astype(np.float32).astype(dtype.np)
 
 
