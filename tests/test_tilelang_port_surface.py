@@ -384,3 +384,20 @@ def test_views_refuse_other_dtypes_and_regrouped_tile_operands():
         def k3(A: T.Tensor((8, 6), "float32")):
             with T.Kernel(1, threads=32) as bx:
                 T.reshape(T.alloc_fragment((8, 6), "float32"), (5, 10))
+
+
+@needs_interp
+def test_profiler_supplies_follow_tilelangs_distributions():
+    @T.prim_func
+    def k(A: T.Tensor((4096,), "float32"), B: T.Tensor((4096,), "int8"), C: T.Tensor((4096,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(4096):
+                C[i] = A[i] + B[i]
+
+    kern = tilecore.compile(k, out_idx=[2], target="interp")
+    auto = [np.asarray(x, dtype=np.float64) for x in kern.get_profiler("auto").supply_inputs()]
+    assert auto[0].min() >= -1 and auto[0].max() < 1 and abs(auto[0].mean()) < 0.1
+    assert set(np.unique(auto[1])) <= {-2, -1, 0, 1, 2}
+    normal = [np.asarray(x, dtype=np.float64) for x in kern.get_profiler("normal").supply_inputs()]
+    assert abs(normal[0].mean() + 1.0) < 0.1 and abs(normal[0].std() - 1.0) < 0.1
+    assert (normal[1] == 1).all()  # int8 under Normal: ones, as in TileLang
