@@ -24,7 +24,7 @@ _LAZY = {"compile": ("compiler", "compile"), "jit": ("compiler", "jit"),
          "PassConfigKey": ("transform", "PassConfigKey"),
          "TensorSupplyType": ("profiler", "TensorSupplyType"),
          "set_log_level": ("compat", "set_log_level"), "disable_cache": ("compat", "disable_cache"),
-         "get_num_sms": ("compat", "get_num_sms")}
+         "get_num_sms": ("compat", "get_num_sms"), "DataType": ("tvm", "DataType")}
 
 __all__ = ["TileError", "jit", "compile", "targets", "Kernel", "autotune", "plot_layout",
            "__version__", "cdiv", "PassConfigKey", "TensorSupplyType", "set_log_level",

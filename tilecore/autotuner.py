@@ -136,6 +136,15 @@ class AutoTuner:
         self.last_result: AutotuneResult | None = None
         functools.update_wrapper(self, factory.fn)
 
+    @classmethod
+    def from_kernel(cls, kernel, configs):
+        """TileLang's builder style: `AutoTuner.from_kernel(kernel=fn, configs=[...])
+        .set_compile_args(...).set_profile_args(...).run()` (tilecore.autotune_builder),
+        the same search as the decorator's."""
+        from .autotune_builder import TuningBuilder
+
+        return TuningBuilder(kernel, configs)
+
     # ------------------------------------------------------------------ calling
     def __call__(self, *args, **kwargs):
         """Return the fastest Kernel for these arguments (searching, or from the caches)."""
@@ -146,7 +155,7 @@ class AutoTuner:
             raise TileCallError(f"{self.factory.fn.__name__}(): {e}", where,
                                 hint="call it with the arguments its signature takes") from None
         configs = self._configs(bound)
-        tuned = sorted({k for c in configs for k in c})
+        tuned = sorted({k for c in configs for k in c if k != "pass_configs"})
         given = [k for k in tuned if k in bound.arguments]
         if given and len(given) == len(tuned):
             return self._compile(dict(bound.arguments))  # every tuned value given: no search
@@ -199,7 +208,8 @@ class AutoTuner:
             if not isinstance(c, dict):
                 raise TileError(f"an autotune config is a dict of parameter values, got {c!r}",
                                 hint="write each config as dict(param=value, ...)")
-            bad = [k for k in c if k not in self.signature.parameters]
+            # "pass_configs" in a config (TileLang) is that config's compile options
+            bad = [k for k in c if k not in self.signature.parameters and k != "pass_configs"]
             if bad:
                 raise TileError(f"autotune config {c} names {', '.join(bad)}, not a parameter of "
                                 f"{self.factory.fn.__name__}", caller_loc(),
@@ -234,12 +244,14 @@ class AutoTuner:
         from .compiler import compile as tc_compile
         from .ir.module import PrimFunc
 
+        params = dict(params)
+        pass_configs = _merged_pass_configs(self.factory.pass_configs, params.pop("pass_configs", None))
         func = self.factory.fn(**params)
         if not isinstance(func, PrimFunc):
             raise TileError(f"{self.factory.fn.__name__} must return a @T.prim_func kernel, got "
                             f"{type(func).__name__}",
                             hint="build the kernel with @T.prim_func inside the factory and return it")
-        return tc_compile(func, self.factory.out_idx, self.factory.target, self.factory.pass_configs)
+        return tc_compile(func, self.factory.out_idx, self.factory.target, pass_configs)
 
     def _n_workers(self, n: int) -> int:
         w = self.workers
@@ -263,8 +275,10 @@ class AutoTuner:
             return {}
         # the target resolved here: a worker sees no GPU, so `cuda` alone would take a default arch
         target = str(plugins.resolve(self.factory.target))
-        jobs = [(i, where[0], where[1], dict(problem, **c), self.factory.out_idx,
-                 target, self.factory.pass_configs) for i, c in enumerate(configs)]
+        jobs = [(i, where[0], where[1], {k: v for k, v in dict(problem, **c).items() if k != "pass_configs"},
+                 self.factory.out_idx, target,
+                 _merged_pass_configs(self.factory.pass_configs, c.get("pass_configs")))
+                for i, c in enumerate(configs)]
         old = os.environ.get("CUDA_VISIBLE_DEVICES")
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # workers only compile: no device contexts
         try:
@@ -320,6 +334,10 @@ class AutoTuner:
                 kernels[best])
 
     def _inputs(self, kernel, device=None) -> list:
+        from .autotune_builder import given_inputs
+
+        if given_inputs():  # inside `with set_autotune_inputs(...)`
+            return to_device(kernel, given_inputs(), device)
         if self.supply_prog is not None:
             return to_device(kernel, list(self.supply_prog(kernel.inputs)), device)
         return Profiler(kernel, self.supply_type).supply_inputs(device=device)
@@ -395,6 +413,13 @@ class AutoTuner:
         return None
 
 
+def _merged_pass_configs(base, extra):
+    """The factory's pass_configs updated with one config's own ("pass_configs" in a config)."""
+    if not extra:
+        return base
+    return {**(base or {}), **extra}
+
+
 def _as_list(x) -> list:
     return list(x) if isinstance(x, (list, tuple)) else [x]
 
@@ -437,6 +462,14 @@ def autotune(func=None, *, configs=None, key=None, warmup: float = 25, rep: floa
     tilecore's own: `workers` (compile processes; 0 compiles in this process), `cache_results`,
     `progress` (a tqdm bar), `devices` (torch devices to spread the timing over).
     Any other keyword is a TileError."""
+    scheduling = {k: unknown.pop(k) for k in ("early_stop", "early_stop_factor") if k in unknown}
+    if scheduling.get("early_stop"):
+        import warnings
+
+        from .errors import TileConfigWarning
+
+        warnings.warn("tilecore.autotune(early_stop=True): every config is timed in full (the "
+                      "same winner, without TileLang's shortcut)", TileConfigWarning, stacklevel=2)
     if unknown:
         raise TileError(f"tilecore.autotune got unknown keyword argument(s) {', '.join(sorted(unknown))}",
                         caller_loc(), hint="see help(tilecore.autotune) for the supported arguments")
@@ -444,9 +477,22 @@ def autotune(func=None, *, configs=None, key=None, warmup: float = 25, rep: floa
         raise TileError("tilecore.autotune needs configs=[...]", caller_loc(),
                         hint="pass configs=[dict(block_M=..., ...), ...]")
 
-    def wrap(f):
+    def make(f):
         return AutoTuner(f, configs, key, warmup, rep, timeout, supply_type, ref_prog, supply_prog,
                          rtol, atol, max_mismatched_ratio, skip_check, manual_check_prog,
                          cache_input_tensors, workers, cache_results, progress, devices)
 
+    def wrap(f):
+        from .compiler import EagerJIT
+
+        if isinstance(f, EagerJIT):
+            from .autotune_eager import Configs, EagerAutoTuner
+
+            return EagerAutoTuner(f, lambda factory: make(factory) if factory is not None
+                                  else Configs(configs))
+        return make(f)
+
     return wrap if func is None else wrap(func)
+
+
+from .autotune_builder import set_autotune_inputs  # noqa: E402, F401 - TileLang's name, here too

@@ -25,11 +25,12 @@ L2_FLUSH_BYTES = 256 * 1024 * 1024
 
 
 class TensorSupplyType:
-    """How `Profiler.supply_inputs` fills input tensors (TileLang's enum names, as strings)."""
+    """How `Profiler.supply_inputs` fills input tensors (TileLang's enum names, as strings, and
+    TileLang's distributions, which its examples' tolerances assume)."""
 
-    Auto = "auto"        # randn for floats, small integers for ints, booleans at random
-    Normal = "normal"    # standard normal
-    Randn = "randn"      # same as Normal
+    Auto = "auto"        # floats uniform in [-1, 1), integers -2..2 (0..2 unsigned), float8 -128..127
+    Normal = "normal"    # normal with mean -1 and standard deviation 1 (TileLang's)
+    Randn = "randn"      # standard normal
     Uniform = "uniform"  # uniform in [-1, 1)
     Integer = "integer"  # integers in [-2, 2] (exact in every dtype: sums compare with ==)
     One = "one"
@@ -54,22 +55,33 @@ def random_array(shape: tuple, dtype: dt.DType, supply: str, rng: np.random.Gene
         return np.ones(shape, dtype.np)
     if dtype.is_bool:
         return rng.integers(0, 2, shape).astype(bool)
+    if dtype.name == "int8" and supply in (TensorSupplyType.Uniform, TensorSupplyType.Normal):
+        return np.ones(shape, dtype.np)  # TileLang's choice for int8 under these supplies
+    if dtype.name.startswith("float8") and supply == TensorSupplyType.Auto:
+        return rng.integers(-128, 128, shape).astype(np.float32).astype(dtype.np)  # TileLang's
     if dtype.is_int or supply == TensorSupplyType.Integer:
         lo = 0 if dtype.kind == "uint" else -2
         return rng.integers(lo, 3, shape).astype(np.float64).astype(dtype.np)
-    if supply == TensorSupplyType.Uniform:
+    if supply in (TensorSupplyType.Uniform, TensorSupplyType.Auto):
         return rng.uniform(-1.0, 1.0, shape).astype(np.float32).astype(dtype.np)
+    if supply == TensorSupplyType.Normal:
+        return rng.normal(-1.0, 1.0, shape).astype(np.float32).astype(dtype.np)
     return rng.standard_normal(shape).astype(np.float32).astype(dtype.np)
 
 
 def to_device(kernel, arrays: list, device=None) -> list:
-    """`arrays` (NumPy) as what the kernel's backend runs on without copies: torch tensors on
-    the artifact's (or the given) device for torch artifacts, the arrays themselves otherwise."""
+    """`arrays` (NumPy) as torch tensors when torch is installed, as TileLang's profiler gives
+    them (a reference written with torch operations then runs unchanged): on the artifact's (or
+    the given) device for torch artifacts, on the CPU for the others (interp, cpu, emu, which
+    read CPU tensors without copies). Without torch, the arrays themselves."""
     if not _is_torch_artifact(kernel):
-        return list(arrays)
+        try:
+            import torch  # noqa: F401 - only whether it is installed
+        except ImportError:
+            return list(arrays)
     from .kernel import _from_numpy
 
-    dev = device if device is not None else kernel.artifact.device
+    dev = device if device is not None else getattr(kernel.artifact, "device", "cpu")
     return [_from_numpy(np.ascontiguousarray(a)).to(dev) if isinstance(a, np.ndarray) else a
             for a in arrays]
 
@@ -208,6 +220,15 @@ class Profiler:
         self._inputs: list | None = None
         self.last_timing: Timing | None = None
 
+    @property
+    def func(self):
+        """The profiled Kernel (TileLang's name)."""
+        return self.kernel
+
+    def __call__(self, *args):
+        """Run the kernel on `args`."""
+        return self.kernel(*args)
+
     def supply_inputs(self, seed: int | None = None, device=None) -> list:
         """Fresh inputs for one call of the kernel (scalar parameters need `input_tensors`)."""
         rng = np.random.default_rng(self.seed if seed is None else seed)
@@ -251,18 +272,18 @@ class Profiler:
             fn(*inputs)
 
         dev = bench_device(inputs)
-        if backend not in (None, "event", "wall", "cupti"):
-            raise TileError(f"do_bench backend {backend!r} is not 'event' or 'wall'", caller_loc(),
+        if backend not in (None, "event", "wall", "cupti", "cudagraph"):
+            raise TileError(f"do_bench backend {backend!r} is not one of event, cupti, cudagraph, "
+                            "wall", caller_loc(),
                             hint="pass backend='event' or backend='wall' (or leave it out)")
-        if backend == "cupti":
-            raise TileError("do_bench backend 'cupti' is not supported", caller_loc(),
-                            hint="use backend='event' (CUDA events) or leave it out")
+        if backend in ("cupti", "cudagraph") or (backend == "event" and dev is None):
+            # TileLang's CUDA timing methods: tilecore times CUDA tensors with events and host
+            # targets with the wall clock, whichever the program asked for (said once per line)
+            _warn_once(f"do_bench(backend={backend!r}) times with "
+                       f"{'CUDA events' if dev is not None else 'the wall clock (host tensors)'}")
         if dev is not None and backend != "wall":
             timing = time_cuda(call, dev, warmup, rep, n_warmup, n_repeat)
         else:
-            if backend == "event" and dev is None:
-                raise TileError("do_bench backend='event' needs CUDA tensors", caller_loc(),
-                                hint="pass CUDA tensors, or use backend='wall' for host arrays")
             timing = time_wall(call, warmup, rep, n_warmup, n_repeat, sync=_sync_for(inputs))
         self.last_timing = timing
         return timing.summary(return_mode, quantiles)
@@ -285,6 +306,21 @@ class Profiler:
             why = compare(g, w, rtol, atol, max_mismatched_ratio)
             if why is not None:
                 raise AssertionError(f"kernel {self.kernel.func.name} output {i}: {why}")
+
+
+_WARNED: set = set()
+
+
+def _warn_once(msg: str) -> None:
+    """A TileConfigWarning once per (message, caller line)."""
+    import warnings
+
+    from .errors import TileConfigWarning
+
+    key = (msg, caller_loc())
+    if key not in _WARNED:
+        _WARNED.add(key)
+        warnings.warn(msg, TileConfigWarning, stacklevel=3)
 
 
 def _sync_for(inputs: list):

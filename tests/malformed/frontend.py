@@ -49,10 +49,13 @@ MISTAKES = [
        "x = 0.0\nif A[0] > 0.0:\n    x = A[1]  # <- here\nA[2] = x", "alloc_var"),
     _k("int_literal_counter_in_loop", "TileBindingError",
        "c = 0\nfor i in T.serial(16):\n    c = c + 1  # <- here\nA[0] = c", "alloc_var"),
-    _k("nested_loop_same_name", "TileBindingError",
-       "for i in T.serial(4):\n    for i in T.serial(4):  # <- here\n        A[i] = 1.0", "i"),
-    _k("loop_reuses_block_index", "TileBindingError",
-       "for bx in T.serial(4):  # <- here\n    A[bx] = 1.0", "bx"),
+    # a loop reusing an enclosing index's name is legal (TileLang scoping); its index is
+    # gone after the loop
+    _k("inner_loop_index_after_loop", "TileNameError",
+       "for i in T.serial(4):\n    for j in T.serial(4):\n        A[j] = 1.0\n    A[j] = 2.0  # <- here",
+       "'j'"),
+    _k("loop_bound_float", "TileTypeError",
+       "for i in T.serial(A[0]):  # <- here\n    A[i] = 1.0", "integers"),
     _whole("kernel_binding_count", "TileBindingError",
            '@T.prim_func\ndef k(A: T.Tensor((16,), "float32")):\n'
            "    with T.Kernel(2, 2, threads=32) as (bx, by, bz):  # <- here\n        A[0] = 1.0\n",

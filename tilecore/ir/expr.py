@@ -43,6 +43,10 @@ class Expr:
 
     dtype: DType
 
+    def astype(self, dtype) -> Expr:
+        """TVM's `expr.astype(dtype)`, which TileLang kernels use: `T.cast(self, dtype)`."""
+        return cast(self, dtype)
+
     def __add__(self, o):
         return binop("add", self, o)
 

@@ -17,8 +17,10 @@ from ..dtypes import (
     uint32,
 )
 from ..ir.expr import cast
+from .bitcast import reinterpret
 from .builder import builtin
 from .compat_ops import Cast, alloc_global, clamp, dtype, truncdiv, truncmod
+from .compat_ops import alloc_buffer as alloc_buffer
 from .debug_ops import device_assert, print_format
 from .debug_ops import print as print  # noqa: A004 - T.print mirrors TileLang
 from .eager import const, empty
@@ -115,6 +117,8 @@ from .thread_level import (
     tma_copy,
     ws,
 )
+from .persistent import Persistent
+from .views import reshape, view
 
 cast = builtin(cast)
 symbolic = dynamic
@@ -147,4 +151,6 @@ __all__ = [
     "parallel", "tfloat32", "alloc_global", "Serial",
     "alloc_barrier", "barrier_arrive", "barrier_wait", "get_thread_binding", "mbarrier_arrive",
     "mbarrier_wait_parity", "set_max_nreg", "thread_binding", "tma_copy", "ws",
+    "Persistent",
+    "reinterpret", "alloc_buffer", "reshape", "view",
 ]

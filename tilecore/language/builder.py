@@ -20,6 +20,16 @@ class KernelFrame:
     block_vars: tuple = ()  # the launch's block indices (T.print / T.device_assert name them)
 
 
+@dataclass(frozen=True)
+class PrivateVar:
+    """`T.alloc_var` inside `T.Parallel`: a scalar private to each iteration (TileLang gives each
+    thread its own). It is stored in a fragment shaped like the enclosing parallel loops and
+    read and written, by plain name, at the iteration's own element (`index`)."""
+
+    buffer: Buffer
+    index: tuple
+
+
 @dataclass
 class Builder:
     """Statement lists under construction (one per open block) and the current source line."""
@@ -32,6 +42,7 @@ class Builder:
     pending: str | None = None
     scratch: list = field(default_factory=list)  # T.alloc_global buffers (hidden parameters)
     let_values: dict = field(default_factory=dict)  # id(let Var) -> (Var, value): proves extents
+    parallel_loops: list = field(default_factory=list)  # enclosing T.Parallel (vars, extents)
 
     def pending_name(self) -> str | None:
         """The name the statement being parsed assigns to (used to name allocated buffers)."""

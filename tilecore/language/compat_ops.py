@@ -103,3 +103,26 @@ def Cast(dtype, value):  # noqa: N802 - TVM's spelling
 
 
 __all__ = ["dtype", "clamp", "truncdiv", "truncmod", "Cast", "alloc_global", "with_scratch"]
+
+
+_SCOPES = {"global": "global", "shared": "shared", "shared.dyn": "shared",
+           "local.fragment": "fragment", "local": "local"}
+
+
+@builtin
+def alloc_buffer(shape, dtype, scope="global"):
+    """TVM's `T.alloc_buffer(shape, dtype, scope=...)`: "global" (the default) is
+    `T.alloc_global` (before the kernels), "shared" / "shared.dyn" `T.alloc_shared`,
+    "local.fragment" `T.alloc_fragment`, "local" `T.alloc_local`."""
+    from ..errors import TileTypeError
+    from . import ops
+
+    kind = _SCOPES.get(scope)
+    if kind is None:
+        raise TileTypeError(f"T.alloc_buffer scope {scope!r} is not one of {sorted(_SCOPES)}",
+                            hint='use scope="global" (before the kernel), "shared", '
+                                 '"local.fragment" or "local"')
+    if kind == "global":
+        return alloc_global(shape, dtype)
+    return {"shared": ops.alloc_shared, "fragment": ops.alloc_fragment,
+            "local": ops.alloc_local}[kind](shape, dtype)

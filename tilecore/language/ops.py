@@ -12,6 +12,7 @@ from ..ir.buffer import Buffer, Region
 from ..ir.expr import Expr, Var, as_expr, binop, cast, const_int, select, unary
 from ..ir.stmt import AtomicAdd, AtomicAddRegion, Copy, CumSum, Fill, Gemm, Reduce
 from .builder import builtin, current
+from .copy_extents import match_extents
 from .refs import Ref, buffer_of, region_of, shape_of, squeezed
 
 # ----------------------------------------------------------------------------- signatures
@@ -247,12 +248,30 @@ def alloc_var(dtype, init=None, scope="local.var"):
     """A scalar variable, read and assigned by plain name (`v = v + 1`)."""
     b = current()
     name = b.unique_name(b.pending_name() or "var")
+    if b.parallel_depth and b.kernel is not None:
+        return _private_var(b, name, dt.as_dtype(dtype), init)
     buf = b.allocate(Buffer(name, (1,), dt.as_dtype(dtype), "local", is_var=True))
     if init is not None:
         from ..ir.stmt import Store
 
         b.emit(Store(buf, (as_expr(0),), cast(init, buf.dtype), b.loc))
     return buf
+
+
+def _private_var(b, name: str, dtype, init):
+    """`T.alloc_var` inside `T.Parallel` (see builder.PrivateVar): a fragment shaped like the
+    enclosing parallel loops (allocated with the kernel's buffers), one element per iteration."""
+    from ..ir.stmt import Store
+    from .builder import PrivateVar
+
+    vars_ = tuple(v for vs, _ in b.parallel_loops for v in vs)
+    shape = tuple(int(const_int(e)) for _, es in b.parallel_loops for e in es)
+    buf = Buffer(name, shape, dtype, "fragment")
+    b.kernel.allocs.append(buf)  # per iteration, not per statement: outside the loop body
+    pv = PrivateVar(buf, vars_)
+    if init is not None:
+        b.emit(Store(buf, vars_, cast(init, dtype), b.loc))
+    return pv
 
 
 # ----------------------------------------------------------------------------- tile operations
@@ -275,12 +294,7 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
     sr = region_of(src, _same_rank_extents(dst, src) or dst_shape, "copy source")
     dr = region_of(dst, _same_rank_extents(src, dst) or (src_shape if src_shape is not None
                                                          else squeezed(sr.extents)), "copy destination")
-    if sr.squeezed_shape != dr.squeezed_shape:
-        raise TileShapeError(
-            f"T.copy extents do not match: source {sr.buffer.name} region {sr.extents} vs "
-            f"destination {dr.buffer.name} region {dr.extents}",
-            hint="both sides must hold the same number of elements in the same shape",
-        )
+    sr, dr = match_extents(sr, dr, b.loc)
     b.emit(Copy(sr, dr, b.loc))
 
 
@@ -377,6 +391,10 @@ def clear(buffer) -> None:
 
 def _reduce(kind, src, dst, dim, clear):
     b = current()
+    from .views import BufferView
+
+    if isinstance(src, BufferView) and isinstance(dim, int):
+        src, dim = src.as_base(f"reduce_{kind} source"), src.base_dim(dim)
     s, d = buffer_of(src, f"reduce_{kind} source"), buffer_of(dst, f"reduce_{kind} destination")
     for x in (s, d):
         if x.scope == "global":
@@ -444,9 +462,23 @@ def cumsum(src, dst=None, dim=0, reverse=False):
 
 
 @builtin
-def atomic_add(dst, value, memory_order=None, return_prev=False):
-    """Atomically add `value` into `dst`: an element (scalar form) or a tile (region form)."""
+def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
+    """Atomically add `value` into `dst`: an element (scalar form) or a tile (region form).
+    TileLang's `use_tma=True` and `memory_order=` are accepted with a one-time warning (the
+    lowering chooses how the additions are issued; they stay atomic); `return_prev=True` (the
+    old value) is not provided."""
     b = current()
+    from .hints import ignored_hint
+
+    if use_tma:
+        ignored_hint("T.atomic_add(use_tma=True)", "the lowering chooses how atomic additions are "
+                     "issued (they stay atomic)")
+    if memory_order is not None:
+        ignored_hint(f"T.atomic_add(memory_order={memory_order!r})", "tilecore's atomic additions "
+                     "are relaxed; kernels order them with the barriers tile ops insert")
+    if return_prev:
+        raise TileTypeError("T.atomic_add(return_prev=True) is not provided",
+                            hint="read the old value in a separate step (the sum itself is exact)")
     if isinstance(value, (Buffer,)) or (isinstance(value, Ref) and not value.is_element):
         src = region_of(value, None, "atomic_add value")
         dr = region_of(dst, src.squeezed_shape, "atomic_add destination")

@@ -30,9 +30,11 @@ from ..ir.expr import Const, Expr, Load, Var, as_expr, binop, bitwise, cast, con
 from ..ir.module import PrimFunc
 from ..ir.stmt import For, IfThenElse, KernelLaunch, LetStmt, SeqStmt, Store
 from . import builder as bld
-from . import intops
+from . import intops, persistent
 from .ops import KernelSpec, LoopSpec, TensorSpec
+from .persistent import PersistentSpec
 from .refs import Ref, SliceItem
+from .views import BufferView
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Mod: "mod",
            ast.Pow: "pow", ast.FloorDiv: "floordiv", ast.BitAnd: "bitand", ast.BitOr: "bitor",
@@ -385,6 +387,11 @@ class Parser:
     def assign_name(self, name: str, value, node):
         idx = self._scope_of(name)
         existing = self.scopes[idx].vars[name] if idx is not None else None
+        if isinstance(existing, bld.PrivateVar) and not isinstance(value, bld.PrivateVar):
+            buf = existing.buffer
+            self.b.emit(Store(buf, existing.index, cast(self.value_expr(value, buf.dtype), buf.dtype),
+                              self.b.loc))
+            return
         if isinstance(existing, Buffer) and existing.is_var and not (isinstance(value, Buffer)):
             self.b.emit(Store(existing, (as_expr(0),), cast(self.value_expr(value, existing.dtype),
                                                            existing.dtype), self.b.loc))
@@ -452,6 +459,14 @@ class Parser:
                 finally:
                     self.scopes.pop()
             return
+        if isinstance(it, PersistentSpec):
+            names = [node.target] if isinstance(node.target, ast.Name) else list(
+                getattr(node.target, "elts", []))
+            if not names or not all(isinstance(n, ast.Name) for n in names):
+                raise TileSyntaxError("loop variables must be plain names", self.loc(node.target),
+                                      hint="write `for bx, by in T.Persistent([m, n], sms, bid)`")
+            persistent.lower(self, node, it, names, _Scope)
+            return
         if not isinstance(it, LoopSpec):
             raise TileSyntaxError(
                 "a kernel loop must iterate over T.Parallel, T.Pipelined, T.serial, T.unroll or range",
@@ -469,18 +484,21 @@ class Parser:
             )
         if it.kind != "parallel" and self.b.parallel_depth:
             pass  # a serial loop inside T.Parallel runs per element
+        # A loop may reuse an enclosing loop's (or block index's) name, as in TileLang: inside
+        # it the name is the new index, after it the enclosing one again (the loop's scope is
+        # popped). The new index gets a fresh IR name so no backend sees two indices called `i`.
+        vars_ = []
         for n in names:
             outer = self.lookup_local(n.id)
-            if isinstance(outer, Var) and outer not in self.let_vars:
-                raise TileBindingError(
-                    f"loop variable {n.id!r} reuses the name of an enclosing loop or block index "
-                    "(or a scalar parameter)", self.loc(node.target),
-                    hint=f"give the inner loop its own name, e.g. `{n.id}2`")
-        vars_ = [Var(n.id, dt.int32) for n in names]
+            shadows = isinstance(outer, Var) and outer not in self.let_vars
+            if shadows:
+                self.b.names.add(outer.name)  # so the fresh name differs from the outer one
+            vars_.append(Var(self.b.unique_name(n.id) if shadows else n.id, dt.int32))
         self.b.blocks.append([])
         self.scopes.append(_Scope("loop"))
         if it.kind == "parallel":
             self.b.parallel_depth += 1
+            self.b.parallel_loops.append((tuple(vars_), tuple(it.stops)))
         try:
             for n, v in zip(names, vars_):
                 self.scopes[-1].vars[n.id] = v
@@ -489,6 +507,7 @@ class Parser:
         finally:
             if it.kind == "parallel":
                 self.b.parallel_depth -= 1
+                self.b.parallel_loops.pop()
             self.scopes.pop()
             body = SeqStmt(tuple(self.b.blocks.pop()))
         loc = self.loc(node)
@@ -595,6 +614,8 @@ class Parser:
         v = self.lookup(node.id, node)
         if isinstance(v, Buffer) and v.is_var:
             return Load(v, (as_expr(0),))
+        if isinstance(v, bld.PrivateVar):
+            return Load(v.buffer, v.index)
         return v
 
     def ev_Attribute(self, node):
@@ -618,6 +639,13 @@ class Parser:
         sl = node.slice
         items = sl.elts if isinstance(sl, ast.Tuple) else [sl]
         vals = [self.ev(i) for i in items]
+        if isinstance(base, BufferView):
+            vals = [v.as_expr() if isinstance(v, Ref) else v for v in vals]
+            if len(vals) != len(base.shape):
+                raise TileShapeError(
+                    f"the view of {base.name} has {len(base.shape)} dimension(s) but is indexed "
+                    f"with {len(vals)}", self.loc(node), hint="give one index per dimension")
+            return Ref(base.base, base.base_items(vals))
         if isinstance(base, Buffer):
             vals = [v.as_expr() if isinstance(v, Ref) else v for v in vals]
             if len(vals) != len(base.shape):

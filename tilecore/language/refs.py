@@ -77,6 +77,8 @@ def region_of(x, other_shape: tuple | None = None, what: str = "operand") -> Reg
     `T.alloc_var` read by name (`T.clear(v)`) is its one-element buffer."""
     if isinstance(x, Load) and x.buffer.is_var:
         x = x.buffer
+    if _is_view(x):
+        x = x.as_base(what)
     if isinstance(x, Buffer):
         if x.static_shape is None:
             raise TileShapeError(
@@ -155,6 +157,8 @@ def _extent_through_lets(stop, start) -> int | None:
 
 def shape_of(x) -> tuple | None:
     """The squeezed shape of a Buffer or sliced Ref, or None for a start corner."""
+    if _is_view(x):
+        x = x.as_base("T.copy")
     if isinstance(x, Buffer):
         return squeezed(x.static_shape) if x.static_shape is not None else None
     if isinstance(x, Ref) and not x.is_element:
@@ -163,7 +167,10 @@ def shape_of(x) -> tuple | None:
 
 
 def buffer_of(x, what: str) -> Buffer:
-    """The buffer behind `x` (Buffer or whole-buffer Ref)."""
+    """The buffer behind `x` (Buffer, whole-buffer Ref, or a T.reshape view adding or dropping
+    unit dimensions)."""
+    if _is_view(x):
+        return x.as_base(what)
     if isinstance(x, Buffer):
         return x
     if isinstance(x, Ref):
@@ -172,3 +179,9 @@ def buffer_of(x, what: str) -> Buffer:
             return x.buffer
     raise TileTypeError(f"{what} must be a whole buffer",
                         hint="pass the buffer itself (no indices or slices)")
+
+
+def _is_view(x) -> bool:
+    from .views import BufferView
+
+    return isinstance(x, BufferView)
