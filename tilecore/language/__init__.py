@@ -104,6 +104,7 @@ from .ops import min as min  # noqa: A004
 from .ops import pow as pow  # noqa: A004
 from .ops import round_ as round  # noqa: A004
 from .parser import macro, prim_func
+from .persistent import Persistent
 from .thread_level import (
     alloc_barrier,
     barrier_arrive,
@@ -117,7 +118,6 @@ from .thread_level import (
     tma_copy,
     ws,
 )
-from .persistent import Persistent
 from .views import reshape, view
 
 cast = builtin(cast)

@@ -110,8 +110,9 @@ def test_removing_any_barrier_from_a_gemm_is_a_race(num_stages, expected):
     # synchronous copies: before the mma reads, and before the next iteration overwrites; a
     # cp.async pipeline: one, after the wait (landed tile visible, refilled stage no longer read),
     # twice in the code since fragment-pipeline moves the loop head (wait, barrier, issue) in
-    # front of the loop for tile 0 and to the end of the body for tile k + 1; plus the epilogue's, which stages the accumulator in two rounds of 32 rows: before each
-    # round is read back and before the second round overwrites the first
+    # front of the loop for tile 0 and to the end of the body for tile k + 1; plus the
+    # epilogue's, which stages the accumulator in two rounds of 32 rows: before each round is
+    # read back and before the second round overwrites the first
     assert n_barriers == expected
     for i in range(n_barriers):
         mutated, _ = _without_barrier(final, i)
