@@ -4,17 +4,8 @@ import subprocess
 import sys
 
 import pytest
-from tilecore_conformance import suite
 from tilecore_conformance.report import ConformanceFailure
 from tilecore_conformance.suite import check_target
-
-
-@pytest.fixture(autouse=True)
-def _short_shrink(monkeypatch):
-    """Hypothesis shrinks each planted bug for at most 15 s instead of the suite's 60: these
-    bugs shrink to <= 16 lines within a few CPU-seconds (the simple-family search finishes the
-    job), and the full budget was a minute of CI per test on a quiet machine."""
-    monkeypatch.setattr(suite, "SHRINK_BUDGET_S", 15.0)
 
 
 def _caught(target: str) -> ConformanceFailure:
