@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 from tilecore_conformance.corpus import example_files, sizes_for
+from tilecore_cuda import build
 from tilecore_cuda.build import nvcc_path
 
 EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples"))
@@ -45,3 +48,31 @@ needs_gpu = pytest.mark.skipif(not has_gpu(), reason="no CUDA device (GPU tests 
 
 
 split = sizes_for  # the one rule, shared with conformance and the other backends' tests
+
+
+def _run_dir() -> Path:
+    """A folder private to this test run and shared by its pytest-xdist workers (named by
+    xdist's run id; a run without xdist gets one per process)."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid{os.getpid()}"
+    d = Path(tempfile.gettempdir()) / f"tilecore-test-nvcc-{os.getuid()}" / run
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def nvcc_cubin(source: str, arch: str, name: str = "kernel") -> bytes:
+    """The cubin nvcc builds from `source` for `arch`, compiled once per test run.
+
+    Several tests check the same example kernels (one that nvcc accepts them, one for spills):
+    they share one real nvcc build in each run instead of one each. Never tilecore's compile
+    cache, which outlives the run: every run compiles with nvcc."""
+    key = hashlib.sha256(f"{arch}\x00{source}".encode()).hexdigest()[:32]
+    path = _run_dir() / f"{key}.cubin"
+    if path.exists():
+        cubin = path.read_bytes()
+        if cubin[:4] == b"\x7fELF":
+            return cubin
+    cubin = build.compile_cuda(source, arch, name=name, compiler="nvcc", use_cache=False)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(cubin)
+    os.replace(tmp, path)  # atomic: a concurrent worker reads a whole cubin or none
+    return cubin

@@ -4,8 +4,7 @@ and fp16/bf16 gemm uses the tensor cores through mma.sync."""
 from __future__ import annotations
 
 import pytest
-from cuda_test_util import CI_ARCHS, example_cases, example_modules, needs_nvcc, split
-from tilecore_cuda import build
+from cuda_test_util import CI_ARCHS, example_cases, example_modules, needs_nvcc, nvcc_cubin, split
 
 import tilecore
 
@@ -22,7 +21,7 @@ def cuda_source(mod, sizes: dict, arch: str = "sm_80") -> tuple[str, str]:
 @pytest.mark.parametrize("mod, sizes", example_cases())
 def test_example_compiles_with_nvcc(mod, sizes, arch):
     entry, src = cuda_source(mod, sizes, arch)
-    cubin = build.compile_cuda(src, arch, name=entry, compiler="nvcc", use_cache=False)
+    cubin = nvcc_cubin(src, arch, name=entry)
     assert cubin[:4] == b"\x7fELF"
 
 

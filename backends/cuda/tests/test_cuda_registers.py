@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from cuda_test_util import CI_ARCHS, example_cases, example_modules, needs_gpu, needs_nvcc, split
+from cuda_test_util import CI_ARCHS, example_cases, example_modules, needs_gpu, needs_nvcc, nvcc_cubin, split
 from tilecore_cuda import build
 from tilecore_cuda.artifact import CudaArtifact
 from tilecore_cuda.render import render_cuda
@@ -43,7 +43,7 @@ def test_launch_bounds_is_the_thread_count(mod, sizes):
 @pytest.mark.parametrize("mod, sizes", example_cases())
 def test_no_local_memory_in_example_kernels(mod, sizes, arch):
     kernel, _ = lowered(mod, sizes, arch)
-    cubin = build.compile_cuda(kernel.get_kernel_source(), arch, compiler="nvcc", use_cache=False)
+    cubin = nvcc_cubin(kernel.get_kernel_source(), arch)  # shared with test_cuda_examples' build
     res = build.cubin_resources(cubin)
     assert res["frame_bytes"] == 0, res
     assert 0 < res["registers"] <= 255
@@ -147,8 +147,7 @@ def test_flash_attention_under_fast_math_matches_interp(is_causal):
     np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64), **mod.TOLERANCE)
 
 
-def benchmark_kernels() -> list:
-    """(name, PrimFunc) of every kernel configuration `benchmarks/gpu.py` times on the H200."""
+def _benchmark_module():
     import importlib.util
     import os
 
@@ -156,24 +155,34 @@ def benchmark_kernels() -> list:
     spec = importlib.util.spec_from_file_location("tilecore_gpu_benchmarks", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    out = [(f"gemm-{i}", example("gemm").program(M=4096, N=4096, K=4096, dtype="float16", **cfg))
+    return bench
+
+
+def benchmark_configs() -> list:
+    """(name, example, program arguments) of every kernel configuration `benchmarks/gpu.py`
+    times on the H200."""
+    bench = _benchmark_module()
+    out = [(f"gemm-{i}", "gemm", dict(M=4096, N=4096, K=4096, dtype="float16", **cfg))
            for i, cfg in enumerate(bench.GEMM_CONFIGS)]
-    out += [(f"flash_attention-{i}-{causal}", example("flash_attention").program(
-        batch=8, heads=16, seq_len=2048, dim=128, is_causal=causal, **cfg))
-        for i, cfg in enumerate(bench.FA_CONFIGS) for causal in (False, True)]
-    out += [(f"{name}-{i}", example(name).program(M=16384, N=8192, **cfg))
+    out += [(f"flash_attention-{i}-{causal}", "flash_attention",
+             dict(batch=8, heads=16, seq_len=2048, dim=128, is_causal=causal, **cfg))
+            for i, cfg in enumerate(bench.FA_CONFIGS) for causal in (False, True)]
+    out += [(f"{name}-{i}", name, dict(M=16384, N=8192, **cfg))
             for name in ("softmax", "rmsnorm") for i, cfg in enumerate(bench.ROW_CONFIGS)]
     return out
 
 
+# one test per configuration, so that pytest-xdist spreads their nvcc builds over the cores
 @needs_nvcc
-def test_no_local_memory_in_benchmark_kernels():
+@pytest.mark.parametrize("name, example_name, kwargs",
+                         [pytest.param(*c, id=c[0]) for c in benchmark_configs()])
+def test_no_local_memory_in_benchmark_kernels(name, example_name, kwargs):
     """Issue 9: no benchmark kernel spills (its registers fit in 255 without a stack frame)."""
-    for name, func in benchmark_kernels():
-        src = tilecore.compile(func, target="cuda:sm_90a").get_kernel_source()
-        res = build.cubin_resources(build.compile_cuda(src, "sm_90a", name=name.replace("-", "_"),
-                                                       compiler="nvcc", use_cache=False))
-        assert res["frame_bytes"] == 0, (name, res)
+    func = example(example_name).program(**kwargs)
+    src = tilecore.compile(func, target="cuda:sm_90a").get_kernel_source()
+    res = build.cubin_resources(build.compile_cuda(src, "sm_90a", name=name.replace("-", "_"),
+                                                   compiler="nvcc", use_cache=False))
+    assert res["frame_bytes"] == 0, (name, res)
 
 
 @needs_nvcc
