@@ -73,21 +73,7 @@ def _uses_tx(e, lets: dict) -> bool:
 
 def _decide(cond, lets: dict, g: int):
     """The value of `cond` over warpgroup g's threads: True / False, or _PerThread if mixed."""
-    tx = Var("tx")
-
-    def sub(n):
-        if isinstance(n, ThreadIndex):
-            return tx if n.dim == 0 else None
-        if isinstance(n, Var) and id(n) in lets:
-            return rewrite(lets[id(n)], sub)
-        return None
-
-    e = rewrite(cond, sub)
-    try:
-        v = np.broadcast_to(np.asarray(evaluate(e, {id(tx): np.arange(WARPGROUP * g, WARPGROUP * (g + 1))})),
-                            (WARPGROUP,))
-    except NotNumeric:
-        raise _PerThread() from None
+    v = _thread_values(cond, lets, WARPGROUP * (g + 1))[WARPGROUP * g:]
     if v.all():
         return True
     if not v.any():
