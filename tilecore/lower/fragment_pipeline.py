@@ -25,6 +25,7 @@ L_0(k+1) writes the registers M_{n-1}(k) does not read) and a loop body of exact
 from __future__ import annotations
 
 from ..ir.buffer import Buffer
+from ..ir.names import fresh_name
 from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
 from ..ir.thread import IntrinsicCall, OperandRef, ThreadKernel
 from ..ir.visit import rewrite, substitute, walk
@@ -54,10 +55,10 @@ def _steps(tail: list) -> list[tuple[list, list]] | None:
     return steps
 
 
-def _operand_regs(steps) -> set | None:
-    """ids of the register buffers the loaders fill, when every mma operand comes from them and
-    the loaders' sources are all shared memory (so renaming a step's registers is local)."""
-    filled = {id(s.operands[0].buffer) for loads, _ in steps for s in loads}
+def _operand_regs(steps) -> dict | None:
+    """The register buffers the loaders fill (by id), when every mma operand comes from them and
+    no mma writes them (so renaming a step's registers is local)."""
+    filled = {id(s.operands[0].buffer): s.operands[0].buffer for loads, _ in steps for s in loads}
     for _, mmas in steps:
         for m in mmas:
             a, b = m.operands[1].buffer, m.operands[2].buffer
@@ -91,23 +92,17 @@ def _pipeline_loop(loop: For, new_regs: list, names: set, bounds: dict) -> Stmt 
     steps = _steps(tail)
     if steps is None or len(steps) < 2 or len(steps) % 2:
         return None
-    filled = _operand_regs(steps)
-    if filled is None:
+    regs = _operand_regs(steps)
+    if regs is None:
         return None
     # the let-bound names (stage = k % s, ...) are inlined into the statements that move to
     # another iteration, so that substituting the loop variable alone moves them
     env: dict = {}
     for let in lets:
         env[let.var] = substitute(let.value, env)
-    regs = {id(b): b for s in tail for b in (s.operands[0].buffer,) if id(b) in filled}
     twin = {}
     for key, b in regs.items():
-        name, n = f"{b.name}_odd", 0
-        while name in names:
-            n += 1
-            name = f"{b.name}_odd_{n}"
-        names.add(name)
-        twin[key] = Buffer(name, b.shape, b.dtype, b.scope)
+        twin[key] = Buffer(fresh_name(f"{b.name}_odd", names), b.shape, b.dtype, b.scope)
         new_regs.append(twin[key])
     steps = [(loads, mmas) if i % 2 == 0 else (_rename(loads, twin), _rename(mmas, twin))
              for i, (loads, mmas) in enumerate(steps)]

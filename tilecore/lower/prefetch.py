@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..ir.buffer import Buffer
 from ..ir.expr import Const, Var, binop, const
+from ..ir.names import fresh_name
 from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
 from ..ir.thread import Atomic, MemStore, ThreadKernel, VecMove
 from ..ir.visit import rewrite, substitute, walk
@@ -75,12 +76,7 @@ def _prefetch_loop(loop: For, new_regs: list, names: set, bounds: dict) -> Stmt 
                 return None
     loads, stores = [], []
     for guard, mv in lead:
-        name, k = f"{mv.src.name}_next", 0
-        while name in names:
-            k += 1
-            name = f"{mv.src.name}_next_{k}"
-        names.add(name)
-        tmp = Buffer(name, (mv.lanes,), mv.src.dtype, "local")
+        tmp = Buffer(fresh_name(f"{mv.src.name}_next", names), (mv.lanes,), mv.src.dtype, "local")
         new_regs.append(tmp)
         ld: Stmt = VecMove(tmp, const(0), mv.src, mv.src_offset, mv.lanes, mv.pred, mv.zero_fill, mv.loc)
         st: Stmt = VecMove(mv.dst, mv.dst_offset, tmp, const(0), mv.lanes,
