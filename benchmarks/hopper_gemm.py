@@ -112,7 +112,8 @@ def _cfg_str(c: dict) -> str:
     if "block_M" not in c:  # gemv
         return f"{c['block_N']} cols x {c['block_K']} rows t{c.get('threads', 256)}"
     return f"{c['block_M']}x{c['block_N']}x{c['block_K']} s{c['num_stages']} t{c['threads']}" + \
-        (f" p{c['panel']}" if c.get("panel") else "")
+        (f" p{c['panel']}" if c.get("panel") else "") + \
+        (f" split{c['split_k']}" if c.get("split_k", 1) > 1 else "") + (" ef" if c.get("b_eviction") else "")
 
 
 def host_case(torch, arch: str, reps: int = 2000) -> str:
@@ -182,8 +183,9 @@ def main():
         jobs += [("gemm", dict(M=m, N=n, K=k, dtype="bfloat16", **c)) for c in LLM_CONFIGS
                  for m in LLM_M for n, k in LLM_NK]
     if "small" in sections:
-        jobs += [("gemm", dict(M=m, N=n, K=k, dtype="float16", **c)) for c in SMALL_CONFIGS
-                 for m, n, k in SMALL_SHAPES]
+        jobs += [("gemm", dict(M=m, N=n, K=k, dtype="float16",
+                               **(gemm.small_m_config(m, n, k) if c == "auto" else c)))
+                 for c in SMALL_CONFIGS for m, n, k in SMALL_SHAPES]
     if "gemv" in sections:
         jobs += [("gemv", dict(M=m, N=n, K=k, **c)) for c in GEMV_CONFIGS for m, n, k in GEMV_SHAPES]
     if "fp8" in sections:
@@ -201,14 +203,21 @@ def main():
         prog = example.program(M=m, N=n, K=k, dtype=dtype_name, **cfg)
         kern = tilecore.compile(prog, target=f"cuda:{arch}")
         c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
-        kern(a, b, c)
+        if cfg.get("split_k", 1) > 1:  # the blocks add into C: zeroing it is part of every call
+            def call():
+                c.zero_()
+                kern(a, b, c)
+        else:
+            def call():
+                kern(a, b, c)
+        call()
         err = rel_err(c, torch.matmul(a.float(), b.float()))
         if not err < 1e-2:
             raise AssertionError(f"relative error {err:.3e}")
-        ms = bench(lambda: kern(a, b, c))
+        ms = bench(call)
         t_torch = bench(lambda: torch.matmul(a, b))
         if clean_l2:
-            mc, tc = bench_clean(lambda: kern(a, b, c)), bench_clean(lambda: torch.matmul(a, b))
+            mc, tc = bench_clean(call), bench_clean(lambda: torch.matmul(a, b))
             nb = 2 * (m * k + k * n + m * n)
             notes.append(f"{m}x{n}x{k} {_cfg_str(cfg)} with L2 flushed by a read (no dirty lines): "
                          f"{mc * 1e3:.1f} us ({nb / mc / 1e6:.0f} GB/s), torch.matmul {tc * 1e3:.1f} us "
@@ -278,8 +287,20 @@ def main():
             del x, y
         except Exception as e:
             notes.append(f"copy bandwidth: FAILED {e}")
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
         for m, n, k in SMALL_SHAPES:
+            try:  # the floors: a read of B alone (torch's sum) and the zeroing split-K adds
+                b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+                c0 = torch.empty(m, n, device="cuda", dtype=torch.float16)
+                notes.append(f"{m}x{n}x{k}: B.sum() {bench(b.sum) * 1e3:.1f} us under do_bench, "
+                             f"{bench_clean(b.sum) * 1e3:.1f} us read-flushed ({2 * k * n / 1e6:.1f} MB); "
+                             f"C.zero_() {bench(c0.zero_) * 1e3:.1f} us")
+                del b, c0
+            except Exception as e:
+                notes.append(f"small-M floors: FAILED {e}")
             for cfg in SMALL_CONFIGS:
+                if cfg == "auto":  # the config examples/gemm.py picks by shape
+                    cfg = gemm.small_m_config(m, n, k, sms)
                 run(f"gemm fp16 {m}x{n}x{k} (small M)", m, n, k, "float16", cfg, 2 * (m * k + k * n + m * n))
     if "gemv" in sections:
         for m, n, k in GEMV_SHAPES:
@@ -299,8 +320,11 @@ def main():
                                                                       num_stages=4, threads=256, panel=16))
             notes.append(f"ragged gemm fp16 4000x4000x1000 (128x256 s4 t256 p16, persistent: 512 tiles on "
                          f"132 blocks): err {err:.2e}")
-            ms, tt, err = gemm_case(3, 1000, 1000, "float16", SMALL_CONFIGS[0])
-            notes.append(f"ragged small-M fp16 3x1000x1000 ({_cfg_str(SMALL_CONFIGS[0])}): err {err:.2e}")
+            for small in (dict(block_M=16, block_N=64, block_K=256, num_stages=4, threads=128),
+                          dict(block_M=16, block_N=64, block_K=128, num_stages=4, threads=128, split_k=3,
+                               b_eviction="evict_first")):
+                ms, tt, err = gemm_case(3, 1000, 1000, "float16", small)
+                notes.append(f"ragged small-M fp16 3x1000x1000 ({_cfg_str(small)}): err {err:.2e}")
         except Exception as e:
             notes.append(f"ragged gemm: FAILED {type(e).__name__}: {str(e)[:300]}")
 

@@ -4,7 +4,7 @@
 # Writes logs and a pass/fail table (summary.md) under $OUT; prints the table last.
 #
 # usage: bash tools/gpu_check.sh [STAGE ...]     stages: tests examples conformance bench sass sanitize
-#        bench80 (default: the first five). `bench80`: benchmarks/gpu.py lowered for sm_80 (the
+#        bench80 hopper (default: the first five). `hopper`: benchmarks/hopper_gemm.py (see its stage). `bench80`: benchmarks/gpu.py lowered for sm_80 (the
 #        mma.sync + cp.async path on this GPU) with every GEMM config also run with the
 #        fragment-pipeline pass off (GPU_GEMM_CONFIGS may give the configs as JSON). CONFORMANCE_EXAMPLES (default 600) sets the number of programs.
 #        `sass` (after `bench`, which it reads for the chosen configs) disassembles the best GEMM,
@@ -106,6 +106,17 @@ for stage in $STAGES; do
     row "host overhead" "$([ $rc = 0 ] && echo done || echo "FAIL (rc $rc)")" "host_overhead.log, host_overhead.json" \
       $(($(date +%s) - t1))
     ;;
+  hopper)
+    # the Hopper GEMM benchmark (TMA + wgmma, small M, fp8; benchmarks/hopper_gemm.py): its
+    # sections from HOPPER_SECTIONS, configs from HOPPER_CONFIGS / HOPPER_LLM_CONFIGS /
+    # HOPPER_SMALL_CONFIGS (JSON) when set; no new case starts after HOPPER_BUDGET_S
+    timeout "${HOPPER_TIMEOUT:-230}" $PY benchmarks/hopper_gemm.py --out "$OUT/hopper.json" \
+      --sections "${HOPPER_SECTIONS:-sweep,large,llm,small,fp8,ragged}" --budget "${HOPPER_BUDGET_S:-200}" \
+      >"$OUT/hopper.log" 2>&1
+    rc=$?
+    row "hopper GEMM benchmark" "$([ $rc = 0 ] && echo done || echo "FAIL (rc $rc)")" "hopper.log, hopper.json" \
+      $(($(date +%s) - t0))
+    ;;
   bench80)
     timeout "${BENCH_TIMEOUT:-240}" $PY benchmarks/gpu.py --arch sm_80 --fragment-ab --out "$OUT/bench80.json" \
       >"$OUT/bench80.log" 2>&1
@@ -148,5 +159,6 @@ echo
 [ -f "$OUT/bench.log" ] && sed -n '/^| case/,$p' "$OUT/bench.log"
 [ -f "$OUT/attention.log" ] && sed -n '/^| case/,$p' "$OUT/attention.log"
 [ -f "$OUT/bench80.log" ] && sed -n '/^| case/,$p' "$OUT/bench80.log"
+[ -f "$OUT/hopper.log" ] && sed -n '/^device copy\|^[0-9]*x[0-9]*x[0-9]*: B.sum\|ragged\|FAILED\|L2 flushed by a read/p; /^| case/,$p' "$OUT/hopper.log"
 echo
 cat "$SUMMARY"

@@ -124,6 +124,10 @@ class Copy(Stmt):
     src: Region
     dst: Region
     loc: SourceLoc | None = None
+    # L2 eviction priority of the global reads ("", "evict_first", "evict_last"): a hint the
+    # TMA stage copies of pipelined loops honour (tilecore.lower.tma_pipeline); results are the
+    # same without it
+    cache_hint: str = ""
 
 
 @dataclass(frozen=True)

@@ -482,6 +482,10 @@ def _check_box(what: str, smem: Buffer, tensor: Buffer, coords: tuple, box: tupl
         raise TypeError(f"{what}: no TMA swizzle mode writes the layout {layout.describe()}")
 
 
+# L2 eviction priorities a global read may carry ("" = the default, evict_normal)
+CACHE_HINTS = ("", "evict_first", "evict_last")
+
+
 @dataclass(frozen=True)
 class TmaLoad(Stmt):
     """Bulk tensor copy (TMA, `cp.async.bulk.tensor`) of the box `box` (extents per tensor
@@ -501,9 +505,14 @@ class TmaLoad(Stmt):
     bar: Buffer
     bar_offset: Expr
     loc: SourceLoc | None = None
+    # L2 eviction priority of the read ("", "evict_first", "evict_last"; see CACHE_HINTS): a
+    # performance hint only, the copied values are the same
+    cache_hint: str = ""
 
     def __post_init__(self):
         _check_expr("TmaLoad.dst_offset", self.dst_offset)
+        if self.cache_hint not in CACHE_HINTS:
+            raise TypeError(f"TmaLoad.cache_hint {self.cache_hint!r} is not one of {CACHE_HINTS}")
         _check_box("TmaLoad", self.dst, self.tensor, self.coords, self.box, self.layout)
         _check_mbarrier("TmaLoad", self.bar, self.bar_offset)
 

@@ -279,8 +279,13 @@ def _private_var(b, name: str, dtype, init):
 
 @builtin
 def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None) -> None:
-    """Copy a tile between global, shared and fragment memory (start-corner or slice form)."""
+    """Copy a tile between global, shared and fragment memory (start-corner or slice form).
+    `eviction_policy` ("evict_normal", "evict_first", "evict_last") sets the L2 priority of
+    the global reads of a global -> shared copy that a pipelined loop turns into TMA stage
+    copies (streamed-once operands: "evict_first", so they do not push other data out of L2);
+    other copies ignore it (the values copied are the same either way)."""
     b = current()
+    hint = _cache_hint(eviction_policy)
     if disable_tma:
         from .hints import ignored_hint
 
@@ -295,7 +300,19 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
     dr = region_of(dst, _same_rank_extents(src, dst) or (src_shape if src_shape is not None
                                                          else squeezed(sr.extents)), "copy destination")
     sr, dr = match_extents(sr, dr, b.loc)
-    b.emit(Copy(sr, dr, b.loc))
+    b.emit(Copy(sr, dr, b.loc, cache_hint=hint))
+
+
+_EVICTION_POLICIES = {None: "", "evict_normal": "", "evict_first": "evict_first", "evict_last": "evict_last"}
+
+
+def _cache_hint(eviction_policy) -> str:
+    """The Copy.cache_hint of a T.copy `eviction_policy` (TileLang's names)."""
+    if eviction_policy not in _EVICTION_POLICIES:
+        raise TileTypeError(f"T.copy eviction_policy={eviction_policy!r} is not one of "
+                            f"{sorted(k for k in _EVICTION_POLICIES if k)}",
+                            hint='write eviction_policy="evict_first" for data read once')
+    return _EVICTION_POLICIES[eviction_policy]
 
 
 def _same_rank_extents(other, corner) -> tuple | None:

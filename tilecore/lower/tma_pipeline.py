@@ -57,6 +57,7 @@ class TileCopy:
     coords: tuple
     box: tuple
     loc: object = None
+    cache_hint: str = ""  # the T.copy's L2 eviction priority (TmaLoad.cache_hint)
 
 
 def tma_boxes(layout, box: tuple, itemsize: int) -> list | None:
@@ -113,7 +114,7 @@ def tile_copies(ctx, loop: For) -> tuple:
         if tma_boxes(shared.layout, tuple(src.extents), shared.dtype.itemsize) is None:
             continue
         coords = tuple(ctx.simp(e) for e in src.starts)
-        out.append(TileCopy(shared, src.buffer, coords, tuple(src.extents), s.loc))
+        out.append(TileCopy(shared, src.buffer, coords, tuple(src.extents), s.loc, s.cache_hint))
     return ((TILE_COPIES, tuple(out)),) if out else ()
 
 
@@ -178,7 +179,7 @@ class TmaRing:
             for col, off, box, layout in tma_boxes(tc.shared.layout, tc.box, tc.shared.dtype.itemsize):
                 at = coords[:-1] + (simp(coords[-1] + col),)
                 body.append(TmaLoad(self.new[key], simp(stage * self.stride[key] + off), tc.tensor, at, box,
-                                    layout, self.bar, stage, tc.loc))
+                                    layout, self.bar, stage, tc.loc, tc.cache_hint))
         return body
 
     def issue(self, var: Var, tile: Expr, stage: Expr, more: Expr | None, simp) -> Stmt:

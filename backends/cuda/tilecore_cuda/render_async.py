@@ -128,9 +128,19 @@ class AsyncRenderMixin:
         args, rank = self._coords(s)
         slots = ", ".join(f"%{k + 3}" for k in range(len(s.coords)))
         op = f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes"
-        self.emit(f'asm volatile("{op} [%0], [%1, {{{slots}}}], [%2];"')
+        hint = policy = ""
+        if s.cache_hint:  # an L2 eviction priority: a 64-bit cache policy made by createpolicy
+            hint, policy = ".L2::cache_hint", f", %{len(s.coords) + 3}"
+            args += f', "l"({self._cache_policy(s.cache_hint)})'
+        self.emit(f'asm volatile("{op}{hint} [%0], [%1, {{{slots}}}], [%2]{policy};"')
         self.emit(f'    :: "r"({self._smem(s.dst, s.dst_offset)}), "l"(reinterpret_cast<unsigned long long>'
                   f'(&tilecore_tmap{i})), "r"({self._smem(s.bar, s.bar_offset)}), {args} : "memory");')
+
+    def _cache_policy(self, hint: str) -> str:
+        """A C++ expression of the L2 cache policy (`createpolicy.fractional`, the whole access
+        at priority `hint`) for a `.L2::cache_hint` operand."""
+        return (f'([] {{ unsigned long long p; asm("createpolicy.fractional.L2::{hint}.b64 %0, 1.0;" '
+                f': "=l"(p)); return p; }}())')
 
     def stmt_TmaStore(self, s) -> None:
         """`cp.async.bulk.tensor.<n>d.global.shared::cta.bulk_group` (clipped to the tensor)."""

@@ -15,6 +15,10 @@ whose coefficients and constant are; the tensor's base is aligned as the vectori
 already assume). The source keeps the scalar adds for other architectures (`__CUDA_ARCH__`),
 so one rendering serves sm_80 and sm_90 builds. Semantics are unchanged: each element is still
 added atomically once (the emulator runs the scalar statements).
+
+float16 / bfloat16 pairs (split-K GEMM epilogues adding into a half-precision C) become one
+`atomicAdd(__half2*)` (native since sm_60; a scalar `atomicAdd(half*)` is a compare-and-swap
+loop) or `atomicAdd(__nv_bfloat162*)` (native on sm_90): each half still rounds once.
 """
 
 from __future__ import annotations
@@ -22,12 +26,15 @@ from __future__ import annotations
 from tilecore.ir.expr import linear
 from tilecore.ir.thread import Atomic
 
-WIDTHS = (4, 2)
+# vector widths, the architecture from which the vector add is native, and the C++ pair type
+WIDTHS = {"float32": (4, 2), "float16": (2,), "bfloat16": (2,)}
+_PAIRS = {"float16": (700, "__half2", "__halves2half2"),
+          "bfloat16": (900, "__nv_bfloat162", "__halves2bfloat162")}
 
 
 def _scalar(s) -> bool:
     return (isinstance(s, Atomic) and s.op == "add" and s.buffer.scope == "global"
-            and s.buffer.dtype.name == "float32")
+            and s.buffer.dtype.name in WIDTHS)
 
 
 def _multiple(e, k: int) -> bool:
@@ -40,7 +47,7 @@ def atomic_run(stmts: tuple, i: int) -> int:
     first = stmts[i]
     if not _scalar(first):
         return 1
-    for width in WIDTHS:
+    for width in WIDTHS[first.buffer.dtype.name]:
         run = stmts[i:i + width]
         if len(run) < width or not _multiple(first.offset, width):
             continue
@@ -73,10 +80,20 @@ class VectorAtomicRenderMixin:
             i += width
 
     def vector_atomic(self, run: tuple) -> None:
-        """One `atomicAdd(floatN*)` under `__CUDA_ARCH__ >= 900`, the scalar adds otherwise."""
+        """One `atomicAdd(floatN*)` under `__CUDA_ARCH__ >= 900` (a half-precision pair: from
+        the arch where its vector add is native), the scalar adds otherwise."""
         first, n = run[0], len(run)
         values = ", ".join(self.converted(a.value, a.buffer.dtype) for a in run)
         ref = self.ref(first.buffer, first.offset)
+        if first.buffer.dtype.name in _PAIRS:
+            arch, pair, make = _PAIRS[first.buffer.dtype.name]
+            self.emit(f"#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= {arch}")
+            self.guarded(first.pred, f"atomicAdd(reinterpret_cast<{pair}*>(&{ref}), {make}({values}));")
+            self.emit("#else")
+            for a in run:
+                self.stmt(a)
+            self.emit("#endif")
+            return
         self.emit("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900")
         self.guarded(first.pred, f"atomicAdd(reinterpret_cast<float{n}*>(&{ref}), make_float{n}({values}));")
         self.emit("#else")
