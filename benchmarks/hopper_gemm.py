@@ -8,7 +8,9 @@ Run on the lent GPU:  python benchmarks/hopper_gemm.py [--out results.json] [--q
 - llm: the LLM projection shapes (M in LLM_M; (N, K) in LLM_NK), bf16, every config of
   LLM_CONFIGS (the best per shape is the row that counts), each against torch.matmul;
 - small: small M (SMALL_SHAPES: M = 1 and 16 with N = K = 4096, M = 1 with N = 14336), every
-  config of SMALL_CONFIGS, against torch.matmul of the same shapes, with the achieved GB/s
+  config of SMALL_CONFIGS ("auto": examples/gemm.py's small_m_config; split-K configs zero C in
+  every timed call), then SMALL_EXTRA_SHAPES with SMALL_EXTRA_CONFIGS, beside the floors (B.sum(),
+  C.zero_()), against torch.matmul of the same shapes, with the achieved GB/s
   (A + B + C bytes once) beside a device copy's;
 - gemv: examples/gemv.py (B streamed through registers, no tensor cores) at M = 1, every
   config of GEMV_CONFIGS, against torch.matmul of the same shapes, with GB/s;
@@ -58,12 +60,22 @@ LLM_CONFIGS = [dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=
                dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256, panel=8),
                dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256, panel=16)]
 SMALL_SHAPES = [(1, 4096, 4096), (16, 4096, 4096), (1, 14336, 4096)]
-# bandwidth-bound: narrow column tiles so every multiprocessor streams B through deep TMA stages
-SMALL_CONFIGS = [dict(block_M=16, block_N=32, block_K=256, num_stages=4, threads=128),
-                 dict(block_M=16, block_N=64, block_K=128, num_stages=6, threads=128),
+# bandwidth-bound: narrow column tiles so every multiprocessor streams B through deep TMA stages;
+# "auto" is examples/gemm.py's small_m_config (the shipped choice)
+SMALL_CONFIGS = ["auto",
+                 dict(block_M=16, block_N=32, block_K=256, num_stages=4, threads=128, b_eviction="evict_first"),
+                 dict(block_M=16, block_N=64, block_K=256, num_stages=4, threads=128),
+                 dict(block_M=16, block_N=64, block_K=256, num_stages=4, threads=128, b_eviction="evict_first"),
+                 dict(block_M=16, block_N=32, block_K=256, num_stages=6, threads=128),
                  dict(block_M=16, block_N=32, block_K=128, num_stages=8, threads=128),
-                 dict(block_M=16, block_N=64, block_K=256, num_stages=4, threads=128)]
-for _env, _name in (("HOPPER_LLM_CONFIGS", "LLM_CONFIGS"), ("HOPPER_SMALL_CONFIGS", "SMALL_CONFIGS")):
+                 dict(block_M=16, block_N=64, block_K=128, num_stages=5, threads=128),
+                 dict(block_M=16, block_N=128, block_K=128, num_stages=4, threads=128)]
+# beyond the three: M = 64 (the top of "small M") and a narrow N with a long K, where
+# 32-column tiles leave most multiprocessors idle and examples/gemm.py's choice splits k
+SMALL_EXTRA_SHAPES = [(64, 4096, 4096), (1, 1024, 16384)]
+SMALL_EXTRA_CONFIGS = ["auto", dict(block_M=16, block_N=32, block_K=256, num_stages=4, threads=128)]
+for _env, _name in (("HOPPER_LLM_CONFIGS", "LLM_CONFIGS"), ("HOPPER_SMALL_CONFIGS", "SMALL_CONFIGS"),
+                    ("HOPPER_SMALL_EXTRA_CONFIGS", "SMALL_EXTRA_CONFIGS")):
     if os.environ.get(_env):
         globals()[_name] = json.loads(os.environ[_env])
 GEMV_SHAPES = [(1, 4096, 4096), (1, 14336, 4096)]
@@ -185,7 +197,9 @@ def main():
     if "small" in sections:
         jobs += [("gemm", dict(M=m, N=n, K=k, dtype="float16",
                                **(gemm.small_m_config(m, n, k) if c == "auto" else c)))
-                 for c in SMALL_CONFIGS for m, n, k in SMALL_SHAPES]
+                 for cfgs, shapes in ((SMALL_CONFIGS, SMALL_SHAPES),
+                                      (SMALL_EXTRA_CONFIGS, SMALL_EXTRA_SHAPES))
+                 for c in cfgs for m, n, k in shapes]
     if "gemv" in sections:
         jobs += [("gemv", dict(M=m, N=n, K=k, **c)) for c in GEMV_CONFIGS for m, n, k in GEMV_SHAPES]
     if "fp8" in sections:
@@ -288,7 +302,8 @@ def main():
         except Exception as e:
             notes.append(f"copy bandwidth: FAILED {e}")
         sms = torch.cuda.get_device_properties(0).multi_processor_count
-        for m, n, k in SMALL_SHAPES:
+        for m, n, k, cfgs in [(*shape, SMALL_CONFIGS) for shape in SMALL_SHAPES] + \
+                [(*shape, SMALL_EXTRA_CONFIGS) for shape in SMALL_EXTRA_SHAPES]:
             try:  # the floors: a read of B alone (torch's sum) and the zeroing split-K adds
                 b = torch.randn(k, n, device="cuda", dtype=torch.float16)
                 c0 = torch.empty(m, n, device="cuda", dtype=torch.float16)
@@ -298,7 +313,7 @@ def main():
                 del b, c0
             except Exception as e:
                 notes.append(f"small-M floors: FAILED {e}")
-            for cfg in SMALL_CONFIGS:
+            for cfg in cfgs:
                 if cfg == "auto":  # the config examples/gemm.py picks by shape
                     cfg = gemm.small_m_config(m, n, k, sms)
                 run(f"gemm fp16 {m}x{n}x{k} (small M)", m, n, k, "float16", cfg, 2 * (m * k + k * n + m * n))

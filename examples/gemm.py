@@ -64,17 +64,26 @@ def program(M=1024, N=1024, K=1024, block_M=128, block_N=128, block_K=32, dtype=
 
 
 def small_m_config(M: int, N: int, K: int, sms: int = 132) -> dict:
-    """The small-M (M <= 64) config of `program` for an (M, N, K) on `sms` multiprocessors: B is
-    streamed once (bandwidth-bound), so the grid must keep every multiprocessor loading: 64-column
-    tiles (128-byte TMA rows) of 16 rows of A (one mma.sync row block), split over k until the
-    blocks reach about two per multiprocessor, B read with evict_first."""
-    block_N = 64
-    col_blocks = (N + block_N - 1) // block_N * ((M + 15) // 16)
+    """The `program` config for a small M (decode-like, M <= 64) on `sms` multiprocessors.
+
+    These GEMMs read B once and are bound by memory bandwidth, so the grid must keep every
+    multiprocessor streaming B through deep TMA stages (mma.sync on 16-row tiles of A: the
+    tensor cores idle either way). Measured on the H200 (BENCHMARKS.md, issue 10): 32-column
+    tiles (128 blocks at N = 4096) beat 64-column ones (64 blocks) by 5-8% as long as one wave
+    of blocks covers N; past that (N = 14336: 448 blocks) 64-column tiles (224 blocks) win, and
+    split-K lost on all three measured shapes (the zeroing of C it needs costs 3-4 us, more than
+    the extra blocks gain). So k is split only when even 32-column tiles leave more than half
+    of the multiprocessors idle, into as many runs as fill them once (k runs of >= 8 tiles)."""
+    block_M = 16 if M <= 16 else 32 if M <= 32 else 64
+    m_blocks = -(-M // block_M)
+    narrow = -(-N // 32) * m_blocks
+    block_N = 32 if narrow <= sms else 64
+    blocks = -(-N // block_N) * m_blocks
+    k_tiles = -(-K // 256)
     split = 1
-    while col_blocks * split * 2 <= 2 * sms and (K // 256) // (split * 2) >= 2:
+    while 2 * blocks <= sms and blocks * split * 2 <= sms and k_tiles // (split * 2) >= 8:
         split *= 2
-    return dict(block_M=16, block_N=block_N, block_K=256 if split == 1 else 128, num_stages=4,
-                threads=128, split_k=split, b_eviction="evict_first")
+    return dict(block_M=block_M, block_N=block_N, block_K=256, num_stages=4, threads=128, split_k=split)
 
 
 def make_inputs(rng, M=1024, N=1024, K=1024, dtype="float16"):

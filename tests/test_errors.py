@@ -447,3 +447,30 @@ def test_malformed_suite_size():
     """>= 100 kinds of mistake, each on every target that can detect it."""
     assert len(MISTAKES) >= 100, len(MISTAKES)
     assert len(PAIRS) >= len(MISTAKES)
+
+
+def test_copy_eviction_policy_unknown():
+    def build():
+        @T.prim_func
+        def k(A: T.Tensor((64, 64), "float16")):
+            with T.Kernel(1, threads=128) as bx:
+                s = T.alloc_shared((32, 32), "float16")
+                T.copy(A[0, 0], s, eviction_policy="evict_sometimes")  # <- here
+        return k
+
+    with pytest.raises(TileTypeError) as e:
+        build()
+    check(e, build, TileTypeError)
+    assert "evict_first" in str(e.value)
+
+
+def test_copy_eviction_policy_recorded_and_printed():
+    @T.prim_func
+    def k(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            s = T.alloc_shared((32, 32), "float16")
+            T.copy(A[0, 0], s, eviction_policy="evict_first")
+            T.copy(s, B[0, 0], eviction_policy="evict_normal")  # the default: nothing recorded
+
+    script = k.script()
+    assert script.count("eviction_policy='evict_first'") == 1 and "evict_normal" not in script

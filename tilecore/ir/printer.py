@@ -177,7 +177,9 @@ class Printer:
                 self.emit(depth, "else:")
                 self.stmt(s.else_body, depth + 1)
         elif isinstance(s, Copy):
-            self.emit(depth, f"T.copy({self.region(s.src)}, {self.region(s.dst)})")
+            # the hint is printed: the compile cache keys on this script
+            hint = f", eviction_policy={s.cache_hint!r}" if s.cache_hint else ""
+            self.emit(depth, f"T.copy({self.region(s.src)}, {self.region(s.dst)}{hint})")
         elif isinstance(s, Gemm):
             extra = ""
             if s.transpose_a:

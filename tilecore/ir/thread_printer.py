@@ -63,7 +63,8 @@ class ThreadPrinter(Printer):
             return f"mbarrier_arrive({bar}{tx})"
         if isinstance(s, MbarrierWait):
             return f"mbarrier_wait({bar}, phase={self.expr(s.phase)})"
-        return (f"tma_load {self.name(s.dst)}[{self.expr(s.dst_offset)}] {s.layout.describe()} <- "
+        hint = f" L2::{s.cache_hint}" if s.cache_hint else ""
+        return (f"tma_load{hint} {self.name(s.dst)}[{self.expr(s.dst_offset)}] {s.layout.describe()} <- "
                 f"{_box(self, s.tensor, s.coords, s.box)} else zero  # {s.nbytes} bytes on {bar}")
 
     def stmt(self, s, depth: int):
