@@ -62,10 +62,11 @@ LLM_CONFIGS = [dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=
 SMALL_SHAPES = [(1, 4096, 4096), (16, 4096, 4096), (1, 14336, 4096)]
 # bandwidth-bound: narrow column tiles so every multiprocessor streams B through deep TMA stages;
 # "auto" is examples/gemm.py's small_m_config (the shipped choice)
+_EF = dict(b_eviction="evict_first")
 SMALL_CONFIGS = ["auto",
-                 dict(block_M=16, block_N=32, block_K=256, num_stages=4, threads=128, b_eviction="evict_first"),
+                 dict(block_M=16, block_N=32, block_K=256, num_stages=4, threads=128, **_EF),
                  dict(block_M=16, block_N=64, block_K=256, num_stages=4, threads=128),
-                 dict(block_M=16, block_N=64, block_K=256, num_stages=4, threads=128, b_eviction="evict_first"),
+                 dict(block_M=16, block_N=64, block_K=256, num_stages=4, threads=128, **_EF),
                  dict(block_M=16, block_N=32, block_K=256, num_stages=6, threads=128),
                  dict(block_M=16, block_N=32, block_K=128, num_stages=8, threads=128),
                  dict(block_M=16, block_N=64, block_K=128, num_stages=5, threads=128),
