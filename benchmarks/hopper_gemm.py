@@ -64,17 +64,13 @@ SMALL_SHAPES = [(1, 4096, 4096), (16, 4096, 4096), (1, 14336, 4096)]
 # "auto" is examples/gemm.py's small_m_config (the shipped choice)
 _EF = dict(b_eviction="evict_first")
 SMALL_CONFIGS = ["auto",
-                 dict(block_M=16, block_N=32, block_K=256, num_stages=4, threads=128, **_EF),
-                 dict(block_M=16, block_N=64, block_K=256, num_stages=4, threads=128),
                  dict(block_M=16, block_N=64, block_K=256, num_stages=4, threads=128, **_EF),
-                 dict(block_M=16, block_N=32, block_K=256, num_stages=6, threads=128),
-                 dict(block_M=16, block_N=32, block_K=128, num_stages=8, threads=128),
-                 dict(block_M=16, block_N=64, block_K=128, num_stages=5, threads=128),
-                 dict(block_M=16, block_N=128, block_K=128, num_stages=4, threads=128)]
+                 dict(block_M=16, block_N=32, block_K=256, num_stages=4, threads=128, **_EF)]
 # beyond the three: M = 64 (the top of "small M") and a narrow N with a long K, where
 # 32-column tiles leave most multiprocessors idle and examples/gemm.py's choice splits k
 SMALL_EXTRA_SHAPES = [(64, 4096, 4096), (1, 1024, 16384)]
-SMALL_EXTRA_CONFIGS = ["auto", dict(block_M=16, block_N=32, block_K=256, num_stages=4, threads=128)]
+SMALL_EXTRA_CONFIGS = ["auto", dict(block_M=64, block_N=64, block_K=128, num_stages=4, threads=128, **_EF),
+                       dict(block_M=16, block_N=32, block_K=256, num_stages=4, threads=128, **_EF)]
 for _env, _name in (("HOPPER_LLM_CONFIGS", "LLM_CONFIGS"), ("HOPPER_SMALL_CONFIGS", "SMALL_CONFIGS"),
                     ("HOPPER_SMALL_EXTRA_CONFIGS", "SMALL_EXTRA_CONFIGS")):
     if os.environ.get(_env):

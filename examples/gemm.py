@@ -25,6 +25,8 @@ def program(M=1024, N=1024, K=1024, block_M=128, block_N=128, block_K=32, dtype=
     `split_k` > 1 (small M, where N / block_N blocks cannot fill the machine): a third grid
     dimension splits the k tiles into that many runs, each block adds its partial product into
     C atomically, so C must hold zeros before the call (an output the call allocates does).
+    Each split's partial is rounded to C's dtype before its add: an element's error is that of
+    its largest partial (fp16: ~1e-3 relative to it), not of the result.
     `b_eviction` is B's T.copy eviction_policy ("evict_first": B is streamed once, so its lines
     are the ones L2 drops first)."""
     out_dtype = out_dtype or dtype
@@ -66,14 +68,17 @@ def program(M=1024, N=1024, K=1024, block_M=128, block_N=128, block_K=32, dtype=
 def small_m_config(M: int, N: int, K: int, sms: int = 132) -> dict:
     """The `program` config for a small M (decode-like, M <= 64) on `sms` multiprocessors.
 
-    These GEMMs read B once and are bound by memory bandwidth, so the grid must keep every
-    multiprocessor streaming B through deep TMA stages (mma.sync on 16-row tiles of A: the
-    tensor cores idle either way). Measured on the H200 (BENCHMARKS.md, issue 10): 32-column
-    tiles (128 blocks at N = 4096) beat 64-column ones (64 blocks) by 5-8% as long as one wave
-    of blocks covers N; past that (N = 14336: 448 blocks) 64-column tiles (224 blocks) win, and
-    split-K lost on all three measured shapes (the zeroing of C it needs costs 3-4 us, more than
-    the extra blocks gain). So k is split only when even 32-column tiles leave more than half
-    of the multiprocessors idle, into as many runs as fill them once (k runs of >= 8 tiles)."""
+    These GEMMs read B once and are bound by memory bandwidth, so (measured on the H200,
+    BENCHMARKS.md, issue 10): B is read with evict_first (its lines are the ones L2 drops, so
+    the kernel does not pay for writing back the dirty lines other work left in L2: 1.6-4 us of
+    15-40); the grid keeps every multiprocessor streaming B through deep TMA stages, with
+    mma.sync on 16-row tiles of A (the tensor cores idle either way): 32-column tiles (128 blocks
+    at N = 4096) while one wave of blocks covers N, else 64-column tiles (N = 14336: 224 blocks
+    beat 448 by 10%). k is split only when even 32-column tiles leave more than half of the
+    multiprocessors idle, into as many runs as fill them once (runs of >= 8 k tiles): the
+    zeroing of C that split-K needs costs 3-4 us, which lost at N >= 4096 and won at N = 1024,
+    K = 16384 (19.0 us against 33.2 us unsplit). The split-K sum is rounded to C's dtype once
+    per split (atomic half-precision adds)."""
     block_M = 16 if M <= 16 else 32 if M <= 32 else 64
     m_blocks = -(-M // block_M)
     narrow = -(-N // 32) * m_blocks
@@ -83,7 +88,8 @@ def small_m_config(M: int, N: int, K: int, sms: int = 132) -> dict:
     split = 1
     while 2 * blocks <= sms and blocks * split * 2 <= sms and k_tiles // (split * 2) >= 8:
         split *= 2
-    return dict(block_M=block_M, block_N=block_N, block_K=256, num_stages=4, threads=128, split_k=split)
+    return dict(block_M=block_M, block_N=block_N, block_K=256, num_stages=4, threads=128, split_k=split,
+                b_eviction="evict_first")
 
 
 def make_inputs(rng, M=1024, N=1024, K=1024, dtype="float16"):

@@ -76,6 +76,9 @@ def test_small_m_on_gpu(M, N, K, kw):
     gemm = _gemm()
     kernel = tilecore.jit(gemm.program(M=M, N=N, K=K, **{**SMALL, **kw}), out_idx=[-1], target="cuda:sm_90a")
     a, b = gemm.make_inputs(np.random.default_rng(0), M=M, N=N, K=K)
-    c = kernel(a, b)  # an output the call allocates starts at zero (the split-K blocks add into it)
-    np.testing.assert_allclose(np.asarray(c).astype(np.float32), gemm.reference(a, b).astype(np.float32),
-                               **gemm.TOLERANCE)
+    c = np.asarray(kernel(a, b)).astype(np.float64)  # the call's output starts at zero
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < 1e-3
+    # each split's partial is rounded to fp16 before its atomic add: an element near zero may
+    # carry the rounding of partials of |30|-|60| (fp16 ulp 0.03), so atol is 2 such ulps
+    np.testing.assert_allclose(c, ref, rtol=1e-2, atol=0.07 if kw.get("split_k", 1) > 1 else 0.01)
