@@ -30,6 +30,9 @@ def program(M=1024, N=1024, K=1024, block_M=128, block_N=128, block_K=32, dtype=
     `b_eviction` is B's T.copy eviction_policy ("evict_first": B is streamed once, so its lines
     are the ones L2 drops first)."""
     out_dtype = out_dtype or dtype
+    if split_k < 1 or (split_k > 1 and panel):
+        raise ValueError(f"split_k={split_k} with panel={panel}: split_k must be >= 1, and the "
+                         "split-K grid (small M) is not rasterized: leave panel at 0")
     k_tiles = (K + block_K - 1) // block_K
     per_split = (k_tiles + split_k - 1) // split_k  # k tiles of one split (the last may read past K: zeros)
 
