@@ -13,7 +13,6 @@ from tilecore.codegen.spec import KernelParam, RenderedKernel, host_int
 from tilecore.errors import TileCallError, caller_loc
 from tilecore.ir.expr import BinOp, Cast, Const, Select, Unary, Var
 
-from . import build
 from .launch import LoadedKernel, ParamSpec, device_arch
 from .tensormap import TensorMapSpec, launch_params
 
@@ -65,6 +64,8 @@ class CudaArtifact:
         """The cubin for `arch` (compiled, or from the on-disk cache)."""
         c = self._cubins.get(arch)
         if c is None:
+            from . import build  # the compilers: not imported by a compile-cache hit
+
             c = self._cubins[arch] = build.compile_cuda(self.source, arch, name=self.rendered.entry)
             # a kernel built where no GPU was visible (an autotuning worker) or loaded without
             # this arch: its compile-cache entry gains the cubin, so the next process loads it
