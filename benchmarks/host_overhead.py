@@ -238,7 +238,8 @@ def _call_overhead(target: str, n: int = 1024, reps: int = 2000) -> dict:
 
     plan = k._plans[_signature((a, b))]
     launch_fn = plan.__closure__ and next((c.cell_contents for c in plan.__closure__
-                                           if type(c.cell_contents).__name__ == "Launch"), None)
+                                           if hasattr(c.cell_contents, "prepared")
+                                           or type(c.cell_contents).__name__ == "Launch"), None)
     out_t = torch.empty_like(a)
     res["signature_us"] = per_call(lambda x, y: _signature((x, y)))
     res["empty_like_us"] = per_call(lambda x, y: torch.empty_like(x))

@@ -318,12 +318,12 @@ class Kernel:
 
                 def plan_one(args):
                     out = empty_like(args[like])
-                    launch([*args, out])
+                    launch((*args, out))
                     return out
             else:
                 def plan_one(args):
                     out = alloc(0, shape1, dtype1)
-                    launch([*args, out])
+                    launch((*args, out))
                     return out
 
             return _detaching(plan_one, detach)

@@ -107,6 +107,14 @@ def test_a_prepared_launch_passes_the_driver_its_arguments(monkeypatch):
     assert _slot(go.params, 1, ctypes.c_uint64) == 0xC0 and _slot(go.params, 2, ctypes.c_int32) == 77
     go([FakeTensor(0xA8), FakeTensor(0xC8)])  # the next call: new pointers, no context retry
     assert current == [3] and calls[2][-1] == 0xA8 and _slot(go.params, 1, ctypes.c_uint64) == 0xC8
+    fast = go.entry()  # what a call plan uses: the same launch without attribute lookups
+    assert fast is not go.__call__ and fast.prepared is go
+    del calls[:]
+    fast([FakeTensor(0xB0), FakeTensor(0xD0)])  # fails once (context), retried: as __call__ does
+    assert current == [3, 3] and len(calls) == 2
+    assert calls[1] == [70001, 2, 1, 128, 1, 1, 1024, 0x5003, None, 0, 0xF00D, go.params.address,
+                        None, 0xB0]
+    assert _slot(go.params, 1, ctypes.c_uint64) == 0xD0 and _slot(go.params, 2, ctypes.c_int32) == 77
 
 
 def test_a_prepared_tma_launch_writes_its_tensor_maps(monkeypatch):

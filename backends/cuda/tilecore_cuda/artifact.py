@@ -125,7 +125,7 @@ class CudaArtifact:
         names = [p.name for p in self.rendered.params]
         maps = tuple(ParamSpec(names[t.param], t.dtype, False, tmap=t) for t in self.tensor_maps)
         return self._device_kernel(index).prepare(index, self._grid(dyn), self.rendered.block,
-                                                  self._specs + maps, static)
+                                                  self._specs + maps, static).entry()
 
     # ------------------------------------------------------------------ compile cache
     def cache_entry(self):
