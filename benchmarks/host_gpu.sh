@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Issue 15's host-side figures on a GPU machine, in one go (BENCHMARKS.md, "Host overhead"):
-# the launch tests on the GPU (prepared launches, CUDA-graph capture), host_overhead.py's cuda
-# cases with the breakdowns as the tree is (the lent machine sets PYTHONDONTWRITEBYTECODE=1, so
+# host_overhead.py's cuda cases with the breakdowns as the tree is (the lent machine sets PYTHONDONTWRITEBYTECODE=1, so
 # every process compiles tilecore's source), then the gemm case again with tilecore
-# byte-compiled as `pip install` leaves it (--bytecode-cache). AUTOTUNE=1 also runs
+# byte-compiled as `pip install` leaves it (--bytecode-cache), then the launch tests on the GPU
+# (prepared launches, CUDA-graph capture). AUTOTUNE=1 also runs
 # benchmarks/autotune.py twice on one TILECORE_CACHE_DIR (the second run must compile nothing).
 # Usage: bash benchmarks/host_gpu.sh OUTDIR   (from the repository root, tilecore installed)
 set -u
@@ -12,14 +12,14 @@ mkdir -p "$out"
 env | grep -E '^(PYTHONDONTWRITEBYTECODE|PYTHONPYCACHEPREFIX)=' > "$out/env.txt"
 python -c "import tilecore, sys; print(tilecore.__file__, sys.version)" >> "$out/env.txt" 2>&1
 t0=$(date +%s)
-timeout 45 python -m pytest -q -p no:cacheprovider backends/cuda/tests/test_cuda_launch.py \
-    > "$out/launch_tests.txt" 2>&1; echo "launch tests rc=$? $(( $(date +%s) - t0 )) s: $(tail -1 "$out/launch_tests.txt")"
-t0=$(date +%s)
-timeout 60 python benchmarks/host_overhead.py --target cuda --cases gemm,call --parts \
+timeout ${HOST_TIMEOUT:-60} python benchmarks/host_overhead.py --target cuda --cases gemm,call --parts \
     --out "$out/host.json" > "$out/host.txt" 2>&1; echo "host_overhead rc=$? $(( $(date +%s) - t0 )) s"
 t0=$(date +%s)
-timeout 40 python benchmarks/host_overhead.py --target cuda --cases gemm --bytecode-cache \
+timeout ${PYC_TIMEOUT:-40} python benchmarks/host_overhead.py --target cuda --cases gemm --bytecode-cache \
     --out "$out/host_pyc.json" > "$out/host_pyc.txt" 2>&1; echo "host_overhead --bytecode-cache rc=$? $(( $(date +%s) - t0 )) s"
+t0=$(date +%s)
+timeout ${TESTS_TIMEOUT:-45} python -m pytest -q -p no:cacheprovider backends/cuda/tests/test_cuda_launch.py \
+    > "$out/launch_tests.txt" 2>&1; echo "launch tests rc=$? $(( $(date +%s) - t0 )) s: $(tail -1 "$out/launch_tests.txt")"
 if [ "${AUTOTUNE:-0}" = 1 ]; then
   cache=$(mktemp -d /tmp/tilecore-autotune-XXXX)
   for run in 1 2; do
