@@ -199,6 +199,9 @@ def test_a_cubin_compiled_after_the_build_joins_the_entry(tmp_path, monkeypatch)
     from tilecore_cuda import build, plugin
 
     monkeypatch.setenv("TILECORE_CACHE_DIR", str(tmp_path))
+    # the target registry (built once per process) must hold the real availability: built
+    # under the patch below, the cuda target would stay "not runnable" for every later test
+    tilecore.plugins.target_infos()
     monkeypatch.setattr(plugin, "_available", lambda: (False, "as in a worker: no GPU visible"))
     compile_cache.clear_memory()
     k = tilecore.jit(elementwise_add.program(), out_idx=[-1], target="cuda:sm_90a")
