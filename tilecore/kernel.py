@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from . import call_args
 from . import dtypes as dt
-from .contract import Artifact, Diagnostic
 from .errors import TileCallError, TileError, TileTargetError, caller_loc
 from .ir.buffer import Buffer
 from .ir.expr import Var
 from .ir.module import Module, PrimFunc
 from .ir.static_checks import check_call
 from .target import Target, TargetDesc
+
+if TYPE_CHECKING:  # annotations only: a compile-cache hit does not import the contract module
+    from .contract import Artifact, Diagnostic
 
 
 def _is_torch(x) -> bool:
