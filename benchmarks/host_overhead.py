@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -79,9 +80,18 @@ def _child(case: str, target: str) -> dict:
         out["frontend_s"] = time.perf_counter() - t
         out["jit_with_frontend_s"] += out["frontend_s"]
         out["compile_cache"] = tilecore.compile_cache.stats()
-        out["bytecode_cache"] = not sys.dont_write_bytecode
+        out["bytecode_cache"] = _tilecore_bytecode()
         if os.environ.get("HOST_OVERHEAD_PARTS") == "cold":
             out.update(_cold_parts(func, target, k))
+        elif torch is not None:
+            # what a user waits for next: the first call (cubin load, driver, the GEMM itself)
+            a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+            b = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            k(a, b)
+            torch.cuda.synchronize()
+            out["first_call_s"] = time.perf_counter() - t
         del k
     elif case in ("rmsnorm", "quickstart"):
         tilecore.jit  # noqa: B018 - the compiler module (tilecore's imports are lazy) is not timed
@@ -114,6 +124,16 @@ def _child(case: str, target: str) -> dict:
     elif case == "targets":
         pass  # measured by the parent around a bare interpreter
     return out
+
+
+def _tilecore_bytecode() -> bool:
+    """Whether this process imported tilecore's compiler from bytecode (a .pyc beside its
+    source, as pip writes at install) rather than compiling its source."""
+    import importlib.util
+
+    mod = sys.modules.get("tilecore.compiler")
+    path = getattr(mod, "__file__", None)
+    return bool(path) and os.path.exists(importlib.util.cache_from_source(path))
 
 
 def _profiler():
@@ -218,7 +238,8 @@ def _call_overhead(target: str, n: int = 1024, reps: int = 2000) -> dict:
 
     plan = k._plans[_signature((a, b))]
     launch_fn = plan.__closure__ and next((c.cell_contents for c in plan.__closure__
-                                           if type(c.cell_contents).__name__ == "Launch"), None)
+                                           if hasattr(c.cell_contents, "prepared")
+                                           or type(c.cell_contents).__name__ == "Launch"), None)
     out_t = torch.empty_like(a)
     res["signature_us"] = per_call(lambda x, y: _signature((x, y)))
     res["empty_like_us"] = per_call(lambda x, y: torch.empty_like(x))
@@ -228,18 +249,12 @@ def _call_overhead(target: str, n: int = 1024, reps: int = 2000) -> dict:
 
 
 # ----------------------------------------------------------------------------- parent
-PYCACHE: list[str] = []  # --bytecode-cache: one private PYTHONPYCACHEPREFIX for every child
 
 
 def _run_child(case: str, target: str, cache_dir: str, parts: str = "") -> dict:
     env = dict(os.environ, TILECORE_CACHE_DIR=cache_dir, NUMBA_CACHE_DIR=os.path.join(cache_dir, "numba"))
     if parts:
         env["HOST_OVERHEAD_PARTS"] = parts
-    if PYCACHE:
-        # as an installed package runs: modules compiled to bytecode once (by the first child),
-        # not in every process as under PYTHONDONTWRITEBYTECODE=1 with a source tree
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = PYCACHE[0]
     cmd = [sys.executable, os.path.abspath(__file__), "--child", case, "--target", target]
     t = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
@@ -282,26 +297,46 @@ def main() -> None:
     ap.add_argument("--parts", action="store_true",
                     help="also break the gemm jit down: a profile of a hit, the cold phases")
     ap.add_argument("--bytecode-cache", action="store_true",
-                    help="children write and reuse bytecode in a private PYTHONPYCACHEPREFIX")
+                    help="byte-compile tilecore first (as pip install does; removed afterwards)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(_child(args.child, args.target)))
         return
+    made: list[str] = []
     if args.bytecode_cache:
-        PYCACHE.append(tempfile.mkdtemp(prefix="tilecore_pyc_"))
-        # byte-compile tilecore, the backends and the examples once, as pip does at install
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        dirs = [os.path.join(ROOT, "tilecore"), EXAMPLES, os.path.join(ROOT, "backends")]
-        subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], check=False,
-                       env=dict(env, PYTHONPYCACHEPREFIX=PYCACHE[0]), capture_output=True)
+        made = _byte_compile()
+    try:
+        _main(args, made)
+    finally:
+        for d in made:  # the tree as it was: a later run without the flag compiles source again
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _byte_compile() -> list[str]:
+    """Write .pyc files beside tilecore's, the backends' and the examples' sources, as a
+    non-editable `pip install` does at install time (compileall writes them even under
+    PYTHONDONTWRITEBYTECODE=1, which only stops the interpreter writing them on import; the
+    children, run with the environment unchanged, read them). Returns the __pycache__
+    directories it created, removed again at the end."""
+    dirs = [os.path.join(ROOT, "tilecore"), EXAMPLES, os.path.join(ROOT, "backends")]
+    before = set(_pycache_dirs(dirs))
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], check=False, capture_output=True)
+    return sorted(set(_pycache_dirs(dirs)) - before)
+
+
+def _pycache_dirs(dirs: list[str]) -> list[str]:
+    return [os.path.join(r, "__pycache__") for d in dirs for r, sub, _ in os.walk(d) if "__pycache__" in sub]
+
+
+def _main(args, made: list[str]) -> None:
     target = args.target
     if target is None:
         import tilecore
 
         target = "cuda" if "cuda" in tilecore.plugins.targets(runnable_only=True) else "cpu"
     results: dict = {"target": target, "python": sys.version.split()[0],
-                     "bytecode_cache": bool(PYCACHE) or not sys.dont_write_bytecode}
+                     "bytecode_cache": bool(made) or not sys.dont_write_bytecode}
     results["targets"] = _targets_time()
     cases = [c for c in args.cases.split(",") if c in ("rmsnorm", "quickstart", "gemm")]
     if args.quick and "gemm" in cases:
@@ -367,6 +402,11 @@ def table(r: dict) -> str:
             rows.append(f"| {label} ({t}) | backend discovery before the first jit (entry points) | "
                         f"{_fmt(disc)} |")
             rows.append(f"| {label} ({t}) | second jit in the process (in-memory layer) | {_fmt(again)} |")
+            hits = [r.get(f"{case}_hit{w}", {}) for w in ("", "2")]
+            sums = [h["discovery_s"] + h["jit_s"] for h in hits if "jit_s" in h and "discovery_s" in h]
+            first = _best(r, case, "first_call_s")
+            rows.append(f"| {label} ({t}) | hit: discovery + jit; then the first call (cubin load + "
+                        f"the GEMM, synchronized) | {_fmt(min(sums) if sums else None)}; {_fmt(first)} |")
             hit = r.get(f"{case}_hit", {})
             rows.append(f"| {label} ({t}) | hit: frontend (the factory call, not in the jit) | "
                         f"{_fmt(hit.get('frontend_s'))}; compile cache {hit.get('compile_cache')}, "

@@ -1,5 +1,6 @@
 """Core plumbing: light import, target discovery, the pass pipeline and IR printing."""
 
+import os
 import subprocess
 import sys
 
@@ -48,6 +49,37 @@ def test_cli_lists_targets(capsys):
     assert main(["targets"]) == 0
     out = capsys.readouterr().out
     assert "toy" in out and "[w4, w64]" in out and "name toy:w4 or toy:w64 explicitly" in out
+
+
+def test_entry_points_are_remembered_until_a_path_changes(tmp_path, monkeypatch):
+    """Backend discovery reads the installed metadata once; later processes take the cached
+    list until a sys.path directory (an install) or a declaring metadata file changes."""
+    import importlib.metadata as md
+
+    from tilecore import plugins
+
+    site = tmp_path / "site"
+    site.mkdir()
+    dist = site / "tc_fake_backend-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tc-fake-backend\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[tilecore.backends]\nfake = tc_fake_backend.plugin\n")
+    monkeypatch.setenv("TILECORE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.syspath_prepend(str(site))
+    first = plugins.backend_entry_points()
+    assert ("fake", "tc_fake_backend.plugin") in first
+    scans = []
+    real = md.entry_points
+    monkeypatch.setattr(md, "entry_points", lambda **kw: scans.append(kw) or real(**kw))
+    assert plugins.backend_entry_points() == first and not scans  # from the cache
+    other = site / "tc_other-2.0.dist-info"  # "pip install": a new metadata directory
+    other.mkdir()
+    (other / "METADATA").write_text("Metadata-Version: 2.1\nName: tc-other\nVersion: 2.0\n")
+    (other / "entry_points.txt").write_text("[tilecore.backends]\nother = tc_other:plugin_obj\n")
+    os.utime(site, ns=(1, 1))  # a distinct mtime even on a coarse-grained filesystem
+    again = plugins.backend_entry_points()
+    assert scans and ("other", "tc_other:plugin_obj") in again
+    assert plugins._load("os.path:join") is os.path.join
 
 
 def _kernel():

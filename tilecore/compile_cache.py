@@ -212,6 +212,8 @@ def _diagnostics_to_json(diagnostics) -> list:
 
 
 def _diagnostics_from_json(items) -> tuple:
+    if not items:
+        return ()  # the usual entry: the contract module (dataclasses) need not be imported
     from .contract import Diagnostic
     from .errors import SourceLoc
 

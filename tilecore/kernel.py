@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from . import call_args
 from . import dtypes as dt
-from .contract import Artifact, Diagnostic
 from .errors import TileCallError, TileError, TileTargetError, caller_loc
 from .ir.buffer import Buffer
 from .ir.expr import Var
@@ -14,36 +15,21 @@ from .ir.module import Module, PrimFunc
 from .ir.static_checks import check_call
 from .target import Target, TargetDesc
 
+if TYPE_CHECKING:  # annotations only: a compile-cache hit does not import the contract module
+    from .contract import Artifact, Diagnostic
+
 
 def _is_torch(x) -> bool:
     return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
 
 
-def _to_numpy(t) -> np.ndarray:
-    """A NumPy view of a torch CPU tensor, narrow floats included (viewed through ints)."""
-    import torch
+def __getattr__(name: str):
+    """`_to_numpy` / `_from_numpy` (in `tilecore.kernel_run`) under their old address."""
+    if name in ("_to_numpy", "_from_numpy"):
+        from . import kernel_run
 
-    t = t.detach()  # a kernel reads and writes the storage; autograd does not see kernels
-    if t.device.type != "cpu":
-        t = t.cpu()
-    d = dt.as_dtype(t.dtype)
-    if d.name in ("bfloat16",):
-        return t.view(torch.int16).numpy().view(d.np)
-    if d.name.startswith("float8"):
-        return t.view(torch.uint8).numpy().view(d.np)
-    return t.numpy()
-
-
-def _from_numpy(a: np.ndarray):
-    """A torch CPU tensor sharing `a`'s memory, narrow floats included (viewed through ints)."""
-    import torch
-
-    d = dt.from_numpy(a.dtype)
-    if d.name == "bfloat16":
-        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
-    if d.name.startswith("float8"):
-        return torch.from_numpy(a.view(np.uint8)).view(dt.torch_dtype(d))
-    return torch.from_numpy(a)
+        return getattr(kernel_run, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def normalize_out_idx(func: PrimFunc, out_idx) -> list[int]:
@@ -336,12 +322,12 @@ class Kernel:
 
                 def plan_one(args):
                     out = empty_like(args[like])
-                    launch([*args, out])
+                    launch((*args, out))
                     return out
             else:
                 def plan_one(args):
                     out = alloc(0, shape1, dtype1)
-                    launch([*args, out])
+                    launch((*args, out))
                     return out
 
             return _detaching(plan_one, detach)
@@ -365,60 +351,11 @@ class Kernel:
         return _detaching(plan, detach)
 
     def _run(self, full: list, dyn: dict) -> None:
-        api = self.artifact.array_api
-        written = [id(p) in self._written for p in self.func.params]
-        if api == "numpy":
-            conv, back = [], []
-            for a, w in zip(full, written):
-                if _is_torch(a):
-                    arr = _to_numpy(a)
-                    if a.device.type != "cpu" or not arr.flags.c_contiguous:
-                        arr = np.ascontiguousarray(arr)
-                        if w:
-                            back.append((a, arr))
-                    conv.append(arr)
-                elif isinstance(a, np.ndarray) and not a.flags.c_contiguous:
-                    arr = np.ascontiguousarray(a)
-                    if w:
-                        back.append((a, arr))
-                    conv.append(arr)
-                else:
-                    conv.append(a)
-            self.artifact.run(conv, dyn)
-            for orig, arr in back:
-                if _is_torch(orig):
-                    import torch
+        """The general path (no prepared launch): arguments converted to the artifact's array
+        API and written ones copied back (`tilecore.kernel_run`, imported on first use)."""
+        from .kernel_run import run_converted
 
-                    src = torch.from_numpy(arr.view(np.int16) if arr.dtype == dt.bfloat16.np else arr)
-                    if arr.dtype == dt.bfloat16.np:
-                        src = src.view(torch.bfloat16)
-                    orig.copy_(src.to(orig.device))
-                else:
-                    orig[...] = arr
-            return
-        # torch API (device targets): numpy arrays go to the device and come back
-        import torch
-
-        conv, back = [], []
-        for a, w in zip(full, written):
-            if isinstance(a, np.ndarray):
-                t = _from_numpy(np.ascontiguousarray(a)).to(self.artifact.device)
-                if w:
-                    back.append((a, t))
-                conv.append(t)
-            elif _is_torch(a) and not a.is_contiguous():
-                t = a.contiguous()
-                if w:
-                    back.append((a, t))
-                conv.append(t)
-            else:
-                conv.append(a)
-        self.artifact.run(conv, dyn)
-        for orig, t in back:
-            if isinstance(orig, np.ndarray):
-                orig[...] = _to_numpy(t)
-            else:
-                orig.copy_(t)
+        run_converted(self.artifact, self.func.params, self._written, full, dyn)
 
     def __repr__(self) -> str:
         return f"<tilecore.Kernel {self.func.name} target={self.target}>"

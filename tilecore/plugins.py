@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import functools
-from importlib.metadata import entry_points
+import importlib
+import os
+import re
+import sys
 
 import pluggy
 
@@ -22,18 +25,76 @@ def manager() -> pluggy.PluginManager:
     """The process-wide plugin manager with every installed backend registered."""
     pm = pluggy.PluginManager(hookspec.PROJECT)
     pm.add_hookspecs(hookspec)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if pm.get_plugin(ep.name) is not None:
+    for name, value in backend_entry_points():
+        if pm.get_plugin(name) is not None:
             continue
         try:
-            plugin = ep.load()
+            plugin = _load(value)
         except Exception as e:  # a broken backend must not take the others down
             import warnings
 
-            warnings.warn(f"tilecore backend {ep.name!r} failed to load: {e}", stacklevel=2)
+            warnings.warn(f"tilecore backend {name!r} failed to load: {e}", stacklevel=2)
             continue
-        pm.register(plugin, name=ep.name)
+        pm.register(plugin, name=name)
     return pm
+
+
+_EP_CACHE_FORMAT = "entry-points-1"
+_EP_VALUE = re.compile(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?(\[.*\])?\s*$")
+
+
+def backend_entry_points() -> list[tuple[str, str]]:
+    """[(name, "module[:attr]")] of the `tilecore.backends` entry points of the installed
+    packages, as `importlib.metadata.entry_points` lists them.
+
+    Scanning every installed package's metadata costs 10-35 ms a process (importlib.metadata
+    and its imports included), so the answer is remembered in the tilecore cache under
+    `sys.path`, stamped with the modification times of the `sys.path` directories (installing
+    or removing a package adds or removes a metadata directory in one of them) and of the
+    metadata files that declared backends (an egg-info edited in place); any change rescans."""
+    from . import cache
+
+    store = cache.Store("plugins")
+    key = cache.digest(_EP_CACHE_FORMAT, sys.version, *sys.path)
+    stamps = _stamps(sys.path)
+    got = store.get_json(key)
+    if (isinstance(got, dict) and got.get("stamps") == stamps
+            and got.get("files") == _stamps(f for f, _ in got.get("files", ()))):
+        return [(str(n), str(v)) for n, v in got.get("entry_points", ())]
+    from importlib.metadata import entry_points
+
+    found, files = [], set()
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        found.append((ep.name, ep.value))
+        where = getattr(getattr(ep, "dist", None), "_path", None)  # PathDistribution's directory
+        if where is None:
+            return found  # metadata from a finder the stamps cannot follow: never remembered
+        files.add(os.path.join(str(where), "entry_points.txt"))
+    store.put_json(key, {"stamps": stamps, "files": _stamps(sorted(files)),
+                         "entry_points": [list(e) for e in found]})
+    return found
+
+
+def _stamps(paths) -> list:
+    """[[path, mtime_ns]] of `paths` (None for one that does not exist)."""
+    out = []
+    for p in paths:
+        try:
+            out.append([str(p), os.stat(p or ".").st_mtime_ns])
+        except OSError:
+            out.append([str(p), None])
+    return out
+
+
+def _load(value: str):
+    """The object an entry point's value names: `module` or `module:attr.path`."""
+    m = _EP_VALUE.match(value)
+    if m is None:
+        raise ValueError(f"malformed entry point {value!r}")
+    obj = importlib.import_module(m.group("module"))
+    for part in (m.group("attr") or "").split(".") if m.group("attr") else ():
+        obj = getattr(obj, part)
+    return obj
 
 
 def register(plugin, name: str | None = None) -> None:

@@ -74,14 +74,17 @@ def test_a_new_parameter_kind_is_one_packer():
 
 
 def test_a_prepared_launch_passes_the_driver_its_arguments(monkeypatch):
-    """What Launch hands cuLaunchKernel (a recording stand-in for the driver function), and the
-    retry after making the context current when the calling thread had none."""
+    """What Launch hands cuLaunchKernelEx (a recording stand-in for the driver function): the
+    CUlaunchConfig (grid, block, shared memory, the current stream), function and parameter
+    array; and the retry after making the context current when the calling thread had none."""
     calls, current = [], []
 
     def fake_launch(*args):
-        calls.append([getattr(a, "value", a) for a in args])
-        ptrs = ctypes.cast(args[9].value, ctypes.POINTER(ctypes.c_void_p))
-        calls[-1].append(ctypes.c_uint64.from_address(ptrs[0]).value)
+        cfg = launch.LaunchConfig.from_address(args[0].value)
+        ptrs = ctypes.cast(args[2].value, ctypes.POINTER(ctypes.c_void_p))
+        calls.append([cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, cfg.blockDimX, cfg.blockDimY,
+                      cfg.blockDimZ, cfg.sharedMemBytes, cfg.hStream, cfg.attrs, cfg.numAttrs,
+                      args[1].value, args[2].value, args[3], ctypes.c_uint64.from_address(ptrs[0]).value])
         return 201 if len(calls) == 1 else 0  # CUDA_ERROR_INVALID_CONTEXT once
 
     class FakeTensor:
@@ -91,7 +94,7 @@ def test_a_prepared_launch_passes_the_driver_its_arguments(monkeypatch):
         def data_ptr(self):
             return self.p
 
-    monkeypatch.setattr(launch, "_libcuda", lambda: fake_launch)
+    monkeypatch.setattr(launch, "_launch_ex", lambda: fake_launch)
     monkeypatch.setattr(launch, "raw_stream_getter", lambda: (lambda index: 0x5000 + index))
     monkeypatch.setattr(launch, "make_current", current.append)
     specs = (ParamSpec("A", dt.float16, True), ParamSpec("C", dt.float32, True),
@@ -99,8 +102,19 @@ def test_a_prepared_launch_passes_the_driver_its_arguments(monkeypatch):
     go = launch.Launch(0xF00D, 3, (70001, 2, 1), (128, 1, 1), 1024, specs, {2: 77})
     go([FakeTensor(0xA0), FakeTensor(0xC0)])
     assert current == [3] and len(calls) == 2
-    assert calls[1] == [0xF00D, 70001, 2, 1, 128, 1, 1, 1024, 0x5003, go.params.address, None, 0xA0]
+    assert calls[1] == [70001, 2, 1, 128, 1, 1, 1024, 0x5003, None, 0, 0xF00D, go.params.address,
+                        None, 0xA0]
     assert _slot(go.params, 1, ctypes.c_uint64) == 0xC0 and _slot(go.params, 2, ctypes.c_int32) == 77
+    go([FakeTensor(0xA8), FakeTensor(0xC8)])  # the next call: new pointers, no context retry
+    assert current == [3] and calls[2][-1] == 0xA8 and _slot(go.params, 1, ctypes.c_uint64) == 0xC8
+    fast = go.entry()  # what a call plan uses: the same launch without attribute lookups
+    assert fast is not go.__call__ and fast.prepared is go
+    del calls[:]
+    fast([FakeTensor(0xB0), FakeTensor(0xD0)])  # fails once (context), retried: as __call__ does
+    assert current == [3, 3] and len(calls) == 2
+    assert calls[1] == [70001, 2, 1, 128, 1, 1, 1024, 0x5003, None, 0, 0xF00D, go.params.address,
+                        None, 0xB0]
+    assert _slot(go.params, 1, ctypes.c_uint64) == 0xD0 and _slot(go.params, 2, ctypes.c_int32) == 77
 
 
 def test_a_prepared_tma_launch_writes_its_tensor_maps(monkeypatch):
@@ -122,7 +136,7 @@ def test_a_prepared_tma_launch_writes_its_tensor_maps(monkeypatch):
             return self.p
 
     monkeypatch.setattr(tensormap, "encode", fake_encode)
-    monkeypatch.setattr(launch, "_libcuda", lambda: (lambda *args: 0))
+    monkeypatch.setattr(launch, "_launch_ex", lambda: (lambda *args: 0))
     monkeypatch.setattr(launch, "raw_stream_getter", lambda: (lambda index: 0))
     box_a, box_b = tensormap.TensorMapSpec(0, dt.float16, (128, 64), 128), \
         tensormap.TensorMapSpec(1, dt.float16, (64, 64), 128)
@@ -185,6 +199,9 @@ def test_a_cubin_compiled_after_the_build_joins_the_entry(tmp_path, monkeypatch)
     from tilecore_cuda import build, plugin
 
     monkeypatch.setenv("TILECORE_CACHE_DIR", str(tmp_path))
+    # the target registry (built once per process) must hold the real availability: built
+    # under the patch below, the cuda target would stay "not runnable" for every later test
+    tilecore.plugins.target_infos()
     monkeypatch.setattr(plugin, "_available", lambda: (False, "as in a worker: no GPU visible"))
     compile_cache.clear_memory()
     k = tilecore.jit(elementwise_add.program(), out_idx=[-1], target="cuda:sm_90a")

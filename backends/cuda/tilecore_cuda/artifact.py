@@ -13,7 +13,6 @@ from tilecore.codegen.spec import KernelParam, RenderedKernel, host_int
 from tilecore.errors import TileCallError, caller_loc
 from tilecore.ir.expr import BinOp, Cast, Const, Select, Unary, Var
 
-from . import build
 from .launch import LoadedKernel, ParamSpec, device_arch
 from .tensormap import TensorMapSpec, launch_params
 
@@ -65,6 +64,8 @@ class CudaArtifact:
         """The cubin for `arch` (compiled, or from the on-disk cache)."""
         c = self._cubins.get(arch)
         if c is None:
+            from . import build  # the compilers: not imported by a compile-cache hit
+
             c = self._cubins[arch] = build.compile_cuda(self.source, arch, name=self.rendered.entry)
             # a kernel built where no GPU was visible (an autotuning worker) or loaded without
             # this arch: its compile-cache entry gains the cubin, so the next process loads it
@@ -124,7 +125,7 @@ class CudaArtifact:
         names = [p.name for p in self.rendered.params]
         maps = tuple(ParamSpec(names[t.param], t.dtype, False, tmap=t) for t in self.tensor_maps)
         return self._device_kernel(index).prepare(index, self._grid(dyn), self.rendered.block,
-                                                  self._specs + maps, static)
+                                                  self._specs + maps, static).entry()
 
     # ------------------------------------------------------------------ compile cache
     def cache_entry(self):

@@ -35,7 +35,7 @@ _CTYPES = {
 
 
 def _driver():
-    from .build import cuda_bindings
+    from .toolchain import cuda_bindings
 
     return cuda_bindings("driver")
 
@@ -249,20 +249,39 @@ class ParamBuffer:
 # ----------------------------------------------------------------------------- the launch call
 @functools.lru_cache(maxsize=1)
 def _libcuda():
-    """cuLaunchKernel of the driver library itself, or None where it cannot be loaded (the
-    cuda-bindings wrapper is used then). Loaded as a PyDLL: the call keeps the GIL (releasing
-    and retaking it would cost more than the microseconds the driver takes to enqueue), and it
-    is called with ready-made ctypes arguments (no per-call conversion of the fixed ones)."""
+    """The driver library (libcuda) as a ctypes `PyDLL`, or None where it cannot be loaded.
+    A PyDLL call keeps the GIL: releasing and retaking it would cost more than the
+    microseconds the driver takes to enqueue a launch."""
     for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
         try:
-            lib = ctypes.PyDLL(name)
+            return ctypes.PyDLL(name)
         except OSError:
             continue
-        fn = lib.cuLaunchKernel
-        fn.restype = ctypes.c_int
-        fn.argtypes = None  # arguments are passed as ctypes instances (see Launch)
-        return fn
     return None
+
+
+@functools.lru_cache(maxsize=1)
+def _launch_ex():
+    """`cuLaunchKernelEx` of the driver library, or None (no library, or a driver before CUDA
+    12.0: the cuda-bindings wrapper is used then). It takes four arguments (a prebuilt
+    `CUlaunchConfig`, the function, the parameter array, NULL) where `cuLaunchKernel` takes
+    eleven: ctypes converts each argument on every call, so this is the cheaper call."""
+    lib = _libcuda()
+    fn = getattr(lib, "cuLaunchKernelEx", None) if lib is not None else None
+    if fn is None:
+        return None
+    fn.restype = ctypes.c_int
+    fn.argtypes = None  # arguments are passed as ready-made ctypes instances (see Launch)
+    return fn
+
+
+class LaunchConfig(ctypes.Structure):
+    """`CUlaunchConfig` of cuda.h: grid, block, dynamic shared memory, stream, no attributes."""
+
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.c_void_p), ("numAttrs", ctypes.c_uint)]
 
 
 def raw_stream_getter():
@@ -304,22 +323,24 @@ class Launch:
             self._n_ptr = n_ptr
         self._function = function
         self._dims = (*grid, *block, smem_bytes)
-        # cuLaunchKernel(f, gridDim xyz, blockDim xyz, sharedMemBytes, ...) as C values, once
-        self._head = (ctypes.c_void_p(int(function)), *(ctypes.c_uint(int(v)) for v in self._dims))
-        self._params_arg = ctypes.c_void_p(self.params.address)
+        # cuLaunchKernelEx(&config, f, kernelParams, NULL): every argument a C value made once;
+        # a call writes only the stream into the config
+        self._config = LaunchConfig(*(int(v) for v in self._dims), None, None, 0)
+        self._args = (ctypes.c_void_p(ctypes.addressof(self._config)), ctypes.c_void_p(int(function)),
+                      ctypes.c_void_p(self.params.address), None)
         self._empty = min(grid) == 0  # a zero-size dimension: nothing to do
         self._stream = raw_stream_getter()
-        self._cu = _libcuda()
+        self._cu = _launch_ex()
         self._lock = threading.Lock()  # the buffer is shared: fill + enqueue is one step
 
-    def __call__(self, args: list) -> None:
+    def __call__(self, args) -> None:
         """Launch on `args` (every parameter that is a tensor, in order; sizes are fixed)."""
         if self._empty:
             return
         with self._lock:
             ptrs = self._pointers
             if ptrs is not None:
-                for i in range(self._n_ptr):
+                for i in range(self._n_ptr):  # args may go on with the sizes (LoadedKernel.launch)
                     ptrs[i] = args[i].data_ptr()
             else:
                 for i, setter in self.per_call:
@@ -328,17 +349,44 @@ class Launch:
                 setter(args[i])
             stream = self._stream(self.device)
             if self._cu is not None:
-                rc = self._cu(*self._head, ctypes.c_void_p(stream), self._params_arg, None)
+                self._config.hStream = stream
+                rc = self._cu(*self._args)
                 if rc != 0:  # a thread where torch made no (or another device's) context current
                     make_current(self.device)
-                    rc = self._cu(*self._head, ctypes.c_void_p(stream), self._params_arg, None)
+                    rc = self._cu(*self._args)
                 if rc != 0:
-                    check(rc, "cuLaunchKernel")
+                    check(rc, "cuLaunchKernelEx")
                 return
             driver = _driver()
             make_current(self.device)
             check(driver.cuLaunchKernel(self._function, *self._dims, driver.CUstream(stream),
                                         self.params.address, 0), "cuLaunchKernel")
+
+
+    def entry(self):
+        """The cheapest function doing what `__call__` does for this launch: for the usual
+        case (tensor pointers first, no tensor maps, the driver library loaded) a closure over
+        the fixed values (no attribute lookups per call), else `__call__` itself. A prepared
+        call plan (`CudaArtifact.launcher`) calls this."""
+        if self._empty or self._pointers is None or self.tmaps or self._cu is None:
+            return self.__call__
+        ptrs, slots, lock, config = self._pointers, range(self._n_ptr), self._lock, self._config
+        stream_of, device, cu, c_args = self._stream, self.device, self._cu, self._args
+
+        def launch(args) -> None:
+            with lock:
+                for i in slots:
+                    ptrs[i] = args[i].data_ptr()
+                config.hStream = stream_of(device)
+                rc = cu(*c_args)
+                if rc != 0:  # a thread where torch made no (or another device's) context current
+                    make_current(device)
+                    rc = cu(*c_args)
+                if rc != 0:
+                    check(rc, "cuLaunchKernelEx")
+
+        launch.prepared = self  # what it launches (benchmarks/host_overhead.py times it alone)
+        return launch
 
 
 class LoadedKernel:

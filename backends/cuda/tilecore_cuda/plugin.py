@@ -73,7 +73,7 @@ def tile_cache_token(target):
     versions, CUDA_HOME), read from package metadata: no compiler is loaded on a cache hit."""
     if target.kind != "cuda":
         return None
-    from .build import toolchain_token
+    from .toolchain import toolchain_token
 
     return toolchain_token()
 
