@@ -10,13 +10,25 @@ import numpy as np
 from .errors import TileNameError
 
 
-@dataclass(frozen=True)
-class DType:
-    """A scalar type: `kind` is 'float', 'int', 'uint' or 'bool'; `bits` its storage width."""
+@dataclass(frozen=True, eq=False)
+class DType(str):
+    """A scalar type: `kind` is 'float', 'int', 'uint' or 'bool'; `bits` its storage width.
+
+    A DType is also the `str` of its canonical name, as TileLang's dtypes (TVM's `DataType` is
+    a str) are: TileLang code passes them where Python wants a string (`getattr(torch, dtype)`,
+    `dtype.startswith("float")`, dict keys next to spellings)."""
 
     name: str
     kind: str
     bits: int
+
+    def __new__(cls, name: str, kind: str, bits: int):
+        """The str value is the canonical name (the dataclass __init__ then sets the fields)."""
+        return str.__new__(cls, name)
+
+    def __getnewargs__(self):
+        """copy / pickle rebuild through __new__'s three fields, not str's one value."""
+        return (self.name, self.kind, self.bits)
 
     @property
     def np(self) -> np.dtype:
@@ -67,6 +79,11 @@ class DType:
             except TileNameError:
                 return False
         return NotImplemented
+
+    def __ne__(self, other) -> bool:
+        """The negation of __eq__ (str's own __ne__ would compare the raw names)."""
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
 
     def __hash__(self) -> int:
         return hash(self.name)  # equal to the canonical name's hash, as equality allows
@@ -119,7 +136,7 @@ ALIASES: dict[str, DType] = {
     "float": float32, "half": float16, "double": float64, "fp16": float16, "fp32": float32,
     "bf16": bfloat16, "fp64": float64, "int": int32, "float8_e4m3": float8_e4m3fn,
     "e4m3_float8": float8_e4m3fn, "e5m2_float8": float8_e5m2, "fp8_e4m3": float8_e4m3fn,
-    "fp8_e5m2": float8_e5m2, "bool_": bool_, "uint": uint32,
+    "fp8_e5m2": float8_e5m2, "bool_": bool_, "uint": uint32, "long": int64, "short": int16,
 }
 
 _TORCH_NAMES = {
@@ -166,6 +183,11 @@ def as_dtype(value) -> DType:
 def from_numpy(npd: np.dtype) -> DType:
     """The DType stored as NumPy dtype `npd`."""
     return as_dtype(npd)
+
+
+def torch_name(d: DType) -> str:
+    """The attribute of `torch` naming `d`'s torch dtype (no torch import)."""
+    return _TORCH_NAMES[d.name]
 
 
 def torch_dtype(d: DType):

@@ -131,6 +131,12 @@ float8_e4m3 = float8_e4m3fn
 bool = bool_  # noqa: A001
 half = float16
 float = float32  # noqa: A001
+# TileLang's C-style spellings (its dtypes display them as the sized names)
+int = int32  # noqa: A001
+uint = uint32
+long = int64
+short = int16
+double = float64
 
 __all__ = [
     "Buffer", "GemmWarpPolicy", "Kernel", "Parallel", "Pipelined", "Tensor", "abs", "alloc_fragment",
@@ -153,4 +159,5 @@ __all__ = [
     "mbarrier_wait_parity", "set_max_nreg", "thread_binding", "tma_copy", "ws",
     "Persistent",
     "reinterpret", "alloc_buffer", "reshape", "view",
+    "int", "uint", "long", "short", "double",
 ]

@@ -164,7 +164,7 @@ class Parser:
                                   "or keyword-only parameters")
         for arg in a.args:
             ann = annotations.get(arg.arg)
-            if isinstance(ann, str):
+            if isinstance(ann, str) and not isinstance(ann, dt.DType):  # DType is a str too
                 ann = self.string_annotation(arg, ann)
             if isinstance(ann, str):
                 ann = dt.as_dtype(ann)
