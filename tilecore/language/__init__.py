@@ -118,6 +118,7 @@ from .thread_level import (
     tma_copy,
     ws,
 )
+from .global_views import im2col
 from .views import reshape, view
 
 cast = builtin(cast)
@@ -159,5 +160,5 @@ __all__ = [
     "mbarrier_wait_parity", "set_max_nreg", "thread_binding", "tma_copy", "ws",
     "Persistent",
     "reinterpret", "alloc_buffer", "reshape", "view",
-    "int", "uint", "long", "short", "double",
+    "int", "uint", "long", "short", "double", "im2col",
 ]

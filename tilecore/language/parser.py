@@ -34,6 +34,7 @@ from . import intops, persistent
 from .ops import KernelSpec, LoopSpec, TensorSpec
 from .persistent import PersistentSpec
 from .refs import Ref, SliceItem
+from .global_views import view_ref
 from .views import BufferView
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Mod: "mod",
@@ -645,7 +646,7 @@ class Parser:
                 raise TileShapeError(
                     f"the view of {base.name} has {len(base.shape)} dimension(s) but is indexed "
                     f"with {len(vals)}", self.loc(node), hint="give one index per dimension")
-            return Ref(base.base, base.base_items(vals))
+            return view_ref(base, vals)
         if isinstance(base, Buffer):
             vals = [v.as_expr() if isinstance(v, Ref) else v for v in vals]
             if len(vals) != len(base.shape):
