@@ -24,6 +24,7 @@ from .compat_ops import alloc_buffer as alloc_buffer
 from .debug_ops import device_assert, print_format
 from .debug_ops import print as print  # noqa: A004 - T.print mirrors TileLang
 from .eager import const, empty
+from .global_views import im2col
 from .hints import (
     annotate_consumer_reg_alloc,
     annotate_producer_reg_dealloc,
@@ -116,9 +117,9 @@ from .thread_level import (
     sync_threads,  # noqa: F811 - real barriers in thread-level kernels
     thread_binding,
     tma_copy,
+    tvm_warp_shuffle,
     ws,
 )
-from .global_views import im2col
 from .views import reshape, view
 
 cast = builtin(cast)
@@ -160,5 +161,5 @@ __all__ = [
     "mbarrier_wait_parity", "set_max_nreg", "thread_binding", "tma_copy", "ws",
     "Persistent",
     "reinterpret", "alloc_buffer", "reshape", "view",
-    "int", "uint", "long", "short", "double", "im2col",
+    "int", "uint", "long", "short", "double", "im2col", "tvm_warp_shuffle",
 ]

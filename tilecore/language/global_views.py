@@ -170,8 +170,9 @@ def im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_p
         raise TileTypeError(f"T.im2col from {img.dtype} into {c.buffer.dtype}",
                             hint="the column tile must have the image's dtype")
     for name, v in (("kernel", kernel), ("stride", stride), ("dilation", dilation), ("pad", pad)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "pad" else 1):
-            raise TileTypeError(f"T.im2col {name}={v!r} must be a {'non-negative' if name == 'pad' else 'positive'} int",
+        least = 0 if name == "pad" else 1
+        if not isinstance(v, int) or isinstance(v, bool) or v < least:
+            raise TileTypeError(f"T.im2col {name}={v!r} must be an int >= {least}",
                                 hint="give the convolution's sizes as Python ints")
     n_, h_, w_, c_ = (as_expr(s) for s in img.shape)
     bm, bk = c.extents[-2], c.extents[-1]

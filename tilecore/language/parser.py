@@ -31,10 +31,10 @@ from ..ir.module import PrimFunc
 from ..ir.stmt import For, IfThenElse, KernelLaunch, LetStmt, SeqStmt, Store
 from . import builder as bld
 from . import intops, persistent
+from .global_views import view_ref
 from .ops import KernelSpec, LoopSpec, TensorSpec
 from .persistent import PersistentSpec
 from .refs import Ref, SliceItem
-from .global_views import view_ref
 from .views import BufferView
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Mod: "mod",

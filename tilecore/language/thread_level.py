@@ -268,3 +268,29 @@ def tma_copy(src, dst, barrier=None, eviction_policy=None, leader_scope_threads=
         raise TileTypeError("T.tma_copy copies a global tensor region into a shared buffer", b.loc,
                             hint="use T.copy for other directions")
     b.emit(TmaCopy(node, bar, idx, b.loc))
+
+
+@builtin
+def tvm_warp_shuffle(mask, value, src_lane, width, warp_size) -> Expr:
+    """TVM's `tvm_warp_shuffle(mask, value, src_lane, width, warp_size)` (`__shfl_sync`): the
+    `value` of lane `src_lane % width` of the executing thread's group of `width` lanes. Every
+    lane of the warp executes it (mask 0xFFFFFFFF; a divergent shuffle is a located error on
+    the emulator)."""
+    from ..ir.thread import Shuffle
+
+    b = _frame("T.tvm_warp_shuffle")
+    m, w, ws_ = (const_int(as_expr(x)) for x in (mask, width, warp_size))
+    if m is None or m & 0xFFFFFFFF != 0xFFFFFFFF:
+        raise TileShapeError(f"T.tvm_warp_shuffle(mask={mask!r}, ...): only the full-warp mask "
+                             "0xFFFFFFFF is supported", b.loc,
+                             hint="shuffle in every lane and ignore the values you do not need")
+    if ws_ != 32 or w is None or w < 1 or w & (w - 1) or w > 32:
+        raise TileShapeError(f"T.tvm_warp_shuffle(width={width!r}, warp_size={warp_size!r}): the "
+                             "warp size is 32 and the width a power of two <= 32", b.loc,
+                             hint="pass width=32, warp_size=32 (or a smaller power-of-two width)")
+    v = as_expr(value.as_expr() if isinstance(value, Ref) else value)
+    lane = as_expr(src_lane.as_expr() if isinstance(src_lane, Ref) else src_lane)
+    if not lane.dtype.is_int:
+        raise TileTypeError(f"T.tvm_warp_shuffle lane has dtype {lane.dtype}", b.loc,
+                            hint="the source lane is an integer")
+    return Shuffle(v, "idx", binop("mod", lane, w), w)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from ..errors import TileShapeError, TileTargetError
 from ..ir.expr import Expr, Load, Var, binop, const
 from ..ir.stmt import TILE_OPS, For, IfThenElse, KernelLaunch, LetStmt, SeqStmt, Stmt
-from ..ir.thread import AsyncFence, Barrier, MbarrierArrive, MbarrierInit, MbarrierWait
+from ..ir.thread import AsyncFence, Barrier, MbarrierArrive, MbarrierInit, MbarrierWait, Shuffle
 from ..ir.thread_level import (
     THREAD_LEVEL_STMTS,
     WARPGROUP,
@@ -133,6 +133,12 @@ def check_uniform_tile_ops(launch: KernelLaunch) -> None:
             _refuse(s, f"T.{type(s).__name__.lower()}", why)
         elif isinstance(s, TmaCopy):
             _refuse(s, "T.tma_copy", why)
+        elif why is not None and any(isinstance(n, Shuffle) for n in walk(s)):
+            raise TileShapeError(  # T.tvm_warp_shuffle: every lane of the warp takes part
+                f"T.tvm_warp_shuffle inside {why}: a warp shuffle must be executed by every lane "
+                "of the warp", s.loc,
+                hint="shuffle outside the branch (in every thread) and use the value only where "
+                     "it is needed")
 
     visit(launch.body, None)
 
