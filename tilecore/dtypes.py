@@ -108,11 +108,17 @@ uint16 = DType("uint16", "uint", 16)
 uint32 = DType("uint32", "uint", 32)
 bool_ = DType("bool", "bool", 8)
 
+# Sub-byte integers (TileLang's `T.int4`): one value per byte in a kernel's storage on the
+# targets that run them (interp), two per byte (low nibble first) in host tensors; see
+# tilecore.subbyte. Not in ALL: ALL is the set every backend runs.
+int4 = DType("int4", "int", 4)
+
 ALL: tuple[DType, ...] = (
     float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2,
     int8, int16, int32, int64, uint8, uint16, uint32, bool_,
 )
-BY_NAME: dict[str, DType] = {d.name: d for d in ALL}
+SUB_BYTE: tuple[DType, ...] = (int4,)
+BY_NAME: dict[str, DType] = {d.name: d for d in ALL + SUB_BYTE}
 
 _NUMPY: dict[str, np.dtype] = {
     "float16": np.dtype(np.float16),
@@ -129,6 +135,7 @@ _NUMPY: dict[str, np.dtype] = {
     "uint16": np.dtype(np.uint16),
     "uint32": np.dtype(np.uint32),
     "bool": np.dtype(np.bool_),
+    "int4": np.dtype(ml_dtypes.int4),
 }
 
 # Spellings accepted besides the canonical names (TileLang / TVM habits).
@@ -144,6 +151,7 @@ _TORCH_NAMES = {
     "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2", "int8": "int8",
     "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8", "uint16": "uint16",
     "uint32": "uint32", "bool": "bool",
+    "int4": "int8",  # TileLang's as_torch(): int8 storage of packed pairs
 }
 
 
@@ -165,7 +173,7 @@ def as_dtype(value) -> DType:
         except TypeError:
             npd = None
         if npd is not None:
-            for d in ALL:
+            for d in ALL + SUB_BYTE:
                 if _NUMPY[d.name] == npd:
                     return d
         tname = str(value)
@@ -220,7 +228,7 @@ def max_value(d: DType):
         return float(ml_dtypes.finfo(d.np).max)
     if d.is_bool:
         return True
-    return int(np.iinfo(d.np).max)
+    return int(ml_dtypes.iinfo(d.np).max)
 
 
 def min_value(d: DType):
@@ -229,7 +237,7 @@ def min_value(d: DType):
         return float(ml_dtypes.finfo(d.np).min)
     if d.is_bool:
         return False
-    return int(np.iinfo(d.np).min)
+    return int(ml_dtypes.iinfo(d.np).min)
 
 
 def has_infinity(d: DType) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import call_args
+from . import call_args, subbyte
 from . import dtypes as dt
 from .contract import Artifact, Diagnostic
 from .errors import TileCallError, TileError, TileTargetError, caller_loc
@@ -195,6 +195,7 @@ class Kernel:
                 raise TileCallError(f"argument {pos} ({p.name}) is a {type(a).__name__}, not an array",
                                     caller_loc(), hint="pass a NumPy array or a torch tensor")
             shape = tuple(int(s) for s in shape)
+            shape, dtype = subbyte.logical(shape, dtype, pos, p)  # packed int4: (..., K // 2)
             if len(shape) != len(p.shape):
                 raise TileCallError(
                     f"argument {pos} ({p.name}) has shape {shape}, kernel expects rank {len(p.shape)} "
@@ -368,6 +369,7 @@ class Kernel:
         api = self.artifact.array_api
         written = [id(p) in self._written for p in self.func.params]
         if api == "numpy":
+            full = subbyte.storage_args(self.func.params, full)  # packed int4 inputs unpacked
             conv, back = [], []
             for a, w in zip(full, written):
                 if _is_torch(a):

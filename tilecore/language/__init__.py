@@ -8,6 +8,7 @@ from ..dtypes import (
     float16,
     float32,
     float64,
+    int4,
     int8,
     int16,
     int32,
@@ -161,5 +162,5 @@ __all__ = [
     "mbarrier_wait_parity", "set_max_nreg", "thread_binding", "tma_copy", "ws",
     "Persistent",
     "reinterpret", "alloc_buffer", "reshape", "view",
-    "int", "uint", "long", "short", "double", "im2col", "tvm_warp_shuffle",
+    "int", "uint", "long", "short", "double", "im2col", "tvm_warp_shuffle", "int4",
 ]
