@@ -108,12 +108,16 @@ from .ops import round_ as round  # noqa: A004
 from .parser import macro, prim_func
 from .persistent import Persistent
 from .thread_level import (
+    access_ptr,
     alloc_barrier,
     barrier_arrive,
     barrier_wait,
     get_thread_binding,
     mbarrier_arrive,
     mbarrier_wait_parity,
+    ptx_commit_group,
+    ptx_cp_async,
+    ptx_wait_group,
     set_max_nreg,
     sync_threads,  # noqa: F811 - real barriers in thread-level kernels
     thread_binding,
@@ -162,5 +166,6 @@ __all__ = [
     "mbarrier_wait_parity", "set_max_nreg", "thread_binding", "tma_copy", "ws",
     "Persistent",
     "reinterpret", "alloc_buffer", "reshape", "view",
-    "int", "uint", "long", "short", "double", "im2col", "tvm_warp_shuffle", "int4",
+    "int", "uint", "long", "short", "double", "im2col", "tvm_warp_shuffle", "int4", "access_ptr",
+    "ptx_cp_async", "ptx_commit_group", "ptx_wait_group",
 ]
