@@ -1,6 +1,7 @@
 """`tilecore.language.dtypes`: TileLang's `tilelang.language.dtypes` names over tilecore's one
 dtype table (`tilecore.dtypes`); nothing here is a second table.
 
+- the dtype names (`float16`, `int4`, ...), as in `tilecore.language`;
 - `dtype(x)`: the DType of a spelling (str, torch or NumPy dtype, DType), as `T.dtype`;
 - `get_tvm_dtype(x)`: the same (TileLang's name for it);
 - `_TORCH_DTYPE_TO_STR` / `_STR_TO_TORCH_DTYPE`: torch dtype <-> canonical name, derived from
@@ -11,7 +12,25 @@ dtype table (`tilecore.dtypes`); nothing here is a second table.
 from __future__ import annotations
 
 from .. import dtypes as _dt
-from ..dtypes import ALL, DType  # noqa: F401 - re-exported: TileLang annotates with `dtype`
+from ..dtypes import (  # noqa: F401 - re-exported: TileLang's module has the dtype names
+    ALL,
+    DType,
+    bfloat16,
+    bool_,
+    float8_e4m3fn,
+    float8_e5m2,
+    float16,
+    float32,
+    float64,
+    int4,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+)
 
 
 def dtype(value) -> DType:
