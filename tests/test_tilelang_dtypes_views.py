@@ -130,9 +130,13 @@ def _conv_ref(x, w, S, D, P):
     return out
 
 
-@pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("shape", [(2, 5, 6, 8, 24, 3, 1, 1, 1), (1, 7, 7, 4, 16, 3, 2, 2, 2)],
-                         ids=["pad1", "stride2-dil2"])
+CONV_CASES = [pytest.param(t.values[0], (2, 5, 6, 8, 24, 3, 1, 1, 1), marks=t.marks,
+                           id=f"{t.values[0]}-pad1") for t in TARGETS]
+# stride and dilation change only index arithmetic: once on interp keeps the cpu/emu cost down
+CONV_CASES.append(pytest.param("interp", (1, 7, 7, 4, 16, 3, 2, 2, 2), id="interp-stride2-dil2"))
+
+
+@pytest.mark.parametrize(("target", "shape"), CONV_CASES)
 def test_im2col_convolution_through_global_views(target, shape):
     N, H, W, C, F, K, S, D, P = shape
     func, oshape = _conv(N, H, W, C, F, K, S, D, P)
