@@ -6,7 +6,7 @@ import functools
 import os
 import warnings
 
-from . import compile_cache, plugins
+from . import compile_cache, plugins, subbyte
 from .errors import (
     TileConfigWarning,
     TileError,
@@ -38,6 +38,7 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
     except TileError as e:
         raise e.with_loc(caller_loc()) from None
     _one_kernel_unless_interp(func, t)
+    subbyte.check_kernel(func, t, out_idx)  # int4: the targets that run it, inputs only
     key = compile_cache.key_or_none(func, t, options)
     hit = compile_cache.lookup(key, t) if key is not None else None
     if hit is not None:

@@ -10,13 +10,25 @@ import numpy as np
 from .errors import TileNameError
 
 
-@dataclass(frozen=True)
-class DType:
-    """A scalar type: `kind` is 'float', 'int', 'uint' or 'bool'; `bits` its storage width."""
+@dataclass(frozen=True, eq=False)
+class DType(str):
+    """A scalar type: `kind` is 'float', 'int', 'uint' or 'bool'; `bits` its storage width.
+
+    A DType is also the `str` of its canonical name, as TileLang's dtypes (TVM's `DataType` is
+    a str) are: TileLang code passes them where Python wants a string (`getattr(torch, dtype)`,
+    `dtype.startswith("float")`, dict keys next to spellings)."""
 
     name: str
     kind: str
     bits: int
+
+    def __new__(cls, name: str, kind: str, bits: int):
+        """The str value is the canonical name (the dataclass __init__ then sets the fields)."""
+        return str.__new__(cls, name)
+
+    def __getnewargs__(self):
+        """copy / pickle rebuild through __new__'s three fields, not str's one value."""
+        return (self.name, self.kind, self.bits)
 
     @property
     def np(self) -> np.dtype:
@@ -68,6 +80,11 @@ class DType:
                 return False
         return NotImplemented
 
+    def __ne__(self, other) -> bool:
+        """The negation of __eq__ (str's own __ne__ would compare the raw names)."""
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
     def __hash__(self) -> int:
         return hash(self.name)  # equal to the canonical name's hash, as equality allows
 
@@ -91,11 +108,17 @@ uint16 = DType("uint16", "uint", 16)
 uint32 = DType("uint32", "uint", 32)
 bool_ = DType("bool", "bool", 8)
 
+# Sub-byte integers (TileLang's `T.int4`): one value per byte in a kernel's storage on the
+# targets that run them (interp), two per byte (low nibble first) in host tensors; see
+# tilecore.subbyte. Not in ALL: ALL is the set every backend runs.
+int4 = DType("int4", "int", 4)
+
 ALL: tuple[DType, ...] = (
     float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2,
     int8, int16, int32, int64, uint8, uint16, uint32, bool_,
 )
-BY_NAME: dict[str, DType] = {d.name: d for d in ALL}
+SUB_BYTE: tuple[DType, ...] = (int4,)
+BY_NAME: dict[str, DType] = {d.name: d for d in ALL + SUB_BYTE}
 
 _NUMPY: dict[str, np.dtype] = {
     "float16": np.dtype(np.float16),
@@ -112,6 +135,7 @@ _NUMPY: dict[str, np.dtype] = {
     "uint16": np.dtype(np.uint16),
     "uint32": np.dtype(np.uint32),
     "bool": np.dtype(np.bool_),
+    "int4": np.dtype(ml_dtypes.int4),
 }
 
 # Spellings accepted besides the canonical names (TileLang / TVM habits).
@@ -119,7 +143,7 @@ ALIASES: dict[str, DType] = {
     "float": float32, "half": float16, "double": float64, "fp16": float16, "fp32": float32,
     "bf16": bfloat16, "fp64": float64, "int": int32, "float8_e4m3": float8_e4m3fn,
     "e4m3_float8": float8_e4m3fn, "e5m2_float8": float8_e5m2, "fp8_e4m3": float8_e4m3fn,
-    "fp8_e5m2": float8_e5m2, "bool_": bool_, "uint": uint32,
+    "fp8_e5m2": float8_e5m2, "bool_": bool_, "uint": uint32, "long": int64, "short": int16,
 }
 
 _TORCH_NAMES = {
@@ -127,6 +151,7 @@ _TORCH_NAMES = {
     "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2", "int8": "int8",
     "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8", "uint16": "uint16",
     "uint32": "uint32", "bool": "bool",
+    "int4": "int8",  # TileLang's as_torch(): int8 storage of packed pairs
 }
 
 
@@ -148,7 +173,7 @@ def as_dtype(value) -> DType:
         except TypeError:
             npd = None
         if npd is not None:
-            for d in ALL:
+            for d in ALL + SUB_BYTE:
                 if _NUMPY[d.name] == npd:
                     return d
         tname = str(value)
@@ -166,6 +191,11 @@ def as_dtype(value) -> DType:
 def from_numpy(npd: np.dtype) -> DType:
     """The DType stored as NumPy dtype `npd`."""
     return as_dtype(npd)
+
+
+def torch_name(d: DType) -> str:
+    """The attribute of `torch` naming `d`'s torch dtype (no torch import)."""
+    return _TORCH_NAMES[d.name]
 
 
 def torch_dtype(d: DType):
@@ -198,7 +228,7 @@ def max_value(d: DType):
         return float(ml_dtypes.finfo(d.np).max)
     if d.is_bool:
         return True
-    return int(np.iinfo(d.np).max)
+    return int(ml_dtypes.iinfo(d.np).max)
 
 
 def min_value(d: DType):
@@ -207,7 +237,7 @@ def min_value(d: DType):
         return float(ml_dtypes.finfo(d.np).min)
     if d.is_bool:
         return False
-    return int(np.iinfo(d.np).min)
+    return int(ml_dtypes.iinfo(d.np).min)
 
 
 def has_infinity(d: DType) -> bool:

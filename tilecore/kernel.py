@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import call_args
+from . import call_args, subbyte
 from . import dtypes as dt
 from .errors import TileCallError, TileError, TileTargetError, caller_loc
 from .ir.buffer import Buffer
@@ -181,6 +181,7 @@ class Kernel:
                 raise TileCallError(f"argument {pos} ({p.name}) is a {type(a).__name__}, not an array",
                                     caller_loc(), hint="pass a NumPy array or a torch tensor")
             shape = tuple(int(s) for s in shape)
+            shape, dtype = subbyte.logical(shape, dtype, pos, p)  # packed int4: (..., K // 2)
             if len(shape) != len(p.shape):
                 raise TileCallError(
                     f"argument {pos} ({p.name}) has shape {shape}, kernel expects rank {len(p.shape)} "

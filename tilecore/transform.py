@@ -1,12 +1,20 @@
-"""`tilecore.transform.PassConfigKey`: TileLang's pass-config key names, as a str enum.
+"""`tilecore.transform`: TileLang's `tilelang.transform` names.
 
-Each member's value is the key string `tilecore.options` reads: honoured keys change the
+- `simplify_prim_func` (decorator) / `apply_simplify(func)`: TileLang simplifies a PrimFunc
+  before compiling it when asked; tilecore's compile pipeline always runs its simplification
+  (`tilecore.passes.simplify`, on every target), so both return the function as built: the
+  compiled kernel is the same with or without them.
+- `PassConfigKey`: TileLang's pass-config key names, as a str enum.
+
+Each PassConfigKey member's value is the key string `tilecore.options` reads: honoured keys change the
 compile, the others are accepted with a one-time warning saying why they have no effect (see
 `tilecore.options.HONOURED` / `NOT_APPLIED`)."""
 
 from __future__ import annotations
 
 import enum
+import functools
+from collections.abc import Callable
 
 
 class PassConfigKey(str, enum.Enum):
@@ -55,4 +63,28 @@ class PassConfigKey(str, enum.Enum):
         return self.value
 
 
-__all__ = ["PassConfigKey"]
+def apply_simplify(func, inline_let: bool = False):
+    """`func` (a PrimFunc) as given: tilecore's compile simplifies every kernel (see the module
+    docstring); `inline_let` is accepted for TileLang's signature (lets are inlined there too)."""
+    from .ir.module import PrimFunc
+
+    if not isinstance(func, PrimFunc):
+        from .errors import TileTypeError
+
+        raise TileTypeError(f"apply_simplify takes a T.prim_func, got {type(func).__name__}",
+                            hint="apply it to the function @T.prim_func returned")
+    return func
+
+
+def simplify_prim_func(func: Callable) -> Callable:
+    """Decorator over a function returning a PrimFunc: the PrimFunc, checked to be one (the
+    simplification itself happens in every compile)."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        return apply_simplify(func(*args, **kwargs))
+
+    return wrapper
+
+
+__all__ = ["PassConfigKey", "apply_simplify", "simplify_prim_func"]

@@ -56,6 +56,19 @@ class Buffer:
     def __repr__(self) -> str:
         return f"Buffer({self.name}, {self.shape}, {self.dtype}, {self.scope})"
 
+    @property
+    def data(self) -> BufferData:
+        """TileLang's `buf.data`: the storage of the buffer, for another view of it
+        (`T.Tensor(shape, dtype, buf.data)`, `tilecore.language.global_views`)."""
+        return BufferData(self)
+
+
+@dataclass(frozen=True, eq=False)
+class BufferData:
+    """The storage handle of `buffer` (`buf.data`): only `T.Tensor(shape, dtype, data)` takes it."""
+
+    buffer: Buffer
+
 
 @dataclass(frozen=True)
 class Region:

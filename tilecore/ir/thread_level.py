@@ -20,7 +20,9 @@ Nodes (frozen dataclasses, one per construct; statements print as the T.* call t
 - `WarpRole(groups, body)`: `with T.ws(*groups):` the body runs in the threads of the listed
   warpgroups (128 threads each) only;
 - `TmaCopy(copy, bar, index)`: `T.tma_copy`, a copy completing its bytes on an mbarrier;
-- `Roles(arms)`: the concurrent roles of a warp-specialized tile program (interp).
+- `Roles(arms)`: the concurrent roles of a warp-specialized tile program (interp);
+- `CpAsync`, `CpAsyncCommit`, `CpAsyncWait`: `T.ptx_cp_async` (a per-thread asynchronous
+  global -> shared copy of 4/8/16 bytes), `T.ptx_commit_group`, `T.ptx_wait_group`.
 """
 
 from __future__ import annotations
@@ -168,12 +170,62 @@ class Roles(Stmt):
         return out
 
 
-THREAD_LEVEL_STMTS = (ThreadSync, BarrierInit, BarrierArrive, BarrierWait, WarpRole, TmaCopy, Roles)
+@dataclass(frozen=True)
+class CpAsync(Stmt):
+    """`T.ptx_cp_async(T.access_ptr(dst[..], "w"), T.access_ptr(src[..], "r"), n)`: this thread
+    issues an asynchronous copy of `lanes` consecutive elements from global `src` at
+    `src_indices` to shared `dst` at `dst_indices` (4, 8 or 16 bytes), into its open cp.async
+    group; with `pred` false it writes zeros instead of reading (PTX's src-size 0)."""
+
+    dst: Buffer
+    dst_indices: tuple
+    src: Buffer
+    src_indices: tuple
+    lanes: int
+    pred: Expr | None = None
+    loc: SourceLoc | None = None
+
+    def print_lines(self, p) -> list[str]:
+        """The T.* call that re-parses to this node."""
+        d = ", ".join(p.expr(i) for i in self.dst_indices)
+        s = ", ".join(p.expr(i) for i in self.src_indices)
+        pred = "" if self.pred is None else f", predicate={p.expr(self.pred)}"
+        return [f'T.ptx_cp_async(T.access_ptr({p.name(self.dst)}[{d}], "w"), '
+                f'T.access_ptr({p.name(self.src)}[{s}], "r"), {self.lanes}{pred})']
+
+
+@dataclass(frozen=True)
+class CpAsyncCommit(Stmt):
+    """`T.ptx_commit_group()`: close this thread's open cp.async group."""
+
+    loc: SourceLoc | None = None
+
+    def print_lines(self, p) -> list[str]:
+        """The T.* call that re-parses to this node."""
+        return ["T.ptx_commit_group()"]
+
+
+@dataclass(frozen=True)
+class CpAsyncWait(Stmt):
+    """`T.ptx_wait_group(pending)`: wait until at most `pending` of this thread's committed
+    cp.async groups are in flight; the landed data is visible to this thread only."""
+
+    pending: int
+    loc: SourceLoc | None = None
+
+    def print_lines(self, p) -> list[str]:
+        """The T.* call that re-parses to this node."""
+        return [f"T.ptx_wait_group({self.pending})"]
+
+
+THREAD_LEVEL_STMTS = (ThreadSync, BarrierInit, BarrierArrive, BarrierWait, WarpRole, TmaCopy, Roles,
+                      CpAsync, CpAsyncCommit, CpAsyncWait)
 
 CONSTRUCT_NAMES = {
     ThreadIndex: "T.get_thread_binding", ThreadSync: "T.sync_threads", BarrierInit: "T.alloc_barrier",
     BarrierArrive: "T.barrier_arrive", BarrierWait: "T.barrier_wait", WarpRole: "T.ws",
-    TmaCopy: "T.tma_copy", Roles: "T.ws",
+    TmaCopy: "T.tma_copy", Roles: "T.ws", CpAsync: "T.ptx_cp_async",
+    CpAsyncCommit: "T.ptx_commit_group", CpAsyncWait: "T.ptx_wait_group",
 }
 
 

@@ -8,6 +8,7 @@ from ..dtypes import (
     float16,
     float32,
     float64,
+    int4,
     int8,
     int16,
     int32,
@@ -24,6 +25,7 @@ from .compat_ops import alloc_buffer as alloc_buffer
 from .debug_ops import device_assert, print_format
 from .debug_ops import print as print  # noqa: A004 - T.print mirrors TileLang
 from .eager import const, empty
+from .global_views import im2col
 from .hints import (
     annotate_consumer_reg_alloc,
     annotate_producer_reg_dealloc,
@@ -106,16 +108,21 @@ from .ops import round_ as round  # noqa: A004
 from .parser import macro, prim_func
 from .persistent import Persistent
 from .thread_level import (
+    access_ptr,
     alloc_barrier,
     barrier_arrive,
     barrier_wait,
     get_thread_binding,
     mbarrier_arrive,
     mbarrier_wait_parity,
+    ptx_commit_group,
+    ptx_cp_async,
+    ptx_wait_group,
     set_max_nreg,
     sync_threads,  # noqa: F811 - real barriers in thread-level kernels
     thread_binding,
     tma_copy,
+    tvm_warp_shuffle,
     ws,
 )
 from .views import reshape, view
@@ -131,6 +138,12 @@ float8_e4m3 = float8_e4m3fn
 bool = bool_  # noqa: A001
 half = float16
 float = float32  # noqa: A001
+# TileLang's C-style spellings (its dtypes display them as the sized names)
+int = int32  # noqa: A001
+uint = uint32
+long = int64
+short = int16
+double = float64
 
 __all__ = [
     "Buffer", "GemmWarpPolicy", "Kernel", "Parallel", "Pipelined", "Tensor", "abs", "alloc_fragment",
@@ -153,4 +166,6 @@ __all__ = [
     "mbarrier_wait_parity", "set_max_nreg", "thread_binding", "tma_copy", "ws",
     "Persistent",
     "reinterpret", "alloc_buffer", "reshape", "view",
+    "int", "uint", "long", "short", "double", "im2col", "tvm_warp_shuffle", "int4", "access_ptr",
+    "ptx_cp_async", "ptx_commit_group", "ptx_wait_group",
 ]

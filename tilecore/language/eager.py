@@ -111,7 +111,7 @@ def scalar_param_dtypes(fn) -> dict:
     scalars passed as Python ints, not compile-time values (name -> dtype)."""
     out = {}
     for name, ann in getattr(fn, "__annotations__", {}).items():
-        if isinstance(ann, str):
+        if isinstance(ann, str) and not isinstance(ann, dt.DType):  # a string annotation
             try:
                 ann = eval(ann, fn.__globals__)  # noqa: S307 - the user's own annotation
             except Exception:  # noqa: BLE001 - a non-dtype annotation (e.g. `int`) is config

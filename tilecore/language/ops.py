@@ -56,8 +56,13 @@ class _TensorAnnotation:
 
     __name__ = "Tensor"
 
-    def __call__(self, shape, dtype="float32") -> TensorSpec:
-        """`T.Tensor(shape, dtype)`."""
+    def __call__(self, shape, dtype="float32", data=None):
+        """`T.Tensor(shape, dtype)`; with `data` (a buffer's `.data`, inside a kernel) a view of
+        that buffer (`tilecore.language.global_views`)."""
+        if data is not None:
+            from .global_views import tensor_view
+
+            return tensor_view(shape, dtype, data)
         return tensor_spec(shape, dtype)
 
     def __getitem__(self, key) -> TensorSpec:
@@ -290,6 +295,11 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
         from .hints import ignored_hint
 
         ignored_hint("T.copy(disable_tma=True)", "the lowering chooses the copy engine per target")
+    from .global_views import copy_view, is_view_ref
+
+    if is_view_ref(src) or is_view_ref(dst):
+        copy_view(src, dst)  # a regrouping view of a global tensor: an element copy
+        return
     src_shape, dst_shape = shape_of(src), shape_of(dst)
     if src_shape is None and dst_shape is None:
         raise TileShapeError(
@@ -328,7 +338,7 @@ def _same_rank_extents(other, corner) -> tuple | None:
 _ACCUM_OK = {
     "float16": ("float16", "float32"), "bfloat16": ("float32",), "float32": ("float32",),
     "float64": ("float64",), "float8_e4m3fn": ("float32", "float16"),
-    "float8_e5m2": ("float32", "float16"), "int8": ("int32",), "uint8": ("int32",),
+    "float8_e5m2": ("float32", "float16"), "int8": ("int32",), "uint8": ("int32",), "int4": ("int32",),
 }
 
 
@@ -394,9 +404,11 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
 
 @builtin
 def fill(buffer, value) -> None:
-    """Set every element of a buffer or region to `value`."""
+    """Set every element of a buffer or region to `value`; an element (`T.fill(buf[0], v)`) is
+    the one-element region at it, as in TileLang."""
     b = current()
-    r = region_of(buffer, None, "fill target")
+    one = (1,) * len(buffer.items) if isinstance(buffer, Ref) and buffer.is_element else None
+    r = region_of(buffer, one, "fill target")
     b.emit(Fill(r, cast(as_expr(value, r.buffer.dtype), r.buffer.dtype), b.loc))
 
 

@@ -31,6 +31,7 @@ from ..ir.module import PrimFunc
 from ..ir.stmt import For, IfThenElse, KernelLaunch, LetStmt, SeqStmt, Store
 from . import builder as bld
 from . import intops, persistent
+from .global_views import view_ref
 from .ops import KernelSpec, LoopSpec, TensorSpec
 from .persistent import PersistentSpec
 from .refs import Ref, SliceItem
@@ -164,7 +165,7 @@ class Parser:
                                   "or keyword-only parameters")
         for arg in a.args:
             ann = annotations.get(arg.arg)
-            if isinstance(ann, str):
+            if isinstance(ann, str) and not isinstance(ann, dt.DType):  # DType is a str too
                 ann = self.string_annotation(arg, ann)
             if isinstance(ann, str):
                 ann = dt.as_dtype(ann)
@@ -645,7 +646,7 @@ class Parser:
                 raise TileShapeError(
                     f"the view of {base.name} has {len(base.shape)} dimension(s) but is indexed "
                     f"with {len(vals)}", self.loc(node), hint="give one index per dimension")
-            return Ref(base.base, base.base_items(vals))
+            return view_ref(base, vals)
         if isinstance(base, Buffer):
             vals = [v.as_expr() if isinstance(v, Ref) else v for v in vals]
             if len(vals) != len(base.shape):

@@ -38,6 +38,10 @@ class Ref:
             )
         return Load(self.buffer, tuple(as_expr(i) for i in self.items))
 
+    def astype(self, dtype) -> Expr:
+        """TVM's `buf[i].astype(dtype)`: the element read and cast."""
+        return self.as_expr().astype(dtype)
+
     # Arithmetic on an element reference reads it.
     def __add__(self, o):
         return binop("add", self.as_expr(), o)
@@ -77,6 +81,16 @@ def region_of(x, other_shape: tuple | None = None, what: str = "operand") -> Reg
     `T.alloc_var` read by name (`T.clear(v)`) is its one-element buffer."""
     if isinstance(x, Load) and x.buffer.is_var:
         x = x.buffer
+    if isinstance(x, Ref) and getattr(x, "view", None) is not None and not x.is_element:
+        raise TileShapeError(  # a ViewRef region (tilecore.language.global_views)
+            f"{what}: a region of the view of {x.buffer.name} that regroups its dimensions",
+            hint="T.copy it into an on-chip tile first; other tile operations take such a view "
+                 "element by element")
+    if isinstance(x, Ref) and getattr(x, "view", None) is not None and other_shape is not None:
+        raise TileShapeError(
+            f"{what}: a tile of the view of {x.buffer.name} that regroups its dimensions",
+            hint="T.copy it into an on-chip tile first; other tile operations take such a view "
+                 "element by element")
     if _is_view(x):
         x = x.as_base(what)
     if isinstance(x, Buffer):

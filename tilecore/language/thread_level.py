@@ -268,3 +268,132 @@ def tma_copy(src, dst, barrier=None, eviction_policy=None, leader_scope_threads=
         raise TileTypeError("T.tma_copy copies a global tensor region into a shared buffer", b.loc,
                             hint="use T.copy for other directions")
     b.emit(TmaCopy(node, bar, idx, b.loc))
+
+
+@builtin
+def tvm_warp_shuffle(mask, value, src_lane, width, warp_size) -> Expr:
+    """TVM's `tvm_warp_shuffle(mask, value, src_lane, width, warp_size)` (`__shfl_sync`): the
+    `value` of lane `src_lane % width` of the executing thread's group of `width` lanes. Every
+    lane of the warp executes it (mask 0xFFFFFFFF; a divergent shuffle is a located error on
+    the emulator)."""
+    from ..ir.thread import Shuffle
+
+    b = _frame("T.tvm_warp_shuffle")
+    m, w, ws_ = (const_int(as_expr(x)) for x in (mask, width, warp_size))
+    if m is None or m & 0xFFFFFFFF != 0xFFFFFFFF:
+        raise TileShapeError(f"T.tvm_warp_shuffle(mask={mask!r}, ...): only the full-warp mask "
+                             "0xFFFFFFFF is supported", b.loc,
+                             hint="shuffle in every lane and ignore the values you do not need")
+    if ws_ != 32 or w is None or w < 1 or w & (w - 1) or w > 32:
+        raise TileShapeError(f"T.tvm_warp_shuffle(width={width!r}, warp_size={warp_size!r}): the "
+                             "warp size is 32 and the width a power of two <= 32", b.loc,
+                             hint="pass width=32, warp_size=32 (or a smaller power-of-two width)")
+    v = as_expr(value.as_expr() if isinstance(value, Ref) else value)
+    lane = as_expr(src_lane.as_expr() if isinstance(src_lane, Ref) else src_lane)
+    if not lane.dtype.is_int:
+        raise TileTypeError(f"T.tvm_warp_shuffle lane has dtype {lane.dtype}", b.loc,
+                            hint="the source lane is an integer")
+    return Shuffle(v, "idx", binop("mod", lane, w), w)
+
+
+@dataclass(frozen=True)
+class AccessPtr:
+    """`T.access_ptr(buf[i, j], "r" | "w" | "rw", ...)`: the address of one element of `buffer`
+    (a frontend value: `T.ptx_cp_async` takes it; tilecore has no pointer arithmetic)."""
+
+    buffer: Buffer
+    indices: tuple
+    mode: str
+    extent: object = None
+
+
+@builtin
+def access_ptr(base, access_type="r", *extents, offset=0, extent=None, ignore_last_ndim=0) -> AccessPtr:
+    """TileLang's `T.access_ptr(base, access_type, *extents, offset=0, extent=None)`: the
+    address of `base` (an element `buf[i, j]`, a region's first element, or a buffer's first)
+    plus `offset` elements, for `T.ptx_cp_async`."""
+    from .refs import region_of
+
+    b = current()
+    if ignore_last_ndim:
+        raise TileSyntaxError("T.access_ptr(ignore_last_ndim=...) is not supported", b.loc,
+                              hint="index the element whose address you need")
+    modes = {"r": "r", "w": "w", "rw": "rw", 1: "r", 2: "w", 3: "rw"}
+    if access_type not in modes:
+        raise TileSyntaxError(f"T.access_ptr access type {access_type!r}", b.loc,
+                              hint='use "r", "w" or "rw" (or 1, 2, 3)')
+    if isinstance(base, Ref) and base.is_element:
+        buf, idx = base.buffer, tuple(as_expr(i) for i in base.items)
+    elif isinstance(base, (Ref, Buffer)):
+        r = region_of(base, None, "T.access_ptr base")
+        buf, idx = r.buffer, tuple(r.starts)
+    else:
+        raise TileTypeError(f"T.access_ptr takes a buffer element or region, got {type(base).__name__}",
+                            b.loc, hint="write T.access_ptr(buf[i, j], 'r')")
+    if not (isinstance(offset, int) and offset == 0):
+        # row-major offsets are linear: moving the last index moves the address by as much
+        idx = idx[:-1] + (binop("add", idx[-1], offset),)
+    n = extent
+    if n is None and extents:
+        n = 1
+        for e in extents:
+            n = binop("mul", as_expr(n), e)
+    return AccessPtr(buf, idx, modes[access_type], n)
+
+
+@builtin
+def ptx_cp_async(dst_access_ptr, src_access_ptr, num_elems, predicate=None) -> None:
+    """`cp.async` of `num_elems` consecutive elements (4, 8 or 16 bytes) from global memory to
+    shared memory, issued by the executing thread into its open group; `predicate` false
+    writes zeros instead. Retire it with `T.ptx_commit_group()` + `T.ptx_wait_group(n)`."""
+    from ..ir.thread import ASYNC_COPY_BYTES
+    from ..ir.thread_level import CpAsync
+
+    b = _frame("T.ptx_cp_async")
+    for name, p, scope in (("destination", dst_access_ptr, "shared"), ("source", src_access_ptr, "global")):
+        if not isinstance(p, AccessPtr):
+            raise TileTypeError(f"T.ptx_cp_async {name} must be a T.access_ptr, got {type(p).__name__}",
+                                b.loc, hint=f"write T.access_ptr({scope}_buf[i], ...)")
+        if p.buffer.scope != scope:
+            raise TileTypeError(f"T.ptx_cp_async {name} {p.buffer.name} is {p.buffer.scope} memory; "
+                                "cp.async copies global memory into shared memory", b.loc,
+                                hint="use a plain store for other directions")
+    d, s = dst_access_ptr, src_access_ptr
+    if d.buffer.dtype != s.buffer.dtype:
+        raise TileTypeError(f"T.ptx_cp_async from {s.buffer.dtype} to {d.buffer.dtype}", b.loc,
+                            hint="cp.async copies bytes: give both buffers one dtype")
+    n = const_int(as_expr(num_elems))
+    if n is None or n * d.buffer.dtype.itemsize not in ASYNC_COPY_BYTES:
+        raise TileShapeError(f"T.ptx_cp_async of {num_elems} {d.buffer.dtype} elements: cp.async "
+                             f"moves {' / '.join(map(str, ASYNC_COPY_BYTES))} bytes", b.loc,
+                             hint="copy 4, 8 or 16 bytes per call")
+    pred = None
+    if predicate is not None:
+        pred = as_expr(predicate.as_expr() if isinstance(predicate, Ref) else predicate)
+        if not pred.dtype.is_bool:
+            pred = binop("ne", pred, 0)
+    b.emit(CpAsync(d.buffer, d.indices, s.buffer, s.indices, n, pred, b.loc))
+
+
+@builtin
+def ptx_commit_group() -> None:
+    """`cp.async.commit_group`: close the executing thread's open group of `T.ptx_cp_async`s."""
+    from ..ir.thread_level import CpAsyncCommit
+
+    b = _frame("T.ptx_commit_group")
+    b.emit(CpAsyncCommit(b.loc))
+
+
+@builtin
+def ptx_wait_group(num) -> None:
+    """`cp.async.wait_group num`: wait until at most `num` of the executing thread's committed
+    groups are in flight. The data is then visible to this thread; other threads read it after
+    a barrier (`T.sync_threads()`)."""
+    from ..ir.thread_level import CpAsyncWait
+
+    b = _frame("T.ptx_wait_group")
+    n = const_int(as_expr(num))
+    if n is None or n < 0:
+        raise TileShapeError(f"T.ptx_wait_group({num!r}): the count of groups left in flight is a "
+                             "constant >= 0", b.loc, hint="write T.ptx_wait_group(0)")
+    b.emit(CpAsyncWait(n, b.loc))

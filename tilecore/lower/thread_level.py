@@ -23,13 +23,26 @@ from __future__ import annotations
 from ..errors import TileShapeError, TileTargetError
 from ..ir.expr import Expr, Load, Var, binop, const
 from ..ir.stmt import TILE_OPS, For, IfThenElse, KernelLaunch, LetStmt, SeqStmt, Stmt
-from ..ir.thread import AsyncFence, Barrier, MbarrierArrive, MbarrierInit, MbarrierWait
+from ..ir.thread import (
+    AsyncCommit,
+    AsyncCopy,
+    AsyncFence,
+    AsyncWait,
+    Barrier,
+    MbarrierArrive,
+    MbarrierInit,
+    MbarrierWait,
+    Shuffle,
+)
 from ..ir.thread_level import (
     THREAD_LEVEL_STMTS,
     WARPGROUP,
     BarrierArrive,
     BarrierInit,
     BarrierWait,
+    CpAsync,
+    CpAsyncCommit,
+    CpAsyncWait,
     ThreadIndex,
     ThreadSync,
     TmaCopy,
@@ -38,6 +51,7 @@ from ..ir.thread_level import (
 )
 from ..ir.visit import rewrite, walk
 from .body import BodyLowerer
+from .context import flat_offset
 
 __all__ = ["THREAD_LEVEL_STMTS", "bind_thread_index", "check_barrier_placement",
            "check_uniform_tile_ops", "lower_thread_stmt", "refusal", "split_roles"]
@@ -133,6 +147,12 @@ def check_uniform_tile_ops(launch: KernelLaunch) -> None:
             _refuse(s, f"T.{type(s).__name__.lower()}", why)
         elif isinstance(s, TmaCopy):
             _refuse(s, "T.tma_copy", why)
+        elif why is not None and any(isinstance(n, Shuffle) for n in walk(s)):
+            raise TileShapeError(  # T.tvm_warp_shuffle: every lane of the warp takes part
+                f"T.tvm_warp_shuffle inside {why}: a warp shuffle must be executed by every lane "
+                "of the warp", s.loc,
+                hint="shuffle outside the branch (in every thread) and use the value only where "
+                     "it is needed")
 
     visit(launch.body, None)
 
@@ -176,6 +196,8 @@ def lower_thread_stmt(ctx, s: Stmt, lower_block) -> Stmt:
         node = (MbarrierArrive(bar, idx, 0, s.loc) if isinstance(s, BarrierArrive)
                 else MbarrierWait(bar, idx, bl.expr(s.parity), s.loc))
         return SeqStmt(tuple(bl.pre) + (node,), s.loc) if bl.pre else node
+    if isinstance(s, (CpAsync, CpAsyncCommit, CpAsyncWait)):
+        return _lower_cp_async(ctx, s)
     if isinstance(s, WarpRole):
         collective = any(isinstance(n, (*TILE_OPS, TmaCopy)) or (isinstance(n, For) and n.kind == "parallel")
                          for n in walk(s.body))
@@ -194,6 +216,21 @@ def lower_thread_stmt(ctx, s: Stmt, lower_block) -> Stmt:
 
         return lower_copy(ctx, s.copy)
     raise TileShapeError(f"cannot lower {type(s).__name__}", s.loc, hint="report it")
+
+
+def _lower_cp_async(ctx, s: Stmt) -> Stmt:
+    """T.ptx_cp_async / commit / wait as the thread IR's cp.async group operations."""
+    if isinstance(s, CpAsyncCommit):
+        return AsyncCommit("cp.async", s.loc)
+    if isinstance(s, CpAsyncWait):
+        return AsyncWait("cp.async", s.pending, s.loc)
+    bl = BodyLowerer(ctx, True, s.loc)
+    dst_idx = tuple(bl.expr(i) for i in s.dst_indices)
+    src_idx = tuple(bl.expr(i) for i in s.src_indices)
+    pred = None if s.pred is None else bl.expr(s.pred)
+    node = AsyncCopy(ctx.shared(s.dst), ctx.offset(s.dst, dst_idx), s.src,
+                     flat_offset(s.src, src_idx, ctx.bounds), s.lanes, pred, True, "group", s.loc)
+    return SeqStmt(tuple(bl.pre) + (node,), s.loc) if bl.pre else node
 
 
 def split_roles(launch: KernelLaunch) -> KernelLaunch:
