@@ -53,6 +53,11 @@ CONFIGS = {
         dict(block_M=64, block_N=128, num_stages=3, threads=256),
     ],
     "decode": [
+        # one launch, no combine: 256 blocks (batch 32 x 8 KV heads) already fill 132 SMs, two
+        # resident per SM at 3 stages of 64 keys (100 KB of shared memory each)
+        dict(num_split=1, direct=True, block_N=64, num_stages=3, threads=128),
+        dict(num_split=1, direct=True, block_N=64, num_stages=2, threads=128),
+        dict(num_split=1, direct=True, block_N=32, num_stages=4, threads=128),
         dict(num_split=4, block_N=64, num_stages=2, threads=128),
         dict(num_split=8, block_N=64, num_stages=2, threads=128),
         dict(num_split=2, block_N=128, num_stages=2, threads=128),

@@ -1,0 +1,54 @@
+"""The attention kernels' tile parameters per target: the measured-best tiles on Hopper
+(`cuda` on sm_90 / sm_90a, BENCHMARKS.md "GPU: attention"), the programs' own defaults
+elsewhere. One source of truth for `tilecore.contrib.attention`, the examples' `main` and the
+benchmarks.
+
+    from tilecore.contrib.attention_configs import tuned_config
+    cfg = tuned_config("fwd", "cuda", dim=128, is_causal=True, dtype="bfloat16")
+    kernel = program(..., **cfg)
+
+An empty dict means "the program's defaults" (interp, cpu, emu, metal, hip, cuda sm_80: those
+tiles are small enough for every backend and keep the emulator fast).
+"""
+
+from __future__ import annotations
+
+# Hopper (TMA + wgmma + a producer warpgroup): two consumer warpgroups of 64 query rows each.
+# fwd: 128x128 for d=128, 128x64 for d=64 (the faster of the two in each case's sweep).
+# bwd (d=128, the measured width): 128 keys per block (two warpgroups of 64), 64 queries per
+# step, 3 stages when causal.
+# decode: split 4 over 64-key tiles (BENCHMARKS.md); mla: 64 heads per block, split 2.
+_HOPPER = {
+    ("fwd", 128): dict(block_M=128, block_N=128, num_stages=2, threads=256),
+    ("fwd", 64): dict(block_M=128, block_N=64, num_stages=2, threads=256),
+    ("bwd", False): dict(block_M=64, block_N=128, num_stages=2, threads=256),
+    ("bwd", True): dict(block_M=64, block_N=128, num_stages=3, threads=256),
+    ("decode",): dict(num_split=4, block_N=64, num_stages=2, threads=128),
+    ("mla",): dict(num_split=2, block_H=64, block_N=32, num_stages=2, threads=256),
+}
+KINDS = ("fwd", "bwd", "decode", "mla")
+
+
+def is_hopper(target) -> bool:
+    """Whether `target` (a name or Target) is real CUDA hardware with TMA (sm_90 / sm_90a): the
+    tiles below were measured there. Emulators and other GPUs keep the programs' defaults."""
+    from .. import plugins
+
+    t = plugins.resolve(target)
+    return t.kind == "cuda" and bool(plugins.facts(t).get("tma"))
+
+
+def tuned_config(kind: str, target, dim: int = 128, is_causal: bool = False,
+                 dtype: str = "float16") -> dict:
+    """Tile parameters for `kind` ("fwd", "bwd", "decode", "mla") on `target`: the measured-best
+    Hopper tiles for 16-bit dtypes (forward: head dim 64 or 128; backward: 128), else {}
+    (the program's defaults)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r}: one of {', '.join(KINDS)}")
+    if dtype not in ("float16", "bfloat16") or not is_hopper(target):
+        return {}
+    if kind == "fwd":
+        return dict(_HOPPER.get(("fwd", dim), {}))
+    if kind == "bwd":
+        return dict(_HOPPER[("bwd", bool(is_causal))]) if dim == 128 else {}
+    return dict(_HOPPER[(kind,)])
