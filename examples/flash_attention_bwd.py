@@ -226,7 +226,8 @@ def main(target="interp"):
                                                    **tuned_config("fwd", target, sizes["dim"], causal)),
                            out_idx=[-2, -1], target=target)
         o, lse = fwd(q, k, v)
-        got = backward(q, k, v, o, do, lse, causal, target, **tuned_config("bwd", target, sizes["dim"], causal))
+        tiles = tuned_config("bwd", target, sizes["dim"], causal)
+        got = backward(q, k, v, o, do, lse, causal, target, **tiles)
         for g, w in zip(got, gradients64(q, k, v, do, causal)):
             np.testing.assert_allclose(np.asarray(g, np.float32), w.astype(np.float32), **TOLERANCE)
         print(f"flash_attention_bwd {sizes} causal={causal} on {target}: OK")
