@@ -27,11 +27,13 @@ LOG2E = 1.4426950408889634
 
 def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=64, block_N=64,
             num_stages=1, threads=128, dtype="float16", kv_heads=None, sm_scale=None, return_lse=False,
-            overlap=False):
+            overlap=False, reverse_causal=True):
     """One block per (query tile, head, batch). `sm_scale` defaults to 1/sqrt(dim); the softmax
     runs in base 2 (exp2 of scores pre-multiplied by log2(e) * sm_scale). `overlap=True` orders
     the loop as FlashAttention-3 does (the next tile's scores and this tile's P V in flight
-    together, asynchronous gemms on sm_90a; the same values everywhere)."""
+    together, asynchronous gemms on sm_90a; the same values everywhere); `overlap="masked"`
+    is that order in one loop body. `reverse_causal` launches causal query tiles longest first.
+    """
     kv_heads = kv_heads or heads
     if heads % kv_heads:
         raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
@@ -101,7 +103,29 @@ def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=64,
         T.fill(scores_max, -T.infinity(accum))
         loop_range = (T.min(T.ceildiv(seq_len, block_N), T.ceildiv((bx + 1) * block_M, block_N))
                       if is_causal else T.ceildiv(seq_len, block_N))
-        if overlap:
+        if overlap == "masked":
+            # the overlapped order below without its first and last branches: P(-1) = 0 makes
+            # the first P V add nothing, and the extra last tile is all -inf (its softmax leaves
+            # the maxima and sums unchanged); one loop body instead of three (less code, two
+            # gemms of wasted work per block)
+            T.fill(acc_s_cast, 0)
+            for k in T.Pipelined(loop_range + 1, num_stages=num_stages):
+                T.copy(K[bz, T.min(k, loop_range - 1) * block_N:(T.min(k, loop_range - 1) + 1) * block_N,
+                         kv_head, :], K_shared)
+                T.copy(V[bz, T.max(k - 1, 0) * block_N:(T.max(k - 1, 0) + 1) * block_N, kv_head, :],
+                       V_shared)
+                if k == loop_range:
+                    T.fill(acc_s, -T.infinity(accum))
+                else:
+                    init_scores(acc_s, k, bx)
+                T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow,
+                       wg_wait=-1)
+                T.gemm(acc_s_cast, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow, wg_wait=-1)
+                online_softmax(acc_s, scores_max, scores_max_prev, scores_scale, scores_sum, logsum)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= scores_scale[i]
+                T.copy(acc_s, acc_s_cast)
+        elif overlap:
             # FlashAttention-3's order: iteration k issues S(k) = Q K(k)^T and O += P(k-1) V(k-1)
             # back to back (wg_wait=-1: both in flight), so the softmax of S(k) waits only for
             # S and runs while the tensor cores compute P V; the rescale of O waits for both.
@@ -161,21 +185,28 @@ def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=64,
         T.copy(acc_o, O_shared)
         T.copy(O_shared, Output[bz, bx * block_M:(bx + 1) * block_M, by, :])
 
+    n_q = -(-seq_len // block_M)
+
+    def q_block(bx):
+        """The query tile of block bx: causal tiles run longest first (the last query tile
+        attends to every key tile), so the short ones fill the tail of the grid."""
+        return n_q - 1 - bx if is_causal and reverse_causal else bx
+
     if return_lse:
         @T.prim_func
         def flash_attention_lse(Q: T.Tensor(q_shape, dtype), K: T.Tensor(kv_shape, dtype),
                                 V: T.Tensor(kv_shape, dtype), Output: T.Tensor(q_shape, dtype),
                                 LSE: T.Tensor((batch, heads, seq_len), accum)):
-            with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
-                attention(Q, K, V, Output, LSE, bx, by, bz)
+            with T.Kernel(n_q, heads, batch, threads=threads) as (bx, by, bz):
+                attention(Q, K, V, Output, LSE, q_block(bx), by, bz)
 
         return flash_attention_lse
 
     @T.prim_func
     def flash_attention(Q: T.Tensor(q_shape, dtype), K: T.Tensor(kv_shape, dtype),
                         V: T.Tensor(kv_shape, dtype), Output: T.Tensor(q_shape, dtype)):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
-            attention(Q, K, V, Output, None, bx, by, bz)
+        with T.Kernel(n_q, heads, batch, threads=threads) as (bx, by, bz):
+            attention(Q, K, V, Output, None, q_block(bx), by, bz)
 
     return flash_attention
 

@@ -310,9 +310,10 @@ class AsyncFence(Stmt):
     tensor cores' descriptor reads, TMA) after the next barrier. "mbarrier_init"
     (`fence.mbarrier_init.release.cluster`): the thread's mbarrier initializations become
     visible (before the barrier that lets other threads use them; executed by one thread).
-    "order" (`fence.acq_rel.cta`): orders nothing the program needs; it pins the wgmma wait
-    after it in place (ptxas otherwise hoists a `wait_group` above the register-only work
-    that precedes it, up to the previous partial wait: tilecore.lower.wgmma_async)."""
+    "order": orders nothing the program needs; it pins the wgmma wait after it in place
+    (ptxas otherwise hoists a `wait_group` above the register-only work that precedes it, up
+    to the previous partial wait: tilecore.lower.wgmma_async); CUDA renders it as a volatile
+    shared load whose value is unused."""
 
     kind: str = "wgmma"
     loc: SourceLoc | None = None
