@@ -43,6 +43,8 @@ CONFIGS = {
     # sm_90a: two consumer warpgroups of 64 rows each (wgmma m64), K/V by TMA from a producer
     # warpgroup; 128x128 for d=128, 128x64 for d=64 (measured fastest, BENCHMARKS.md)
     "fwd": [
+        # FlashAttention-3's order (asynchronous gemms, tilecore.lower.wgmma_async): d=128
+        dict(block_M=128, block_N=128, num_stages=2, threads=256, overlap=True),
         dict(block_M=128, block_N=128, num_stages=2, threads=256),
         dict(block_M=128, block_N=64, num_stages=2, threads=256),
     ],

@@ -17,16 +17,24 @@ from __future__ import annotations
 # fwd: 128x128 for d=128, 128x64 for d=64 (the faster of the two in each case's sweep).
 # bwd (d=128, the measured width): 128 keys per block (two warpgroups of 64), 64 queries per
 # step, 3 stages when causal.
-# decode: split 4 over 64-key tiles (BENCHMARKS.md); mla: 64 heads per block, split 2.
+# decode: one split per (sequence, KV head) over 64-key tiles, the output written directly
+# (`direct=True`: callers skip the combine); mla: 64 heads per block, split 2.
 _HOPPER = {
     ("fwd", 128): dict(block_M=128, block_N=128, num_stages=2, threads=256),
+    # FlashAttention-3's intra-warpgroup overlap (wgmma_async): at d=128 without a mask 0.98 ->
+    # 0.95 ms (s=4096) and 3.81 -> 3.65 ms (s=16384); causal only at long sequences (short
+    # causal rows run few tiles, and the loop's extra iteration and spills cost more there);
+    # at d=64 slower everywhere (BENCHMARKS.md)
+    ("fwd", 128, "overlap"): dict(block_M=128, block_N=128, num_stages=2, threads=256, overlap=True),
     ("fwd", 64): dict(block_M=128, block_N=64, num_stages=2, threads=256),
     ("bwd", False): dict(block_M=64, block_N=128, num_stages=2, threads=256),
     ("bwd", True): dict(block_M=64, block_N=128, num_stages=3, threads=256),
-    ("decode",): dict(num_split=4, block_N=64, num_stages=2, threads=128),
+    # one launch, no combine: batch x KV heads blocks (256 at 32 x 8) fill the GPU
+    ("decode",): dict(num_split=1, direct=True, block_N=64, num_stages=2, threads=128),
     ("mla",): dict(num_split=2, block_H=64, block_N=32, num_stages=2, threads=256),
 }
 KINDS = ("fwd", "bwd", "decode", "mla")
+OVERLAP_CAUSAL_MIN_SEQ = 8192  # causal d=128 forwards this long take the overlapped loop
 
 
 def is_hopper(target) -> bool:
@@ -39,15 +47,19 @@ def is_hopper(target) -> bool:
 
 
 def tuned_config(kind: str, target, dim: int = 128, is_causal: bool = False,
-                 dtype: str = "float16") -> dict:
+                 dtype: str = "float16", seq_len: int | None = None) -> dict:
     """Tile parameters for `kind` ("fwd", "bwd", "decode", "mla") on `target`: the measured-best
-    Hopper tiles for 16-bit dtypes (forward: head dim 64 or 128; backward: 128), else {}
-    (the program's defaults)."""
+    Hopper tiles for 16-bit dtypes (forward: head dim 64 or 128, `seq_len` choosing the loop
+    order of causal ones; backward: 128), else {} (the program's defaults). A decode config
+    has `direct=True`: the split kernel writes the output, no combine kernel follows."""
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r}: one of {', '.join(KINDS)}")
     if dtype not in ("float16", "bfloat16") or not is_hopper(target):
         return {}
     if kind == "fwd":
+        long_causal = is_causal and seq_len is not None and seq_len >= OVERLAP_CAUSAL_MIN_SEQ
+        if dim == 128 and (not is_causal or long_causal):
+            return dict(_HOPPER[("fwd", 128, "overlap")])
         return dict(_HOPPER.get(("fwd", dim), {}))
     if kind == "bwd":
         return dict(_HOPPER[("bwd", bool(is_causal))]) if dim == 128 else {}

@@ -312,8 +312,8 @@ class AsyncFence(Stmt):
     visible (before the barrier that lets other threads use them; executed by one thread).
     "order": orders nothing the program needs; it pins the wgmma wait after it in place
     (ptxas otherwise hoists a `wait_group` above the register-only work that precedes it, up
-    to the previous partial wait: tilecore.lower.wgmma_async); CUDA renders it as a volatile
-    shared load whose value is unused."""
+    to the previous partial wait: tilecore.lower.wgmma_async); CUDA renders it as
+    `fence.acq_rel.cta`."""
 
     kind: str = "wgmma"
     loc: SourceLoc | None = None
