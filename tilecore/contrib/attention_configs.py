@@ -21,10 +21,10 @@ from __future__ import annotations
 # (`direct=True`: callers skip the combine); mla: 64 heads per block, split 2.
 _HOPPER = {
     ("fwd", 128): dict(block_M=128, block_N=128, num_stages=2, threads=256),
-    # FlashAttention-3's intra-warpgroup overlap (wgmma_async): at d=128 without a mask 0.98 ->
-    # 0.95 ms (s=4096) and 3.81 -> 3.65 ms (s=16384); causal only at long sequences (short
-    # causal rows run few tiles, and the loop's extra iteration and spills cost more there);
-    # at d=64 slower everywhere (BENCHMARKS.md)
+    # FlashAttention-3's intra-warpgroup overlap (wgmma_async): at d=128 without a mask 0.983 ->
+    # 0.951 ms (s=4096) and 3.819 -> 3.662 ms (s=16384); causal slower (0.555 -> 0.583 ms,
+    # 1.932 -> 2.008 ms: the loop's extra iteration, and ptxas spills the masked body), d=64
+    # slower everywhere (BENCHMARKS.md, "attention: FA3 overlap")
     ("fwd", 128, "overlap"): dict(block_M=128, block_N=128, num_stages=2, threads=256, overlap=True),
     ("fwd", 64): dict(block_M=128, block_N=64, num_stages=2, threads=256),
     ("bwd", False): dict(block_M=64, block_N=128, num_stages=2, threads=256),
@@ -34,7 +34,6 @@ _HOPPER = {
     ("mla",): dict(num_split=2, block_H=64, block_N=32, num_stages=2, threads=256),
 }
 KINDS = ("fwd", "bwd", "decode", "mla")
-OVERLAP_CAUSAL_MIN_SEQ = 8192  # causal d=128 forwards this long take the overlapped loop
 
 
 def is_hopper(target) -> bool:
@@ -47,18 +46,17 @@ def is_hopper(target) -> bool:
 
 
 def tuned_config(kind: str, target, dim: int = 128, is_causal: bool = False,
-                 dtype: str = "float16", seq_len: int | None = None) -> dict:
+                 dtype: str = "float16") -> dict:
     """Tile parameters for `kind` ("fwd", "bwd", "decode", "mla") on `target`: the measured-best
-    Hopper tiles for 16-bit dtypes (forward: head dim 64 or 128, `seq_len` choosing the loop
-    order of causal ones; backward: 128), else {} (the program's defaults). A decode config
+    Hopper tiles for 16-bit dtypes (forward: head dim 64 or 128, the overlapped loop for d=128
+    without a mask; backward: 128), else {} (the program's defaults). A decode config
     has `direct=True`: the split kernel writes the output, no combine kernel follows."""
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r}: one of {', '.join(KINDS)}")
     if dtype not in ("float16", "bfloat16") or not is_hopper(target):
         return {}
     if kind == "fwd":
-        long_causal = is_causal and seq_len is not None and seq_len >= OVERLAP_CAUSAL_MIN_SEQ
-        if dim == 128 and (not is_causal or long_causal):
+        if dim == 128 and not is_causal:
             return dict(_HOPPER[("fwd", 128, "overlap")])
         return dict(_HOPPER.get(("fwd", dim), {}))
     if kind == "bwd":
