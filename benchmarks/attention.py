@@ -43,6 +43,8 @@ CONFIGS = {
     # sm_90a: two consumer warpgroups of 64 rows each (wgmma m64), K/V by TMA from a producer
     # warpgroup; 128x128 for d=128, 128x64 for d=64 (measured fastest, BENCHMARKS.md)
     "fwd": [
+        # FlashAttention-3's order (asynchronous gemms, tilecore.lower.wgmma_async): d=128
+        dict(block_M=128, block_N=128, num_stages=2, threads=256, overlap=True),
         dict(block_M=128, block_N=128, num_stages=2, threads=256),
         dict(block_M=128, block_N=64, num_stages=2, threads=256),
     ],
@@ -53,6 +55,11 @@ CONFIGS = {
         dict(block_M=64, block_N=128, num_stages=3, threads=256),
     ],
     "decode": [
+        # one launch, no combine: 256 blocks (batch 32 x 8 KV heads) already fill 132 SMs, two
+        # resident per SM at 3 stages of 64 keys (100 KB of shared memory each)
+        dict(num_split=1, direct=True, block_N=64, num_stages=3, threads=128),
+        dict(num_split=1, direct=True, block_N=64, num_stages=2, threads=128),
+        dict(num_split=1, direct=True, block_N=32, num_stages=4, threads=128),
         dict(num_split=4, block_N=64, num_stages=2, threads=128),
         dict(num_split=8, block_N=64, num_stages=2, threads=128),
         dict(num_split=2, block_N=128, num_stages=2, threads=128),

@@ -15,6 +15,7 @@ import numpy as np
 
 import tilecore
 import tilecore.language as T
+from tilecore.contrib.attention_configs import tuned_config
 from tilecore.example_protocol import sizes_for as sizes_of
 
 OUT_IDX = [-1]
@@ -25,9 +26,16 @@ LOG2E = 1.4426950408889634
 
 
 def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=64, block_N=64,
-            num_stages=1, threads=128, dtype="float16", kv_heads=None, sm_scale=None, return_lse=False):
+            num_stages=1, threads=128, dtype="float16", kv_heads=None, sm_scale=None, return_lse=False,
+            overlap=False, reverse_causal=True):
     """One block per (query tile, head, batch). `sm_scale` defaults to 1/sqrt(dim); the softmax
-    runs in base 2 (exp2 of scores pre-multiplied by log2(e) * sm_scale)."""
+    runs in base 2 (exp2 of scores pre-multiplied by log2(e) * sm_scale). `overlap=True` orders
+    the loop as FlashAttention-3 does (the next tile's scores and this tile's P V in flight
+    together, asynchronous gemms on sm_90a; the same values everywhere); `overlap="masked"`
+    is that order in one loop body (on the H200 the overlap is faster at d=128 without a mask,
+    slower causal and at d=64: tilecore.contrib.attention_configs picks it). `reverse_causal`
+    launches causal query tiles longest first.
+    """
     kv_heads = kv_heads or heads
     if heads % kv_heads:
         raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
@@ -38,6 +46,42 @@ def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=64,
     # reach them (a row's keys stop at its own index, which is inside the sequence)
     mask_tail = seq_len % block_N != 0 and not is_causal
     accum = "float32"
+
+    @T.macro
+    def init_scores(acc_s, k, bx):
+        """acc_s = 0 where key tile k may be attended, -inf where masked (before S += Q K^T)."""
+        if is_causal:
+            # only tiles reaching past the block's first row need the mask (one uniform
+            # branch per tile instead of a compare and select per element of every tile)
+            if (k + 1) * block_N > bx * block_M + 1:
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0,
+                                                 -T.infinity(accum))
+            else:
+                T.clear(acc_s)
+        elif mask_tail:
+            # only the last tile reaches past the end (a uniform branch per tile)
+            if (k + 1) * block_N > seq_len:
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.if_then_else(k * block_N + j < seq_len, 0, -T.infinity(accum))
+            else:
+                T.clear(acc_s)
+        else:
+            T.clear(acc_s)
+
+    @T.macro
+    def online_softmax(acc_s, scores_max, scores_max_prev, scores_scale, scores_sum, logsum):
+        """acc_s = exp2((S - running max) * scale) in place; the running max, the factor the
+        output must be rescaled by (scores_scale) and the running row sums updated."""
+        T.copy(scores_max, scores_max_prev)
+        T.reduce_max(acc_s, scores_max, dim=1, clear=False)
+        for i in T.Parallel(block_M):
+            scores_scale[i] = T.exp2(scores_max_prev[i] * scale - scores_max[i] * scale)
+        for i, j in T.Parallel(block_M, block_N):
+            acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i] * scale)
+        T.reduce_sum(acc_s, scores_sum, dim=1)
+        for i in T.Parallel(block_M):
+            logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
 
     @T.macro
     def attention(Q, K, V, Output, LSE, bx, by, bz):
@@ -61,37 +105,74 @@ def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=64,
         T.fill(scores_max, -T.infinity(accum))
         loop_range = (T.min(T.ceildiv(seq_len, block_N), T.ceildiv((bx + 1) * block_M, block_N))
                       if is_causal else T.ceildiv(seq_len, block_N))
-        for k in T.Pipelined(loop_range, num_stages=num_stages):
-            T.copy(K[bz, k * block_N:(k + 1) * block_N, kv_head, :], K_shared)
-            if is_causal:
-                # only tiles reaching past the block's first row need the mask (one uniform
-                # branch per tile instead of a compare and select per element of every tile)
-                if (k + 1) * block_N > bx * block_M + 1:
-                    for i, j in T.Parallel(block_M, block_N):
-                        acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0,
-                                                     -T.infinity(accum))
+        if overlap == "masked":
+            # the overlapped order below without its first and last branches: P(-1) = 0 makes
+            # the first P V add nothing, and the extra last tile is all -inf (its softmax leaves
+            # the maxima and sums unchanged); one loop body instead of three (less code, two
+            # gemms of wasted work per block)
+            T.fill(acc_s_cast, 0)
+            for k in T.Pipelined(loop_range + 1, num_stages=num_stages):
+                T.copy(K[bz, T.min(k, loop_range - 1) * block_N:(T.min(k, loop_range - 1) + 1) * block_N,
+                         kv_head, :], K_shared)
+                T.copy(V[bz, T.max(k - 1, 0) * block_N:(T.max(k - 1, 0) + 1) * block_N, kv_head, :],
+                       V_shared)
+                if k == loop_range:
+                    T.fill(acc_s, -T.infinity(accum))
                 else:
-                    T.clear(acc_s)
-            elif mask_tail:
+                    init_scores(acc_s, k, bx)
+                T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow,
+                       wg_wait=-1)
+                T.gemm(acc_s_cast, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow, wg_wait=-1)
+                online_softmax(acc_s, scores_max, scores_max_prev, scores_scale, scores_sum, logsum)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= scores_scale[i]
+                T.copy(acc_s, acc_s_cast)
+        elif overlap:
+            # FlashAttention-3's order: iteration k issues S(k) = Q K(k)^T and O += P(k-1) V(k-1)
+            # back to back (wg_wait=-1: both in flight), so the softmax of S(k) waits only for
+            # S and runs while the tensor cores compute P V; the rescale of O waits for both.
+            # One extra iteration: k = 0 has no P V yet, k = loop_range only its P V. Each
+            # stage holds K(k) and V(k - 1) (clamped: the unused tile is loaded, not read).
+            for k in T.Pipelined(loop_range + 1, num_stages=num_stages):
+                T.copy(K[bz, T.min(k, loop_range - 1) * block_N:(T.min(k, loop_range - 1) + 1) * block_N,
+                         kv_head, :], K_shared)
+                T.copy(V[bz, T.max(k - 1, 0) * block_N:(T.max(k - 1, 0) + 1) * block_N, kv_head, :],
+                       V_shared)
+                if k == 0:
+                    init_scores(acc_s, k, bx)
+                    T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                    online_softmax(acc_s, scores_max, scores_max_prev, scores_scale, scores_sum, logsum)
+                    T.copy(acc_s, acc_s_cast)
+                elif k < loop_range:
+                    init_scores(acc_s, k, bx)
+                    T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow,
+                           wg_wait=-1)
+                    T.gemm(acc_s_cast, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow, wg_wait=-1)
+                    online_softmax(acc_s, scores_max, scores_max_prev, scores_scale, scores_sum, logsum)
+                    for i, j in T.Parallel(block_M, dim):
+                        acc_o[i, j] *= scores_scale[i]
+                    T.copy(acc_s, acc_s_cast)
+                else:
+                    T.gemm(acc_s_cast, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
+        else:
+            for k in T.Pipelined(loop_range, num_stages=num_stages):
+                T.copy(K[bz, k * block_N:(k + 1) * block_N, kv_head, :], K_shared)
+                init_scores(acc_s, k, bx)
+                T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(V[bz, k * block_N:(k + 1) * block_N, kv_head, :], V_shared)
+                T.copy(scores_max, scores_max_prev)
+                T.reduce_max(acc_s, scores_max, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    scores_scale[i] = T.exp2(scores_max_prev[i] * scale - scores_max[i] * scale)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= scores_scale[i]
                 for i, j in T.Parallel(block_M, block_N):
-                    acc_s[i, j] = T.if_then_else(k * block_N + j < seq_len, 0, -T.infinity(accum))
-            else:
-                T.clear(acc_s)
-            T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-            T.copy(V[bz, k * block_N:(k + 1) * block_N, kv_head, :], V_shared)
-            T.copy(scores_max, scores_max_prev)
-            T.reduce_max(acc_s, scores_max, dim=1, clear=False)
-            for i in T.Parallel(block_M):
-                scores_scale[i] = T.exp2(scores_max_prev[i] * scale - scores_max[i] * scale)
-            for i, j in T.Parallel(block_M, dim):
-                acc_o[i, j] *= scores_scale[i]
-            for i, j in T.Parallel(block_M, block_N):
-                acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i] * scale)
-            T.copy(acc_s, acc_s_cast)
-            T.gemm(acc_s_cast, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
-            T.reduce_sum(acc_s, scores_sum, dim=1)
-            for i in T.Parallel(block_M):
-                logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i] * scale)
+                T.copy(acc_s, acc_s_cast)
+                T.gemm(acc_s_cast, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
+                T.reduce_sum(acc_s, scores_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
         if return_lse:
             lse = T.alloc_fragment((block_M,), accum)
             for i in T.Parallel(block_M):
@@ -106,21 +187,28 @@ def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=64,
         T.copy(acc_o, O_shared)
         T.copy(O_shared, Output[bz, bx * block_M:(bx + 1) * block_M, by, :])
 
+    n_q = -(-seq_len // block_M)
+
+    def q_block(bx):
+        """The query tile of block bx: causal tiles run longest first (the last query tile
+        attends to every key tile), so the short ones fill the tail of the grid."""
+        return n_q - 1 - bx if is_causal and reverse_causal else bx
+
     if return_lse:
         @T.prim_func
         def flash_attention_lse(Q: T.Tensor(q_shape, dtype), K: T.Tensor(kv_shape, dtype),
                                 V: T.Tensor(kv_shape, dtype), Output: T.Tensor(q_shape, dtype),
                                 LSE: T.Tensor((batch, heads, seq_len), accum)):
-            with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
-                attention(Q, K, V, Output, LSE, bx, by, bz)
+            with T.Kernel(n_q, heads, batch, threads=threads) as (bx, by, bz):
+                attention(Q, K, V, Output, LSE, q_block(bx), by, bz)
 
         return flash_attention_lse
 
     @T.prim_func
     def flash_attention(Q: T.Tensor(q_shape, dtype), K: T.Tensor(kv_shape, dtype),
                         V: T.Tensor(kv_shape, dtype), Output: T.Tensor(q_shape, dtype)):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
-            attention(Q, K, V, Output, None, bx, by, bz)
+        with T.Kernel(n_q, heads, batch, threads=threads) as (bx, by, bz):
+            attention(Q, K, V, Output, None, q_block(bx), by, bz)
 
     return flash_attention
 
@@ -162,7 +250,9 @@ def reference(q, k, v, is_causal=False, sm_scale=None):
 def main(target="interp"):
     for sizes in (dict(batch=1, heads=4, seq_len=256, dim=64, is_causal=False),
                   dict(batch=1, heads=4, kv_heads=1, seq_len=200, dim=128, is_causal=True, dtype="bfloat16")):
-        kernel = tilecore.jit(program(**sizes, return_lse=True), out_idx=[-2, -1], target=target)
+        # the measured-best tiles on Hopper, the defaults elsewhere
+        tiles = tuned_config("fwd", target, sizes["dim"], sizes["is_causal"], sizes.get("dtype", "float16"))
+        kernel = tilecore.jit(program(**sizes, **tiles, return_lse=True), out_idx=[-2, -1], target=target)
         q, k, v = make_inputs(np.random.default_rng(0), **sizes_of(make_inputs, sizes))
         o, lse = kernel(q, k, v)
         want_o, want_lse, _ = attention64(q, k, v, sizes["is_causal"])

@@ -23,6 +23,7 @@ import numpy as np
 
 import tilecore
 import tilecore.language as T
+from tilecore.contrib.attention_configs import tuned_config
 from tilecore.example_protocol import sizes_for
 
 OUT_IDX = [-2, -1]
@@ -35,10 +36,15 @@ LOG2E = 1.4426950408889634
 
 def program(batch=32, heads=32, kv_heads=8, seq_kv=4096, dim=128, num_split=8, block_N=64, block_H=16,
             num_stages=2, threads=128, dtype="float16", paged=False, page_size=64, num_pages=None,
-            sm_scale=None):
+            sm_scale=None, direct=False):
     """The split kernel: one block per (split, KV head, sequence). `seq_kv` is the cache length
     (contiguous) or the longest sequence (paged: max_pages = ceil(seq_kv / page_size));
-    `num_pages` defaults to batch * max_pages."""
+    `num_pages` defaults to batch * max_pages. `direct=True` (with num_split=1) writes the
+    attention output itself, Output [batch, heads, dim] in the input dtype, in place of the
+    partials: one launch and no combine (batch x kv_heads blocks must fill the GPU: 256 at
+    batch 32 with 8 KV heads); call it with out_idx=[-1]."""
+    if direct and num_split != 1:
+        raise ValueError(f"direct=True writes the output of one split: num_split must be 1, not {num_split}")
     if heads % kv_heads:
         raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
     groups = heads // kv_heads
@@ -108,17 +114,29 @@ def program(batch=32, heads=32, kv_heads=8, seq_kv=4096, dim=128, num_split=8, b
             T.reduce_sum(acc_s, scores_sum, dim=1)
             for i in T.Parallel(block_H):
                 logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
-        # a split past the end of a short sequence has no keys: LSE -inf, output 0
-        for i in T.Parallel(block_H):
-            if i < groups:
-                LSE_partial[bz, by * groups + i, bx] = T.if_then_else(
-                    logsum[i] > 0, scores_max[i] * scale + T.log2(logsum[i]), -T.infinity(accum))
-            logsum[i] = T.if_then_else(logsum[i] > 0, 1.0 / logsum[i], 0)
-        for i, j in T.Parallel(block_H, dim):
-            if i < groups:
-                O_partial[bz, by * groups + i, bx, j] = acc_o[i, j] * logsum[i]
+        if direct:
+            # the whole sequence in one split: normalize and store the output (a sequence of
+            # length 0 has logsum 0 and gets zeros)
+            for i in T.Parallel(block_H):
+                logsum[i] = T.if_then_else(logsum[i] > 0, 1.0 / logsum[i], 0)
+            for i, j in T.Parallel(block_H, dim):
+                if i < groups:
+                    O_partial[bz, by * groups + i, j] = acc_o[i, j] * logsum[i]
+        else:
+            # a split past the end of a short sequence has no keys: LSE -inf, output 0
+            for i in T.Parallel(block_H):
+                if i < groups:
+                    LSE_partial[bz, by * groups + i, bx] = T.if_then_else(
+                        logsum[i] > 0, scores_max[i] * scale + T.log2(logsum[i]), -T.infinity(accum))
+                logsum[i] = T.if_then_else(logsum[i] > 0, 1.0 / logsum[i], 0)
+            for i, j in T.Parallel(block_H, dim):
+                if i < groups:
+                    O_partial[bz, by * groups + i, bx, j] = acc_o[i, j] * logsum[i]
 
     part_shapes = ((batch, heads, num_split, dim), (batch, heads, num_split))
+    if direct:
+        return _direct_kernel(split_kv, batch, heads, dim, dtype, kv_shape, max_pages, seq_kv, kv_heads,
+                              threads, paged)
     if paged:
         @T.prim_func
         def flash_decoding_paged(Q: T.Tensor((batch, heads, dim), dtype), K: T.Tensor(kv_shape, dtype),
@@ -140,6 +158,31 @@ def program(batch=32, heads=32, kv_heads=8, seq_kv=4096, dim=128, num_split=8, b
             split_kv(Q, K, V, O_partial, LSE_partial, seq_kv, None, bx, by, bz)
 
     return flash_decoding
+
+
+def _direct_kernel(split_kv, batch, heads, dim, dtype, kv_shape, max_pages, seq_kv, kv_heads, threads,
+                   paged):
+    """The prim_func of `program(direct=True)`: one split per (KV head, sequence) writing
+    Output [batch, heads, dim] (the macro's O_partial argument; LSE_partial is unused)."""
+    if paged:
+        @T.prim_func
+        def flash_decoding_paged_direct(Q: T.Tensor((batch, heads, dim), dtype), K: T.Tensor(kv_shape, dtype),
+                                        V: T.Tensor(kv_shape, dtype),
+                                        BlockTable: T.Tensor((batch, max_pages), "int32"),
+                                        SeqLens: T.Tensor((batch,), "int32"),
+                                        Output: T.Tensor((batch, heads, dim), dtype)):
+            with T.Kernel(1, kv_heads, batch, threads=threads) as (bx, by, bz):
+                split_kv(Q, K, V, Output, None, SeqLens[bz], BlockTable, bx, by, bz)
+
+        return flash_decoding_paged_direct
+
+    @T.prim_func
+    def flash_decoding_direct(Q: T.Tensor((batch, heads, dim), dtype), K: T.Tensor(kv_shape, dtype),
+                              V: T.Tensor(kv_shape, dtype), Output: T.Tensor((batch, heads, dim), dtype)):
+        with T.Kernel(1, kv_heads, batch, threads=threads) as (bx, by, bz):
+            split_kv(Q, K, V, Output, None, seq_kv, None, bx, by, bz)
+
+    return flash_decoding_direct
 
 
 def combine_program(batch=32, heads=32, num_split=8, dim=128, dtype="float16", threads=128):
@@ -238,7 +281,10 @@ def reference(q, k, v, *paged_args, seq_kv=4096, num_split=8, block_N=64, sm_sca
 
 
 def decode(target, inputs, **sizes):
-    """Split kernel then combine on `target`: the attention output [batch, heads, dim]."""
+    """Split kernel then combine on `target` (one kernel when sizes say direct=True): the
+    attention output [batch, heads, dim]."""
+    if sizes.get("direct"):
+        return tilecore.jit(program(**sizes_for(program, sizes)), out_idx=[-1], target=target)(*inputs)
     split = tilecore.jit(program(**sizes_for(program, sizes)), out_idx=OUT_IDX, target=target)
     merge = tilecore.jit(combine_program(**sizes_for(combine_program, sizes)), out_idx=[-1], target=target)
     return merge(*split(*inputs))
@@ -249,6 +295,8 @@ def main(target="interp"):
                   dict(batch=3, heads=8, kv_heads=2, seq_kv=700, dim=64, num_split=3, paged=True,
                        page_size=64)):
         inputs = make_inputs(np.random.default_rng(0), **sizes_for(make_inputs, sizes))
+        # Hopper: the measured-best tiles (one launch writing the output: direct=True)
+        sizes = dict(sizes, **tuned_config("decode", target))
         out = decode(target, inputs, **sizes)
         q, k, v = inputs[:3]
         lens = inputs[4] if sizes.get("paged") else [sizes["seq_kv"]] * q.shape[0]

@@ -11,7 +11,8 @@ KV heads), any sequence length (query and key lengths equal). `attn_mask` and `d
 refused with a TileError (never silently ignored). The target is `cuda` for CUDA tensors and
 `interp` otherwise unless `target=` names one (e.g. "cpu"); `config` passes tile parameters
 (block_M, block_N, num_stages, threads) to the forward kernel and `bwd_config` to the backward.
-torch is imported on first use only.
+Left out, they are `attention_configs.tuned_config`'s: the measured-best tiles on Hopper (cuda
+sm_90 / sm_90a), the programs' defaults on every other target. torch is imported on first use.
 """
 
 from __future__ import annotations
@@ -125,6 +126,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         _FN.append(_function())
     if target is None:
         target = "cuda" if query.is_cuda else "interp"
-    freeze = lambda c: tuple(sorted((c or {}).items()))  # noqa: E731 - hashable cache key
+    if config is None or bwd_config is None:
+        from .attention_configs import tuned_config
+
+        tuned = dict(dim=query.shape[-1], is_causal=bool(is_causal), dtype=_DTYPES[str(query.dtype)])
+        config = tuned_config("fwd", target, **tuned) if config is None else config
+        bwd_config = tuned_config("bwd", target, **tuned) if bwd_config is None else bwd_config
+    freeze = lambda c: tuple(sorted(c.items()))  # noqa: E731 - hashable cache key
     return _FN[0].apply(query, key, value, is_causal, None if scale is None else float(scale), target,
                         freeze(config), freeze(bwd_config))

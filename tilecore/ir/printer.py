@@ -188,6 +188,8 @@ class Printer:
                 extra += ", transpose_B=True"
             if s.clear_accum:
                 extra += ", clear_accum=True"
+            if s.asynchronous:  # part of the script: the compile cache keys on it
+                extra += ", wg_wait=-1"
             self.emit(depth, f"T.gemm({self.region(s.a)}, {self.region(s.b)}, {self.region(s.c)}{extra})")
         elif isinstance(s, Fill):
             self.emit(depth, f"T.fill({self.region(s.dst)}, {self.expr(s.value)})")

@@ -142,6 +142,10 @@ class Gemm(Stmt):
     clear_accum: bool = False
     policy: str = "square"
     loc: SourceLoc | None = None
+    # `T.gemm(wg_wait=-1)`: on asynchronous tensor cores (wgmma) the product is left in flight
+    # and its wait placed before the first statement that needs it
+    # (tilecore.lower.wgmma_async); everywhere else the gemm is synchronous, the same values
+    asynchronous: bool = False
 
     @property
     def mnk(self) -> tuple[int, int, int]:

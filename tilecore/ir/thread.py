@@ -283,6 +283,9 @@ class AsyncWait(Stmt):
     queue: str = "cp.async"
     pending: int = 0
     loc: SourceLoc | None = None
+    # the wait of an asynchronous `T.gemm(wg_wait=-1)`: tilecore.lower.wgmma_async may move it
+    # later, up to the first statement touching what its group writes or reads
+    deferred: bool = False
 
     def __post_init__(self):
         if self.queue not in ASYNC_QUEUES:
@@ -292,7 +295,7 @@ class AsyncWait(Stmt):
 
 
 # --- wgmma (Hopper asynchronous tensor cores): fences of the wgmma queue --------------------
-FENCE_KINDS = ("wgmma", "proxy_async", "mbarrier_init")
+FENCE_KINDS = ("wgmma", "proxy_async", "mbarrier_init", "order")
 
 
 @dataclass(frozen=True)
@@ -306,7 +309,11 @@ class AsyncFence(Stmt):
     earlier ordinary shared-memory writes become visible to the asynchronous proxy (the
     tensor cores' descriptor reads, TMA) after the next barrier. "mbarrier_init"
     (`fence.mbarrier_init.release.cluster`): the thread's mbarrier initializations become
-    visible (before the barrier that lets other threads use them; executed by one thread)."""
+    visible (before the barrier that lets other threads use them; executed by one thread).
+    "order": orders nothing the program needs; it pins the wgmma wait after it in place
+    (ptxas otherwise hoists a `wait_group` above the register-only work that precedes it, up
+    to the previous partial wait: tilecore.lower.wgmma_async); CUDA renders it as
+    `fence.acq_rel.cta`."""
 
     kind: str = "wgmma"
     loc: SourceLoc | None = None

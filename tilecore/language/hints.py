@@ -5,8 +5,9 @@ it asks for a schedule, a register split or a copy engine, which tilecore choose
 - `T.disable_warp_group_reg_alloc()`, `T.no_set_max_nreg()`: tilecore sets no register limits;
 - `T.annotate_producer_reg_dealloc(n)`, `T.annotate_consumer_reg_alloc(n)`: likewise;
 - `T.Pipelined(order=, stage=, group=, sync=)`: see `ops.Pipelined`;
-- `T.copy(disable_tma=True)`, `T.gemm(k_pack=, wg_wait=)`, `T.atomic_add(use_tma=)`: the lowering
-  picks the copy engine, operand packing and wgmma waits (see the callers).
+- `T.copy(disable_tma=True)`, `T.gemm(k_pack=, wg_wait=N>0)`, `T.atomic_add(use_tma=)`: the
+  lowering picks the copy engine, operand packing and wgmma waits (see the callers);
+  `T.gemm(wg_wait=-1)` is honoured (an asynchronous gemm: tilecore.lower.wgmma_async).
 """
 
 from __future__ import annotations

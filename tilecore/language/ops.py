@@ -353,13 +353,18 @@ class GemmWarpPolicy:
 @builtin
 def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,
          clear_accum=False, k_pack=1, wg_wait=0) -> None:
-    """C (+)= op(A) @ op(B) on tiles; A and B in shared or fragment memory, C a fragment."""
+    """C (+)= op(A) @ op(B) on tiles; A and B in shared or fragment memory, C a fragment.
+
+    `wg_wait=-1` makes the product asynchronous on wgmma targets (sm_90a): it stays in flight
+    and the compiler waits for it just before the first statement that reads or writes C or
+    the registers of A (so independent work, such as another tile's softmax, overlaps it).
+    Elsewhere the gemm is synchronous, which computes the same values."""
     b = current()
-    if k_pack != 1 or wg_wait != 0:
+    if k_pack != 1 or wg_wait not in (0, -1):
         from .hints import ignored_hint
 
-        ignored_hint("T.gemm(k_pack=, wg_wait=)", "the lowering packs operands and waits for "
-                     "asynchronous tensor-core results itself")
+        ignored_hint("T.gemm(k_pack=, wg_wait=N>0)", "the lowering packs operands and places the "
+                     "waits for asynchronous tensor-core results itself (wg_wait=-1 is honoured)")
     ra, rb, rc = region_of(A, None, "gemm A"), region_of(B, None, "gemm B"), region_of(C, None, "gemm C")
     for r, n in ((ra, "A"), (rb, "B"), (rc, "C")):
         if len(r.squeezed_shape) != 2 and not (len(r.extents) >= 2 and len(r.squeezed_shape) < 2):
@@ -375,7 +380,8 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
             f"gemm C ({rc.buffer.name}) must be a fragment (T.alloc_fragment), not {rc.buffer.scope}",
             hint="accumulate into T.alloc_fragment and T.copy it out afterwards",
         )
-    g = Gemm(ra, rb, rc, bool(transpose_A), bool(transpose_B), bool(clear_accum), str(policy), b.loc)
+    g = Gemm(ra, rb, rc, bool(transpose_A), bool(transpose_B), bool(clear_accum), str(policy), b.loc,
+             asynchronous=wg_wait == -1)
     m, n, k = g.mnk
     bk = rb.extents[-1] if transpose_B else rb.extents[-2]
     if k != bk:

@@ -39,6 +39,7 @@ from .prefetch import prefetch
 from .proxy_fences import prune_proxy_fences
 from .tensorize import gemm_answer
 from .threads import lower_launch
+from .wgmma_async import place_async_waits
 from .wgmma_groups import merge_wgmma_waits
 from .wide_offsets import wide_offsets
 
@@ -139,12 +140,13 @@ def barriers(module: Module, desc: TargetDesc) -> Module:
     by another there is a Barrier on every path (uniform control flow permitting); a proxy
     fence precedes a wgmma only where it reads generically written shared data
     (tilecore.lower.proxy_fences, pruned first so barriers follow the fences kept); independent
-    back-to-back wgmma groups share one wait (tilecore.lower.wgmma_groups)."""
+    back-to-back wgmma groups share one wait (tilecore.lower.wgmma_groups); the waits of
+    asynchronous gemms sit before the first use of their results (tilecore.lower.wgmma_async)."""
 
     def fn(n):
         if not isinstance(n, ThreadKernel):
             return None
-        return insert_barriers(prune_proxy_fences(merge_wgmma_waits(n)))
+        return insert_barriers(prune_proxy_fences(merge_wgmma_waits(place_async_waits(n))))
 
     return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
 

@@ -104,14 +104,17 @@ def lower_wgmma(ctx: LowerCtx, g: Gemm, plan: MmaPlan, clay: MmaLayout) -> Stmt:
         return ref
 
     calls: list[Stmt] = []
+    a_moves: list[Stmt] = []
     for kk in range(steps):
         k0 = const(kk * ik)
-        if aop is not None:  # A fragment registers are written before this step's fence
+        if aop is not None:
+            # every step's A fragment registers are written before the one fence: a fence per
+            # step made each step its own wgmma group in SASS (an ARRIVE and a gsb0 per HGMMA),
+            # and ptxas then retired the whole product at a `wait_group 1` meant for an
+            # earlier group (the FlashAttention-3 overlap of wgmma_async)
             for mi in range(mt):
-                calls.extend(_load_operand(ctx, aop, aregs, (kk * mt + mi) * a_spec.elems, lane,
-                                           wg_m * WM + mi * im, k0))
-            if kk:
-                calls.append(AsyncFence("wgmma", g.loc))
+                a_moves.extend(_load_operand(ctx, aop, aregs, (kk * mt + mi) * a_spec.elems, lane,
+                                             wg_m * WM + mi * im, k0))
         for mi in range(mt):
             m0 = ctx.simp(wg_m * WM + mi * im)
             a_ref = (OperandRef(aregs, const((kk * mt + mi) * a_spec.elems)) if aop is not None
@@ -122,14 +125,13 @@ def lower_wgmma(ctx: LowerCtx, g: Gemm, plan: MmaPlan, clay: MmaLayout) -> Stmt:
                 calls.append(IntrinsicCall(final, (OperandRef(cregs, base), a_ref, start("B", n0, k0),
                                                    OperandRef(cregs, base)), g.loc))
     fences: list[Stmt] = [AsyncFence("proxy_async", g.loc)] if mem else []
-    tail = [AsyncCommit("wgmma", g.loc), AsyncWait("wgmma", 0, g.loc)]
+    # an asynchronous gemm's wait is marked deferrable: lower/wgmma_async.py moves it to the
+    # first statement that needs the product (in place it is the synchronous gemm)
+    tail = [AsyncCommit("wgmma", g.loc), AsyncWait("wgmma", 0, g.loc, deferred=g.asynchronous)]
     if aop is None:
         return SeqStmt(tuple(out + pre + fences + [AsyncFence("wgmma", g.loc)] + calls + tail), g.loc)
-    # the first k step's A loads come first, then the fence (later steps carry their own)
-    first = next(i for i, c in enumerate(calls) if isinstance(c, IntrinsicCall)
-                 and c.intrinsic.kind == "wgmma")
-    body = calls[:first] + [AsyncFence("wgmma", g.loc)] + calls[first:]
-    return SeqStmt(tuple(out + pre + fences + body + tail), g.loc)
+    # the A loads of every k step come first, then the fence
+    return SeqStmt(tuple(out + pre + fences + a_moves + [AsyncFence("wgmma", g.loc)] + calls + tail), g.loc)
 
 
 def _check_desc(ctx: LowerCtx, g: Gemm, name: str, spec, ref: OperandRef, region, trans: bool) -> None:

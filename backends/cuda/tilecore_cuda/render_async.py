@@ -20,7 +20,8 @@ from .tensormap import TMAP_DECL, TMAP_TYPE, spec_of, tensor_map_specs
 TMA_SMEM_ALIGN = 1024
 _SHARED_ADDRESSED = (MbarrierInit, MbarrierArrive, MbarrierWait, TmaLoad, TmaStore)
 _FENCES = {"proxy_async": "fence.proxy.async.shared::cta;",
-           "mbarrier_init": "fence.mbarrier_init.release.cluster;"}
+           "mbarrier_init": "fence.mbarrier_init.release.cluster;",
+           "order": "fence.acq_rel.cta;"}
 
 
 class AsyncRenderMixin:
@@ -171,7 +172,10 @@ class AsyncRenderMixin:
         self.emit("}")
 
     def stmt_AsyncFence(self, s) -> None:
-        """`fence.proxy.async.shared::cta` / `fence.mbarrier_init.release.cluster`."""
+        """`fence.proxy.async.shared::cta` / `fence.mbarrier_init.release.cluster` /
+        `fence.acq_rel.cta` (kind "order": ptxas moves no wgmma wait above this MEMBAR; a
+        volatile shared load pins the wait too, but its result register made the overlapped
+        FlashAttention loop spill and measured slower on the H200)."""
         self.emit(f'asm volatile("{_FENCES[s.kind]}" ::: "memory");')
 
     def stmt_AsyncCopy(self, s) -> None:

@@ -16,7 +16,9 @@ ordering that statement actually provides:
 - a wait pins the register operands of every wgmma call committed since the last
   `wait_group 0` before it in program order, and, inside a loop, those of the wgmma calls of
   the innermost enclosing loop's body after its last `wait_group 0` (a group committed at the
-  end of one iteration is retired by a wait in the next).
+  end of one iteration is retired by a wait in the next); a `wait_group n` that follows more
+  than n groups committed since the last `wait_group 0` pins only the older groups it retires
+  (the n newest stay in flight: pinning them would make ptxas wait for them as well).
 
 A statement for which this finds nothing (an unusual placement) keeps the old rule: pin all.
 """
@@ -72,10 +74,16 @@ def wgmma_pin_sets(body) -> tuple[dict[int, list], list]:
             loop_regs[id(loop)] = regs
     pins: dict[int, dict[int, object]] = {}
     since_wait0: dict[int, object] = {}
+    groups: list[dict[int, object]] = []  # committed since the last wait_group 0, oldest first
+    open_group: dict[int, object] = {}
     for i, (n, loop) in enumerate(events):
         if _is_wgmma(n):
             for b in _reg_buffers(n):
                 since_wait0[id(b)] = b
+                open_group[id(b)] = b
+        elif isinstance(n, AsyncCommit) and n.queue == "wgmma":
+            groups.append(open_group)
+            open_group = {}
         elif isinstance(n, AsyncFence) and n.kind == "wgmma":
             group: dict[int, object] = {}
             for m, _ in events[i + 1:]:
@@ -86,10 +94,20 @@ def wgmma_pin_sets(body) -> tuple[dict[int, list], list]:
                         group[id(b)] = b
             pins.setdefault(id(n), {}).update(group or everything)
         elif isinstance(n, AsyncWait) and n.queue == "wgmma":
-            want = dict(since_wait0)
-            if loop is not None:
-                want.update(loop_regs[id(loop)])
+            if 0 < n.pending < len(groups):
+                # `wait_group n` after more than n groups: only the older ones are retired; the
+                # n newest stay in flight, and pinning their registers here would make ptxas
+                # wait for them too (FlashAttention's softmax beside P V: wgmma_async)
+                want = {}
+                for g in groups[:-n.pending]:
+                    want.update(g)
+                groups = groups[-n.pending:]
+            else:
+                want = dict(since_wait0)
+                if loop is not None:
+                    want.update(loop_regs[id(loop)])
             pins.setdefault(id(n), {}).update(want or everything)
             if n.pending == 0:
                 since_wait0 = {}
+                groups = []
     return {k: list(v.values()) for k, v in pins.items()}, list(everything.values())

@@ -1,0 +1,38 @@
+"""tilecore.contrib.attention_configs: the measured-best Hopper tiles on cuda sm_90 / sm_90a,
+the programs' own defaults on every other target (no GPU needed), and the Hopper tiles lower."""
+
+import sys
+
+import pytest
+from cuda_test_util import EXAMPLES
+
+import tilecore
+from tilecore.contrib.attention_configs import tuned_config
+
+pytest.importorskip("tilecore_cuda")
+if EXAMPLES not in sys.path:  # the kernels are the example scripts
+    sys.path.insert(0, EXAMPLES)
+
+
+def test_hopper_gets_the_tuned_tiles_other_targets_the_defaults():
+    fwd = tuned_config("fwd", "cuda:sm_90a", 128, False, "bfloat16")
+    assert fwd["overlap"] is True and fwd["block_M"] == 128 and fwd["threads"] == 256
+    assert "overlap" not in tuned_config("fwd", "cuda:sm_90a", 128, True, "bfloat16")  # causal: plain loop
+    assert tuned_config("fwd", "cuda:sm_90", 64, False, "float16")["block_N"] == 64
+    assert tuned_config("bwd", "cuda:sm_90a", 128, True, "bfloat16")["num_stages"] == 3
+    assert tuned_config("decode", "cuda:sm_90a")["direct"] is True
+    for target in ("cuda:sm_80", "emu:sm_90", "interp"):
+        assert tuned_config("fwd", target, 128, False, "bfloat16") == {}
+    assert tuned_config("fwd", "cuda:sm_90a", 128, False, "float32") == {}  # no 16-bit wgmma tiles
+    with pytest.raises(ValueError, match="kind"):
+        tuned_config("prefill", "cuda:sm_90a")
+
+
+def test_tuned_forward_lowers_with_asynchronous_waits():
+    import flash_attention as fa
+
+    cfg = tuned_config("fwd", "cuda:sm_90a", 128, False, "bfloat16")
+    src = tilecore.compile(fa.program(batch=1, heads=2, seq_len=512, dim=128, dtype="bfloat16", **cfg),
+                           out_idx=[-1], target="cuda:sm_90a").get_kernel_source()
+    assert "wgmma.wait_group.sync.aligned 1;" in src  # the softmax waits for S only
+    assert src.count("fence.acq_rel.cta;") == 1  # the order fence before the wait for P V

@@ -1,0 +1,64 @@
+"""The attention kernels' tile parameters per target: the measured-best tiles on Hopper
+(`cuda` on sm_90 / sm_90a, BENCHMARKS.md "GPU: attention"), the programs' own defaults
+elsewhere. One source of truth for `tilecore.contrib.attention`, the examples' `main` and the
+benchmarks.
+
+    from tilecore.contrib.attention_configs import tuned_config
+    cfg = tuned_config("fwd", "cuda", dim=128, is_causal=True, dtype="bfloat16")
+    kernel = program(..., **cfg)
+
+An empty dict means "the program's defaults" (interp, cpu, emu, metal, hip, cuda sm_80: those
+tiles are small enough for every backend and keep the emulator fast).
+"""
+
+from __future__ import annotations
+
+# Hopper (TMA + wgmma + a producer warpgroup): two consumer warpgroups of 64 query rows each.
+# fwd: 128x128 for d=128, 128x64 for d=64 (the faster of the two in each case's sweep).
+# bwd (d=128, the measured width): 128 keys per block (two warpgroups of 64), 64 queries per
+# step, 3 stages when causal.
+# decode: one split per (sequence, KV head) over 64-key tiles, the output written directly
+# (`direct=True`: callers skip the combine); mla: 64 heads per block, split 2.
+_HOPPER = {
+    ("fwd", 128): dict(block_M=128, block_N=128, num_stages=2, threads=256),
+    # FlashAttention-3's intra-warpgroup overlap (wgmma_async): at d=128 without a mask 0.983 ->
+    # 0.951 ms (s=4096) and 3.819 -> 3.662 ms (s=16384); causal slower (0.555 -> 0.583 ms,
+    # 1.932 -> 2.008 ms: the loop's extra iteration, and ptxas spills the masked body), d=64
+    # slower everywhere (BENCHMARKS.md, "attention: FA3 overlap")
+    ("fwd", 128, "overlap"): dict(block_M=128, block_N=128, num_stages=2, threads=256, overlap=True),
+    ("fwd", 64): dict(block_M=128, block_N=64, num_stages=2, threads=256),
+    ("bwd", False): dict(block_M=64, block_N=128, num_stages=2, threads=256),
+    ("bwd", True): dict(block_M=64, block_N=128, num_stages=3, threads=256),
+    # one launch, no combine: batch x KV heads blocks (256 at 32 x 8) fill the GPU
+    ("decode",): dict(num_split=1, direct=True, block_N=64, num_stages=2, threads=128),
+    ("mla",): dict(num_split=2, block_H=64, block_N=32, num_stages=2, threads=256),
+}
+KINDS = ("fwd", "bwd", "decode", "mla")
+
+
+def is_hopper(target) -> bool:
+    """Whether `target` (a name or Target) is real CUDA hardware with TMA (sm_90 / sm_90a): the
+    tiles below were measured there. Emulators and other GPUs keep the programs' defaults."""
+    from .. import plugins
+
+    t = plugins.resolve(target)
+    return t.kind == "cuda" and bool(plugins.facts(t).get("tma"))
+
+
+def tuned_config(kind: str, target, dim: int = 128, is_causal: bool = False,
+                 dtype: str = "float16") -> dict:
+    """Tile parameters for `kind` ("fwd", "bwd", "decode", "mla") on `target`: the measured-best
+    Hopper tiles for 16-bit dtypes (forward: head dim 64 or 128, the overlapped loop for d=128
+    without a mask; backward: 128), else {} (the program's defaults). A decode config
+    has `direct=True`: the split kernel writes the output, no combine kernel follows."""
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r}: one of {', '.join(KINDS)}")
+    if dtype not in ("float16", "bfloat16") or not is_hopper(target):
+        return {}
+    if kind == "fwd":
+        if dim == 128 and not is_causal:
+            return dict(_HOPPER[("fwd", 128, "overlap")])
+        return dict(_HOPPER.get(("fwd", dim), {}))
+    if kind == "bwd":
+        return dict(_HOPPER[("bwd", bool(is_causal))]) if dim == 128 else {}
+    return dict(_HOPPER[(kind,)])
