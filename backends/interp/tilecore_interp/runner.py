@@ -37,7 +37,7 @@ from tilecore.semantics import (
     wrap_int,
 )
 
-from . import debug, roles, shadow
+from . import blas, debug, roles, shadow
 from .exprs import Slots, check_bounds, compile_expr
 from .races import check_unique_writes
 
@@ -99,7 +99,7 @@ class Program:
             env[s] = a
         for name, s in self.dyn_slots:
             env[s] = int(dyn[name])
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), blas.one_thread():  # tile-sized matmuls: blas.py
             self.body(env, None)
 
     # ------------------------------------------------------------------ statements
