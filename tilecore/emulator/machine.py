@@ -45,11 +45,11 @@ from ..ir.thread import (
 )
 from ..ir.thread_printer import print_thread_func
 from ..ir.visit import walk
-from . import debug, divergence, uninit
+from . import debug, divergence, shared_alias, uninit
 from .asyncops import AsyncState
 from .intrinsics import run_intrinsic
 from .mbarrier import MbarrierState
-from .race import SharedTracker, SyncClock
+from .race import SyncClock
 from .tasks import TaskGroup
 from .wgmma import WgmmaState
 
@@ -130,7 +130,7 @@ class Block:
             self.wg = WgmmaState(self.T, self.wgmma_regs) if self.wgmma_regs else None
             for b in k.shared:
                 self.shared[id(b)] = np.full(b.shape[0], S.poison_value(b.dtype), dtype=b.dtype.np)
-                self.trackers[id(b)] = SharedTracker(b.name, b.shape[0], self.clock)
+            self.trackers = shared_alias.trackers(k, self.clock)  # planned reuse: shared_alias.py
             self.regs = {id(b): np.full((self.T, b.shape[0]), S.poison_value(b.dtype), dtype=b.dtype.np)
                          for b in k.registers}
             if self.check_uninit:

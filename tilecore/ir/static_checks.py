@@ -176,11 +176,14 @@ def _check_launch(s: KernelLaunch) -> None:
             f"{PORTABLE_MAX_THREADS}", s.loc,
             hint="use fewer threads, or mark a kernel meant only for CPU targets with "
             "`T.Kernel(..., is_cpu=True)`")
-    smem = sum(b.numel * b.dtype.bits // 8 for b in s.allocs
-               if isinstance(b, Buffer) and b.scope == "shared" and b.numel is not None)
+    from ..lower.smem_plan import tile_plan_bytes  # lazily: lower imports this package
+
+    # buffers with disjoint live ranges share bytes, as TileLang merges them (smem_plan.py)
+    smem = tile_plan_bytes(s)
     if smem > PORTABLE_MAX_SHARED_BYTES:
         raise TileShapeError(
-            f"the kernel allocates {smem} bytes of shared memory; the portable limit is "
+            f"the kernel needs {smem} bytes of shared memory (buffers with disjoint live ranges "
+            f"sharing storage); the portable limit is "
             f"{PORTABLE_MAX_SHARED_BYTES} bytes per block", s.loc,
             hint="use smaller tiles (or fewer pipeline stages), or mark a kernel meant only for "
             "CPU targets with `T.Kernel(..., is_cpu=True)`")

@@ -34,6 +34,7 @@ from .parallel import lower_atomic_region, lower_copy, lower_fill, lower_paralle
 from .raster import rasterize
 from .reduce import lower_cumsum, lower_reduce
 from .role_lowering import check_role_fragments
+from .smem_plan import planned_bytes
 from .thread_level import (
     THREAD_LEVEL_STMTS,
     bind_thread_index,
@@ -112,7 +113,10 @@ def lower_launch(launch: KernelLaunch, ctx: LowerCtx) -> ThreadKernel:
         launch = bind_thread_index(split_roles(launch), ctx)
         ctx.role_body = launch.body  # the T.ws regions lowered as roles (role_lowering.py)
     body = lower_block(ctx, rasterize(launch, ctx.var_bounds).body)
-    used = sum(b.shape[0] * b.dtype.itemsize for b in ctx.shared_list)
+    grid = tuple(g if isinstance(g, Expr) else g for g in launch.grid)
+    kernel = ThreadKernel(grid, tuple(launch.block_vars), ctx.tx, ctx.threads, ctx.warp_size,
+                          tuple(ctx.shared_list), tuple(ctx.reg_list), body, launch.loc)
+    used = planned_bytes(kernel)  # buffers with disjoint live ranges share bytes (smem_plan.py)
     limit = ctx.facts.shared_memory_bytes
     if limit and used > limit:
         names = ", ".join(f"{b.name} ({b.shape[0] * b.dtype.itemsize} B)" for b in ctx.shared_list)
@@ -120,6 +124,4 @@ def lower_launch(launch: KernelLaunch, ctx: LowerCtx) -> ThreadKernel:
                              f"{ctx.facts.target} has {limit}: {names}", launch.loc,
                              hint="use smaller tiles, fewer pipeline stages, or fragments instead of "
                                   "shared buffers")
-    grid = tuple(g if isinstance(g, Expr) else g for g in launch.grid)
-    return ThreadKernel(grid, tuple(launch.block_vars), ctx.tx, ctx.threads, ctx.warp_size,
-                        tuple(ctx.shared_list), tuple(ctx.reg_list), body, launch.loc)
+    return kernel
