@@ -96,6 +96,12 @@ class CStyleRenderer(DebugRenderMixin, CExprRenderer):
         self.block(s.body)
         self.emit("}")
 
+    def stmt_While(self, s) -> None:
+        """A C while loop (the condition re-evaluated before each iteration)."""
+        self.emit(f"while ({self.expr(s.cond)}) {{")
+        self.block(s.body)
+        self.emit("}")
+
     def stmt_IfThenElse(self, s) -> None:
         """An if / else block."""
         self.emit(f"if ({self.expr(s.cond)}) {{")

@@ -19,6 +19,7 @@ from ..errors import SourceLoc, TileRuntimeError
 from ..ir.buffer import Buffer
 from ..ir.debug import DeviceAssert, Print
 from ..ir.expr import BinOp, Cast, Const, Expr, Select, Unary, Var
+from ..ir.loops import While
 from ..ir.module import Module
 from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
 from ..ir.thread import (
@@ -342,6 +343,17 @@ class Block:
                     self.exec(s.else_body, mf)
         elif isinstance(s, For):
             self._for(s, mask)
+        elif isinstance(s, While):
+            # each thread leaves when its own condition fails; a barrier or warp-wide operation
+            # in the body then runs for part of the block or warp, which those checks report
+            live = mask
+            while True:
+                live = live & np.broadcast_to(self.eval(s.cond, live), (self.T,))
+                if not live.any():
+                    break
+                self.exec(s.body, live)
+                if s.loc is not None:
+                    self.loc_id = self._locid(s.loc)
         elif isinstance(s, VecMove):
             self._vecmove(s, mask)
         elif isinstance(s, Barrier):

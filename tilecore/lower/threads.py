@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..errors import TileShapeError
 from ..ir.expr import Expr, const_int
+from ..ir.loops import While
 from ..ir.stmt import (
     AtomicAdd,
     AtomicAddRegion,
@@ -75,6 +76,15 @@ def lower_block(ctx: LowerCtx, s: Stmt) -> Stmt:
         cond = bl.expr(s.cond)
         els = None if s.else_body is None else lower_block(ctx, s.else_body)
         return _with_pre(bl.pre, IfThenElse(cond, lower_block(ctx, s.then_body), els, s.loc))
+    if isinstance(s, While):
+        bl = BodyLowerer(ctx, False, s.loc)
+        cond = bl.expr(s.cond)
+        if bl.pre:  # evaluated once, they would go stale as the body runs
+            raise TileShapeError("this `while` condition reads a value the threads must first "
+                                 "exchange through shared memory", s.loc,
+                                 hint="copy the value into a `T.alloc_var` / local buffer in the "
+                                 "loop body and test that")
+        return While(cond, lower_block(ctx, s.body), s.loc)
     if isinstance(s, (LetStmt, Store, AtomicAdd)):
         bl = BodyLowerer(ctx, False, s.loc)
         out = bl.stmt(s)

@@ -15,6 +15,7 @@ import numpy as np
 from tilecore import dtypes as dt
 from tilecore.errors import TileTargetError
 from tilecore.ir.debug import DEBUG_STMTS
+from tilecore.ir.loops import While
 from tilecore.ir.module import PrimFunc
 from tilecore.ir.stmt import (
     AtomicAdd,
@@ -192,6 +193,10 @@ class Codegen:
             self._atomic(s)
         elif isinstance(s, For):
             self._for(s)
+        elif isinstance(s, While):  # re-evaluated before each iteration, as in Python
+            self.lines.add(f"while {self.x.gen(s.cond)}:")
+            self.lines.body(lambda: self.stmt(s.body))
+            self.x.loc = s.loc
         elif isinstance(s, IfThenElse):
             self.lines.add(f"if {self.x.gen(s.cond)}:")
             n = len(self.x.facts)

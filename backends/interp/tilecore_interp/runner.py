@@ -12,6 +12,7 @@ import numpy as np
 
 from tilecore.errors import TileRuntimeError
 from tilecore.ir.buffer import Region
+from tilecore.ir.loops import While
 from tilecore.ir.stmt import (
     AtomicAdd,
     AtomicAddRegion,
@@ -183,6 +184,26 @@ class Program:
                 if m.any():
                     env[slot] = v
                     body(env, m)
+
+        return loop
+
+    def s_While(self, s: While, vec):
+        fc = compile_expr(s.cond, self.slots, s.loc)
+        body = self.stmt(s.body, vec)
+
+        def loop(env, mask):
+            while True:
+                c = fc(env, mask)
+                if np.ndim(c) == 0:
+                    if not c:
+                        return
+                    body(env, mask)
+                    continue
+                # a condition that varies across T.Parallel lanes: each lane leaves on its own
+                m = c if mask is None else c & mask
+                if not m.any():
+                    return
+                body(env, m)
 
         return loop
 
