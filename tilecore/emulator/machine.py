@@ -19,6 +19,7 @@ from ..errors import SourceLoc, TileRuntimeError
 from ..ir.buffer import Buffer
 from ..ir.debug import DeviceAssert, Print
 from ..ir.expr import BinOp, Cast, Const, Expr, Select, Unary, Var
+from ..ir.grid_sync import phases as grid_phases
 from ..ir.loops import While
 from ..ir.module import Module
 from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
@@ -116,6 +117,14 @@ class Block:
         """Run every block of the grid, one after the other."""
         k = self.k
         dims = [int(np.asarray(self.eval(g, None))) for g in k.grid]
+        # T.sync_grid: each phase runs in every block before the next (tilecore.ir.grid_sync);
+        # no block state crosses a sync, so each phase starts with fresh block state
+        for part in grid_phases(k.body):
+            self._run_blocks(dims, SeqStmt(tuple(part), k.loc))
+
+    def _run_blocks(self, dims: list, body) -> None:
+        """Run `body` (the kernel body, or one phase of it) in every block, one after another."""
+        k = self.k
         for flat in range(int(np.prod(dims)) if dims else 1):
             rest = flat
             for v, n in zip(k.block_vars, dims):
@@ -136,7 +145,7 @@ class Block:
                          for b in k.registers}
             if self.check_uninit:
                 self.reg_init = uninit.register_shadows(k.registers, self.T)
-            self.exec(k.body, np.ones(self.T, dtype=bool))
+            self.exec(body, np.ones(self.T, dtype=bool))
             self.mbarriers.check_end(self)
 
     # ----------------------------------------------------------------- memory

@@ -19,6 +19,7 @@ from __future__ import annotations
 from ..errors import TileBindingError, TileShapeError
 from .buffer import Buffer, Region
 from .expr import Expr, Load, Var, const_int, linear
+from .grid_sync import check_grid_syncs
 from .module import PrimFunc
 from .stmt import (
     AtomicAdd,
@@ -165,6 +166,7 @@ def _check_launch(s: KernelLaunch) -> None:
                 f"grid dimension {i} of T.Kernel is {n}; the kernel would run no block", s.loc,
                 hint="every grid dimension must be >= 1 (use T.ceildiv(n, tile) for a size that "
                 "may not divide evenly)")
+    check_grid_syncs(s)  # T.sync_grid: top level only, no block state across it
     if dict(s.annotations).get(CPU_ONLY_ANNOTATION):
         return
     threads = 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..errors import TileShapeError
 from ..ir.expr import Expr, const_int
+from ..ir.grid_sync import GridSync
 from ..ir.loops import While
 from ..ir.stmt import (
     AtomicAdd,
@@ -76,6 +77,8 @@ def lower_block(ctx: LowerCtx, s: Stmt) -> Stmt:
         cond = bl.expr(s.cond)
         els = None if s.else_body is None else lower_block(ctx, s.else_body)
         return _with_pre(bl.pre, IfThenElse(cond, lower_block(ctx, s.then_body), els, s.loc))
+    if isinstance(s, GridSync):  # a phase boundary, kept at the top of the body (grid_sync.py)
+        return s
     if isinstance(s, While):
         bl = BodyLowerer(ctx, False, s.loc)
         cond = bl.expr(s.cond)
