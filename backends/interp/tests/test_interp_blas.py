@@ -2,10 +2,10 @@
 caller's setting afterwards; gemm results are those of NumPy's own product."""
 
 import numpy as np
+from tilecore_interp import blas
 
 import tilecore
 import tilecore.language as T
-from tilecore_interp import blas
 
 
 @T.prim_func
