@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from ..dtypes import DType
-from ..errors import TileInternalError
+from ..errors import TileInternalError, TileTargetError
 from ..ir.expr import Cast, Const
 from ..ir.stmt import SeqStmt
 from ..ir.thread import ThreadKernel, find_kernel
@@ -95,6 +95,19 @@ class CStyleRenderer(DebugRenderMixin, CExprRenderer):
         self.emit(f"for ({ty} {v} = {self.expr(s.start)}; {v} {cmp} {self.expr(s.stop)}; {step}) {{")
         self.block(s.body)
         self.emit("}")
+
+    def stmt_While(self, s) -> None:
+        """A C while loop (the condition re-evaluated before each iteration)."""
+        self.emit(f"while ({self.expr(s.cond)}) {{")
+        self.block(s.body)
+        self.emit("}")
+
+    def stmt_GridSync(self, s) -> None:
+        """T.sync_grid needs every block resident at once (a cooperative launch), which no
+        C-style target launches yet: refused with the targets that run it."""
+        raise TileTargetError("T.sync_grid() needs a cooperative launch, which this target does not "
+                              "make", s.loc, hint="run the kernel on interp, cpu or an emu target, "
+                              "or split it into two kernels at the sync")
 
     def stmt_IfThenElse(self, s) -> None:
         """An if / else block."""

@@ -157,17 +157,34 @@ class GPURenderer(CStyleRenderer):
     # ------------------------------------------------------------------ shared memory
     def shared_layout(self, kernel) -> int:
         """Assign each shared buffer its aligned byte offset (`shared_offsets`); the total bytes."""
-        offset = 0
         self.shared_base_align = self.shared_align
-        for b in kernel.shared:
+
+        def align_of(b) -> int:
             # a layout defined on absolute addresses (wgmma/TMA swizzle) aligns its buffer
             need = getattr(b.layout, "align_bytes", None)
-            align = max(self.shared_align, need(b.dtype.itemsize) if need else 0)
+            return max(self.shared_align, need(b.dtype.itemsize) if need else 0)
+
+        return self.place_shared(kernel, align_of)
+
+    def place_shared(self, kernel, align_of) -> int:
+        """Offsets of `kernel.shared` (each aligned to `align_of(buffer)`) into `shared_offsets`:
+        the kernel's `shared_plan` where the lowering planned reuse (tilecore.lower.smem_plan),
+        else one buffer after another. Returns the total bytes."""
+        plan, offset = kernel.shared_plan, 0
+        for b in kernel.shared:
+            align = align_of(b)
             self.shared_base_align = max(self.shared_base_align, align)
+            if plan is not None:
+                off = plan.offset_of(b)
+                if off % align:
+                    raise TileInternalError(f"the shared-memory plan puts {b.name} at byte {off}, "
+                                            f"not a multiple of its alignment {align}")
+                self.shared_offsets[id(b)] = off
+                continue
             offset = (offset + align - 1) // align * align
             self.shared_offsets[id(b)] = offset
             offset += b.shape[0] * b.dtype.itemsize
-        return offset
+        return plan.total if plan is not None else offset
 
     def shared_storage(self, nbytes: int) -> list[str]:
         """Declarations of the `smem_name` byte array of `nbytes` (kernel scope or parameters)."""

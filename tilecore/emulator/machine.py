@@ -19,6 +19,8 @@ from ..errors import SourceLoc, TileRuntimeError
 from ..ir.buffer import Buffer
 from ..ir.debug import DeviceAssert, Print
 from ..ir.expr import BinOp, Cast, Const, Expr, Select, Unary, Var
+from ..ir.grid_sync import phases as grid_phases
+from ..ir.loops import While
 from ..ir.module import Module
 from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
 from ..ir.thread import (
@@ -45,11 +47,11 @@ from ..ir.thread import (
 )
 from ..ir.thread_printer import print_thread_func
 from ..ir.visit import walk
-from . import debug, divergence, uninit
+from . import debug, divergence, shared_alias, uninit
 from .asyncops import AsyncState
 from .intrinsics import run_intrinsic
 from .mbarrier import MbarrierState
-from .race import SharedTracker, SyncClock
+from .race import SyncClock
 from .tasks import TaskGroup
 from .wgmma import WgmmaState
 
@@ -115,6 +117,14 @@ class Block:
         """Run every block of the grid, one after the other."""
         k = self.k
         dims = [int(np.asarray(self.eval(g, None))) for g in k.grid]
+        # T.sync_grid: each phase runs in every block before the next (tilecore.ir.grid_sync);
+        # no block state crosses a sync, so each phase starts with fresh block state
+        for part in grid_phases(k.body):
+            self._run_blocks(dims, SeqStmt(tuple(part), k.loc))
+
+    def _run_blocks(self, dims: list, body) -> None:
+        """Run `body` (the kernel body, or one phase of it) in every block, one after another."""
+        k = self.k
         for flat in range(int(np.prod(dims)) if dims else 1):
             rest = flat
             for v, n in zip(k.block_vars, dims):
@@ -130,12 +140,12 @@ class Block:
             self.wg = WgmmaState(self.T, self.wgmma_regs) if self.wgmma_regs else None
             for b in k.shared:
                 self.shared[id(b)] = np.full(b.shape[0], S.poison_value(b.dtype), dtype=b.dtype.np)
-                self.trackers[id(b)] = SharedTracker(b.name, b.shape[0], self.clock)
+            self.trackers = shared_alias.trackers(k, self.clock)  # planned reuse: shared_alias.py
             self.regs = {id(b): np.full((self.T, b.shape[0]), S.poison_value(b.dtype), dtype=b.dtype.np)
                          for b in k.registers}
             if self.check_uninit:
                 self.reg_init = uninit.register_shadows(k.registers, self.T)
-            self.exec(k.body, np.ones(self.T, dtype=bool))
+            self.exec(body, np.ones(self.T, dtype=bool))
             self.mbarriers.check_end(self)
 
     # ----------------------------------------------------------------- memory
@@ -342,6 +352,17 @@ class Block:
                     self.exec(s.else_body, mf)
         elif isinstance(s, For):
             self._for(s, mask)
+        elif isinstance(s, While):
+            # each thread leaves when its own condition fails; a barrier or warp-wide operation
+            # in the body then runs for part of the block or warp, which those checks report
+            live = mask
+            while True:
+                live = live & np.broadcast_to(self.eval(s.cond, live), (self.T,))
+                if not live.any():
+                    break
+                self.exec(s.body, live)
+                if s.loc is not None:
+                    self.loc_id = self._locid(s.loc)
         elif isinstance(s, VecMove):
             self._vecmove(s, mask)
         elif isinstance(s, Barrier):

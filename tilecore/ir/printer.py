@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .buffer import Buffer, Region
 from .expr import INT_OP_FUNCS, OP_SYMBOLS, BinOp, Cast, Const, Expr, Load, Select, Unary, Var, const_int
+from .loops import While
 from .module import PrimFunc
 from .names import fresh_name
 from .stmt import (
@@ -170,6 +171,9 @@ class Printer:
             self.emit(depth, f"T.atomic_add({self.name(s.buffer)}[{idx}], {self.expr(s.value)})")
         elif isinstance(s, AtomicAddRegion):
             self.emit(depth, f"T.atomic_add({self.region(s.dst)}, {self.region(s.src)})")
+        elif isinstance(s, While):
+            self.emit(depth, f"while {self.expr(s.cond)}:")
+            self.stmt(s.body, depth + 1)
         elif isinstance(s, IfThenElse):
             self.emit(depth, f"if {self.expr(s.cond)}:")
             self.stmt(s.then_body, depth + 1)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from ..errors import TileBindingError, TileShapeError
 from .buffer import Buffer, Region
 from .expr import Expr, Load, Var, const_int, linear
+from .grid_sync import check_grid_syncs
 from .module import PrimFunc
 from .stmt import (
     AtomicAdd,
@@ -165,6 +166,7 @@ def _check_launch(s: KernelLaunch) -> None:
                 f"grid dimension {i} of T.Kernel is {n}; the kernel would run no block", s.loc,
                 hint="every grid dimension must be >= 1 (use T.ceildiv(n, tile) for a size that "
                 "may not divide evenly)")
+    check_grid_syncs(s)  # T.sync_grid: top level only, no block state across it
     if dict(s.annotations).get(CPU_ONLY_ANNOTATION):
         return
     threads = 1
@@ -176,11 +178,14 @@ def _check_launch(s: KernelLaunch) -> None:
             f"{PORTABLE_MAX_THREADS}", s.loc,
             hint="use fewer threads, or mark a kernel meant only for CPU targets with "
             "`T.Kernel(..., is_cpu=True)`")
-    smem = sum(b.numel * b.dtype.bits // 8 for b in s.allocs
-               if isinstance(b, Buffer) and b.scope == "shared" and b.numel is not None)
+    from ..lower.smem_plan import tile_plan_bytes  # lazily: lower imports this package
+
+    # buffers with disjoint live ranges share bytes, as TileLang merges them (smem_plan.py)
+    smem = tile_plan_bytes(s)
     if smem > PORTABLE_MAX_SHARED_BYTES:
         raise TileShapeError(
-            f"the kernel allocates {smem} bytes of shared memory; the portable limit is "
+            f"the kernel needs {smem} bytes of shared memory (buffers with disjoint live ranges "
+            f"sharing storage); the portable limit is "
             f"{PORTABLE_MAX_SHARED_BYTES} bytes per block", s.loc,
             hint="use smaller tiles (or fewer pipeline stages), or mark a kernel meant only for "
             "CPU targets with `T.Kernel(..., is_cpu=True)`")

@@ -124,7 +124,7 @@ class ThreadKernel(Stmt):
 
     `num_threads` threads per block, flattened into `thread_var`; warps are consecutive groups of
     `warp_size` threads. `shared` lists the block's shared buffers, `registers` each thread's
-    register arrays (all 1-D)."""
+    register arrays (all 1-D); `shared_plan` places shared buffers that may share bytes."""
 
     grid: tuple
     block_vars: tuple
@@ -135,6 +135,9 @@ class ThreadKernel(Stmt):
     registers: tuple
     body: Stmt
     loc: SourceLoc | None = None
+    # tilecore.lower.smem_plan.SharedPlan: byte offsets where buffers with disjoint live ranges
+    # share storage; None lays the buffers out one after another
+    shared_plan: object = None
 
     def __post_init__(self):
         if len(self.grid) != len(self.block_vars):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .loops import While
 from .module import PrimFunc
 from .printer import Printer, print_node
 from .stmt import For, IfThenElse, LetStmt, SeqStmt
@@ -126,6 +127,9 @@ class ThreadPrinter(Printer):
             step = "" if s.step == 1 else f", step {s.step}"
             self.emit(depth, f"for {self.name(s.var)} in {s.kind}({self.expr(s.start)}, "
                              f"{self.expr(s.stop)}{step}):")
+            self.stmt(s.body, depth + 1)
+        elif isinstance(s, While):
+            self.emit(depth, f"while {self.expr(s.cond)}:")
             self.stmt(s.body, depth + 1)
         elif isinstance(s, IfThenElse):
             self.emit(depth, f"if {self.expr(s.cond)}:")

@@ -26,6 +26,7 @@ from .debug_ops import device_assert, print_format
 from .debug_ops import print as print  # noqa: A004 - T.print mirrors TileLang
 from .eager import const, empty
 from .global_views import im2col
+from .grid_sync import sync_grid as sync_grid
 from .hints import (
     annotate_consumer_reg_alloc,
     annotate_producer_reg_dealloc,

@@ -27,6 +27,7 @@ from ..errors import (
 )
 from ..ir.buffer import Buffer
 from ..ir.expr import Const, Expr, Load, Var, as_expr, binop, bitwise, cast, const_int, select, unary
+from ..ir.loops import While
 from ..ir.module import PrimFunc
 from ..ir.stmt import For, IfThenElse, KernelLaunch, LetStmt, SeqStmt, Store
 from . import builder as bld
@@ -54,8 +55,6 @@ _PY_SAFE = {builtins.int, builtins.float, builtins.bool, builtins.len, builtins.
             builtins.hasattr, builtins.getattr, builtins.callable, builtins.map, builtins.filter,
             builtins.slice, builtins.type}
 _UNSUPPORTED = {
-    ast.While: ("`while` loops are not supported in kernels",
-                "use `for i in T.serial(n)` with a bound, and `if` inside it"),
     ast.Break: ("`break` is not supported in kernels", "guard the loop body with `if`"),
     ast.Continue: ("`continue` is not supported in kernels", "guard the loop body with `if`"),
     ast.Return: ("`return` is not supported inside a kernel", "outputs are written to tensors"),
@@ -307,6 +306,8 @@ class Parser:
             self.for_(node)
         elif isinstance(node, ast.If):
             self.if_(node)
+        elif isinstance(node, ast.While):
+            self.while_(node)
         elif isinstance(node, ast.With):
             self.with_(node)
         elif isinstance(node, ast.Pass):
@@ -539,6 +540,28 @@ class Parser:
         if not cond.dtype.is_bool:
             cond = binop("ne", cond, 0)
         self.b.emit(IfThenElse(cond, then, other, loc))
+
+    def while_(self, node: ast.While):
+        """`while cond:` on a kernel value: a `While` node, the condition evaluated before each
+        iteration. A build-time condition is decided now: false runs nothing, true never ends."""
+        if node.orelse:
+            raise TileSyntaxError("`while ... else` is not supported", self.loc(node),
+                                  hint="move the `else` body after the loop")
+        cond = self.ev(node.test)
+        if isinstance(cond, Ref):
+            cond = cond.as_expr()
+        if not isinstance(cond, Expr) or isinstance(cond, Const):
+            if not (cond.value if isinstance(cond, Const) else cond):
+                return
+            raise TileSyntaxError(
+                "this `while` condition is true when the kernel is built, so the loop never ends",
+                self.loc(node), hint="make the condition read a kernel value the body changes "
+                "(a `T.alloc_var` or a local buffer element)")
+        loc = self.loc(node)
+        body = self.block(node.body, "loop")
+        if not cond.dtype.is_bool:
+            cond = binop("ne", cond, 0)
+        self.b.emit(While(cond, body, loc))
 
     def with_(self, node: ast.With):
         if len(node.items) != 1:

@@ -37,6 +37,7 @@ from .infer import annotate_layouts, plan_gemms, stored_layouts
 from .layout import MmaLayout
 from .prefetch import prefetch
 from .proxy_fences import prune_proxy_fences
+from .smem_plan import plan_kernel
 from .tensorize import gemm_answer
 from .threads import lower_launch
 from .wgmma_async import place_async_waits
@@ -163,6 +164,17 @@ def fragment_pipelines(module: Module, desc: TargetDesc) -> Module:
     return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
 
 
+def plan_shared(module: Module, desc: TargetDesc) -> Module:
+    """Invariant: shared buffers whose live ranges (top-level statements of the kernel body) are
+    disjoint may share bytes, recorded in `ThreadKernel.shared_plan`; a block barrier precedes
+    every reuse not already ordered by one (see tilecore.lower.smem_plan)."""
+
+    def fn(n):
+        return plan_kernel(n) if isinstance(n, ThreadKernel) else None
+
+    return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
+
+
 LOWERING_PASSES: list[Pass] = [
     Pass("layout-inference", layout_inference, _lowers),
     Pass("lower-threads", lower_threads, _lowers),
@@ -171,4 +183,5 @@ LOWERING_PASSES: list[Pass] = [
     Pass("insert-barriers", barriers, _syncs),
     Pass("fragment-pipeline", fragment_pipelines, _pipelines_fragments),
     Pass("wide-offsets", wide_offsets, _lowers),
+    Pass("plan-shared", plan_shared, _lowers),
 ]

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import TileInternalError
+from ..errors import TileInternalError, TileShapeError
 from ..ir.expr import Expr, Var
+from ..ir.loops import While
 from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
 from ..ir.thread import (
     CONSUMER_BARRIER_ID,
@@ -323,6 +324,8 @@ class _Inserter:
             if hoisted is not None:
                 return head[:-1] + hoisted[0], hoisted[1]
             return head[:-1] + [loop], _union(st, end)
+        if isinstance(s, While):
+            return self._while(s, st)
         if isinstance(s, IfThenElse):
             if self.is_varying(s.cond):
                 self._mark_lets(s)
@@ -337,6 +340,23 @@ class _Inserter:
             node = IfThenElse(s.cond, _seq(then, s.then_body), els, s.loc)
             return head[:-1] + [node], _union(st1, st2)
         return self.leaf(s, st)
+
+    def _while(self, s: While, st):
+        """A `while` loop: as a serial loop of unknown trip count (the body visited twice, the
+        second time from the union of the entry and end states). A condition that varies between
+        threads makes the loop per-thread code (one leaf); one that reads shared memory would be
+        re-read after the body's writes, which the single head check does not cover."""
+        if self.is_varying(s.cond):
+            self._mark_lets(s.body)
+            return self.leaf(s, st)
+        reads = _accesses(s.cond, self.tx, self.threads, "r")
+        if reads:
+            raise TileShapeError("a `while` condition that reads shared memory is not supported on "
+                                 "thread-lowered targets", s.loc,
+                                 hint="keep the loop state in a `T.alloc_var` / local buffer")
+        _, end = self.visit(s.body, st)
+        body, end = self.visit(s.body, _union(st, end))
+        return [While(s.cond, _seq(body, s), s.loc)], _union(st, end)
 
     def _hoisted_loop(self, s: For, st, body: list):
         """([barrier, loop], state) when one barrier before the loop saves barriers inside it

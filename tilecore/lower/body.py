@@ -16,6 +16,7 @@ from ..errors import TileError, TileShapeError
 from ..ir.buffer import Buffer
 from ..ir.debug import DEBUG_STMTS
 from ..ir.expr import Const, Expr, Load, Var, binop, cast, const
+from ..ir.loops import While
 from ..ir.stmt import AtomicAdd, For, IfThenElse, LetStmt, SeqStmt, Stmt, Store
 from ..ir.thread import Atomic, LaneTable, MemLoad, MemStore
 from ..ir.visit import rewrite
@@ -171,6 +172,15 @@ class BodyLowerer:
                 return self.stmt(chosen) if chosen is not None else SeqStmt((), s.loc)
             els = None if s.else_body is None else self.stmt(s.else_body)
             return IfThenElse(cond, self.stmt(s.then_body), els, s.loc)
+        if isinstance(s, While):  # per element: each thread loops on its own condition
+            n = len(self.pre)
+            cond = self.expr(s.cond)
+            if len(self.pre) != n:
+                raise TileShapeError("this `while` condition reads a value the threads must first "
+                                     "exchange through shared memory", s.loc,
+                                     hint="compute the value into a `T.alloc_var` in the loop "
+                                     "body and test that")
+            return While(cond, self.stmt(s.body), s.loc)
         if isinstance(s, For) and s.kind != "parallel":
             kind = "unroll" if s.kind == "unroll" else "serial"
             return For(s.var, self.expr(s.start), self.expr(s.stop), s.step, kind, self.stmt(s.body),

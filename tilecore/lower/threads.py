@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from ..errors import TileShapeError
 from ..ir.expr import Expr, const_int
+from ..ir.grid_sync import GridSync
+from ..ir.loops import While
 from ..ir.stmt import (
     AtomicAdd,
     AtomicAddRegion,
@@ -34,6 +36,7 @@ from .parallel import lower_atomic_region, lower_copy, lower_fill, lower_paralle
 from .raster import rasterize
 from .reduce import lower_cumsum, lower_reduce
 from .role_lowering import check_role_fragments
+from .smem_plan import planned_bytes
 from .thread_level import (
     THREAD_LEVEL_STMTS,
     bind_thread_index,
@@ -74,6 +77,17 @@ def lower_block(ctx: LowerCtx, s: Stmt) -> Stmt:
         cond = bl.expr(s.cond)
         els = None if s.else_body is None else lower_block(ctx, s.else_body)
         return _with_pre(bl.pre, IfThenElse(cond, lower_block(ctx, s.then_body), els, s.loc))
+    if isinstance(s, GridSync):  # a phase boundary, kept at the top of the body (grid_sync.py)
+        return s
+    if isinstance(s, While):
+        bl = BodyLowerer(ctx, False, s.loc)
+        cond = bl.expr(s.cond)
+        if bl.pre:  # evaluated once, they would go stale as the body runs
+            raise TileShapeError("this `while` condition reads a value the threads must first "
+                                 "exchange through shared memory", s.loc,
+                                 hint="copy the value into a `T.alloc_var` / local buffer in the "
+                                 "loop body and test that")
+        return While(cond, lower_block(ctx, s.body), s.loc)
     if isinstance(s, (LetStmt, Store, AtomicAdd)):
         bl = BodyLowerer(ctx, False, s.loc)
         out = bl.stmt(s)
@@ -112,7 +126,10 @@ def lower_launch(launch: KernelLaunch, ctx: LowerCtx) -> ThreadKernel:
         launch = bind_thread_index(split_roles(launch), ctx)
         ctx.role_body = launch.body  # the T.ws regions lowered as roles (role_lowering.py)
     body = lower_block(ctx, rasterize(launch, ctx.var_bounds).body)
-    used = sum(b.shape[0] * b.dtype.itemsize for b in ctx.shared_list)
+    grid = tuple(g if isinstance(g, Expr) else g for g in launch.grid)
+    kernel = ThreadKernel(grid, tuple(launch.block_vars), ctx.tx, ctx.threads, ctx.warp_size,
+                          tuple(ctx.shared_list), tuple(ctx.reg_list), body, launch.loc)
+    used = planned_bytes(kernel)  # buffers with disjoint live ranges share bytes (smem_plan.py)
     limit = ctx.facts.shared_memory_bytes
     if limit and used > limit:
         names = ", ".join(f"{b.name} ({b.shape[0] * b.dtype.itemsize} B)" for b in ctx.shared_list)
@@ -120,6 +137,4 @@ def lower_launch(launch: KernelLaunch, ctx: LowerCtx) -> ThreadKernel:
                              f"{ctx.facts.target} has {limit}: {names}", launch.loc,
                              hint="use smaller tiles, fewer pipeline stages, or fragments instead of "
                                   "shared buffers")
-    grid = tuple(g if isinstance(g, Expr) else g for g in launch.grid)
-    return ThreadKernel(grid, tuple(launch.block_vars), ctx.tx, ctx.threads, ctx.warp_size,
-                        tuple(ctx.shared_list), tuple(ctx.reg_list), body, launch.loc)
+    return kernel

@@ -15,6 +15,8 @@ import numpy as np
 from tilecore import dtypes as dt
 from tilecore.errors import TileTargetError
 from tilecore.ir.debug import DEBUG_STMTS
+from tilecore.ir.grid_sync import phases as grid_phases
+from tilecore.ir.loops import While
 from tilecore.ir.module import PrimFunc
 from tilecore.ir.stmt import (
     AtomicAdd,
@@ -120,7 +122,14 @@ class Codegen:
             allocs.append("    " * len(shape) + f"{name}[{', '.join(idx)}] = {_poison(b.dtype)}")
         self.lines.depth = 1
         self.x.loc = launch.loc
-        self.stmt(launch.body)
+        parts = grid_phases(launch.body)
+        self.phases = len(parts)
+        if len(parts) == 1:
+            self.stmt(launch.body)
+        else:  # T.sync_grid: `block` runs one phase; the launcher runs each over the grid
+            for i, part in enumerate(parts):
+                self.lines.add(f"if _phase == {i}:")
+                self.lines.body(lambda part=part: [self.stmt(x) for x in part])
         body = self.lines.text()
         outer = [n for _, n in dyn] + [n for _, n in lets]
         parallel = not self.log_args and not any(  # printing kernels run blocks in order
@@ -130,7 +139,8 @@ class Codegen:
         )
         out = [HEADER.format(name=func.name, runtime=self.runtime_tag)]
         out.extend(self.helpers)
-        bargs = ", ".join(bvars + params + outer + ["err"] + self.log_args)
+        phase = ["_phase"] if self.phases > 1 else []
+        bargs = ", ".join(phase + bvars + params + outer + ["err"] + self.log_args)
         out.append(f"\n@{JIT.format(extra='')}\ndef block({bargs}):\n")
         for line in allocs + self.scratch:
             out.append(f"    {line}\n")
@@ -156,6 +166,11 @@ class Codegen:
             for i, g in enumerate(launch.grid):
                 gs.append(f"_g{i}")
                 lines.add(f"_g{i} = max(np.int64({self.x.observed(g)}), 0)")
+            phase = []
+            if self.phases > 1:  # every block finishes a phase before the next starts
+                lines.add(f"for _phase in range({self.phases}):")
+                lines.depth += 1
+                phase = ["_phase"]
             lines.add(f"for _blk in {'prange' if parallel else 'range'}({' * '.join(gs)}):")
             with lines.indent():
                 # prange may type its index unsigned, and numba makes uint64 // int64 a float
@@ -168,7 +183,7 @@ class Codegen:
                     else:
                         idx.append(f"({rest}) % {g}")
                         rest = f"({rest}) // {g}"
-                lines.add(f"block({', '.join(idx + params + outer + ['err'] + self.log_args)})")
+                lines.add(f"block({', '.join(phase + idx + params + outer + ['err'] + self.log_args)})")
         return lines.text()
 
     # ------------------------------------------------------------------ statements
@@ -192,6 +207,10 @@ class Codegen:
             self._atomic(s)
         elif isinstance(s, For):
             self._for(s)
+        elif isinstance(s, While):  # re-evaluated before each iteration, as in Python
+            self.lines.add(f"while {self.x.gen(s.cond)}:")
+            self.lines.body(lambda: self.stmt(s.body))
+            self.x.loc = s.loc
         elif isinstance(s, IfThenElse):
             self.lines.add(f"if {self.x.gen(s.cond)}:")
             n = len(self.x.facts)

@@ -66,16 +66,13 @@ class AsyncRenderMixin:
         if not tma:
             return super().shared_layout(kernel)
         self.shared_base_align = TMA_SMEM_ALIGN  # extern __shared__ __align__(...)
-        offset = 0
-        for b in kernel.shared:
+
+        def align_of(b) -> int:
             need = getattr(b.layout, "align_bytes", None)
-            align = max(self.shared_align, need(b.dtype.itemsize) if need else 0,
-                        TMA_SMEM_ALIGN if id(b) in tma else 0)
-            self.shared_base_align = max(self.shared_base_align, align)
-            offset = -(-offset // align) * align
-            self.shared_offsets[id(b)] = offset
-            offset += b.shape[0] * b.dtype.itemsize
-        return offset
+            return max(self.shared_align, need(b.dtype.itemsize) if need else 0,
+                       TMA_SMEM_ALIGN if id(b) in tma else 0)
+
+        return self.place_shared(kernel, align_of)
 
     def min_blocks_bound(self) -> str:
         """`, 1` for `__launch_bounds__` of a TMA kernel (its register cap is then the whole

@@ -12,6 +12,8 @@ import numpy as np
 
 from tilecore.errors import TileRuntimeError
 from tilecore.ir.buffer import Region
+from tilecore.ir.grid_sync import phases as grid_phases
+from tilecore.ir.loops import While
 from tilecore.ir.stmt import (
     AtomicAdd,
     AtomicAddRegion,
@@ -37,7 +39,7 @@ from tilecore.semantics import (
     wrap_int,
 )
 
-from . import debug, roles, shadow
+from . import blas, debug, roles, shadow
 from .exprs import Slots, check_bounds, compile_expr
 from .races import check_unique_writes
 
@@ -99,7 +101,7 @@ class Program:
             env[s] = a
         for name, s in self.dyn_slots:
             env[s] = int(dyn[name])
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), blas.one_thread():  # tile-sized matmuls: blas.py
             self.body(env, None)
 
     # ------------------------------------------------------------------ statements
@@ -133,7 +135,9 @@ class Program:
         bslots = [self.slots(v) for v in s.block_vars]
         allocs = [(self.slots(b), b) for b in s.allocs]
         shadows = [(self.slots.shadow[id(b)], b) for b in s.allocs if id(b) in self.slots.shadow]
-        body = self.stmt(s.body, vec=False)
+        # T.sync_grid splits the body into phases, each run by every block before the next
+        # (no block state crosses a sync: tilecore.ir.grid_sync)
+        bodies = [self.stmt(SeqStmt(tuple(p), s.loc), vec=False) for p in grid_phases(s.body)]
 
         def launch(env, mask):
             seed, poison = _current_options()
@@ -142,19 +146,19 @@ class Program:
             for slot, b in allocs:
                 arr = np.empty(b.static_shape, dtype=b.dtype.np)
                 bufs.append((slot, arr, poison_value(b.dtype, poison)))
-            order = itertools.product(*[range(n) for n in reversed(extents)])
+            order = list(itertools.product(*[range(n) for n in reversed(extents)]))
             if seed is not None:
-                order = list(order)
                 random.Random(seed).shuffle(order)
-            for blk in order:
-                for slot, v in zip(bslots, reversed(blk)):
-                    env[slot] = v
-                for slot, arr, pv in bufs:
-                    arr.fill(pv)
-                    env[slot] = arr
-                for slot, b in shadows:
-                    env[slot] = shadow.fresh(b)
-                body(env, None)
+            for body in bodies:
+                for blk in order:
+                    for slot, v in zip(bslots, reversed(blk)):
+                        env[slot] = v
+                    for slot, arr, pv in bufs:
+                        arr.fill(pv)
+                        env[slot] = arr
+                    for slot, b in shadows:
+                        env[slot] = shadow.fresh(b)
+                    body(env, None)
 
         return launch
 
@@ -183,6 +187,26 @@ class Program:
                 if m.any():
                     env[slot] = v
                     body(env, m)
+
+        return loop
+
+    def s_While(self, s: While, vec):
+        fc = compile_expr(s.cond, self.slots, s.loc)
+        body = self.stmt(s.body, vec)
+
+        def loop(env, mask):
+            while True:
+                c = fc(env, mask)
+                if np.ndim(c) == 0:
+                    if not c:
+                        return
+                    body(env, mask)
+                    continue
+                # a condition that varies across T.Parallel lanes: each lane leaves on its own
+                m = c if mask is None else c & mask
+                if not m.any():
+                    return
+                body(env, m)
 
         return loop
 
