@@ -44,8 +44,9 @@ from numba import njit, prange  # noqa: F401
 
 from tilecore_cpu.runtime import (  # noqa: F401
     cdiv, cmod, dec_bfloat16, dec_float8_e4m3fn, dec_float8_e5m2, dec_float16, enc_bfloat16,
-    enc_float8_e4m3fn, enc_float8_e5m2, enc_float16, exp2_f32, exp_f32, f2i, fmax, fmin, odd_f32, oob,
-    rnd_bfloat16, rnd_float8_e4m3fn, rnd_float8_e5m2, rnd_float16,
+    enc_float8_e4m3fn, enc_float8_e5m2, enc_float16, exp2_f32, exp_f32, f2i, fmax, fmin, load_masked1,
+    load_masked2, odd_f32, oob, rnd_bfloat16, rnd_float8_e4m3fn, rnd_float8_e5m2, rnd_float16,
+    store_masked1, store_masked2,
 )
 '''
 JIT = 'njit(cache=True, error_model="numpy"{extra})'
@@ -113,12 +114,11 @@ class Codegen:
         for b in launch.allocs:
             name = self.names.of(b)
             shape = b.static_shape
-            allocs.append(f"{name} = np.empty({tuple(shape)!r}, np.{storage_np(b.dtype).name})")
-            # poison with plain loops: `.fill` would compile a numba overload per process
-            idx = [f"_p{d}" for d in range(len(shape))]
-            for d, (v, n) in enumerate(zip(idx, shape)):
-                allocs.append("    " * d + f"for {v} in range({n}):")
-            allocs.append("    " * len(shape) + f"{name}[{', '.join(idx)}] = {_poison(b.dtype)}")
+            # np.full, not np.empty and fill loops: numba compiles its overload once per process
+            # and dtype (about as long as one kernel's loops), where every kernel's own loops cost
+            # it typing, lowering and LLVM's loop passes again (about 10% of a small kernel)
+            storage = f"np.{storage_np(b.dtype).name}"
+            allocs.append(f"{name} = np.full({tuple(shape)!r}, {storage}({_poison(b.dtype)}), {storage})")
         self.lines.depth = 1
         self.x.loc = launch.loc
         self.stmt(launch.body)
