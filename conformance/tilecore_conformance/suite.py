@@ -8,16 +8,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from . import loader
 from .case import Case, Param
 from .generate import DEFAULT_DTYPES, cases
+from .profile import CI_EXAMPLES
 from .reduce import minimize
 from .report import ConformanceFailure, failure
 from .runner import check_case, unsupported
-
-CI_EXAMPLES = 300
 
 
 @dataclass
@@ -91,9 +91,11 @@ SHORT = 15  # kernel lines: a failing program this short needs no further search
 SHRINK_BUDGET_S = 60.0
 
 
-def _search(target: str, strategy, n: int, derandomize: bool, shrink: bool, stats: Stats | None):
-    """Run `n` cases from `strategy`; the ConformanceFailure of the first failure, shrunk for at
-    most SHRINK_BUDGET_S seconds when `shrink`, or None when every case passes."""
+def _search(target: str, strategy, n: int, derandomize: bool, shrink: bool, stats: Stats | None,
+            seed: int | None = None):
+    """Run `n` cases from `strategy` (drawn from Hypothesis seed `seed` when given); the
+    ConformanceFailure of the first failure, shrunk for at most SHRINK_BUDGET_S seconds when
+    `shrink`, or None when every case passes."""
     phases = tuple(Phase) if shrink else tuple(p for p in Phase if p != Phase.shrink)
     failing: dict = {}
     first: list = []
@@ -119,6 +121,8 @@ def _search(target: str, strategy, n: int, derandomize: bool, shrink: bool, stat
         if stats is not None and not first:
             stats.record(case)
 
+    if seed is not None:
+        run = hypothesis_seed(seed)(run)
     try:
         run()
     except ConformanceFailure as f:
@@ -127,9 +131,10 @@ def _search(target: str, strategy, n: int, derandomize: bool, shrink: bool, stat
 
 
 def check_target(target: str, max_examples: int = CI_EXAMPLES, derandomize: bool = True,
-                 dtypes=DEFAULT_DTYPES, shrink: bool = True) -> Stats:
+                 dtypes=DEFAULT_DTYPES, shrink: bool = True, seed: int | None = None) -> Stats:
     """Run `max_examples` generated programs on `target` against interp; raises a
     ConformanceFailure naming the (shrunk) failing case's file on the first disagreement.
+    `seed` (a Hypothesis seed, which turns `derandomize` off) picks which programs are drawn.
 
     The failure is shrunk by Hypothesis (within a time budget); when the result is still long,
     families of simple programs are searched for a shorter one failing the same way (it may
@@ -139,7 +144,9 @@ def check_target(target: str, max_examples: int = CI_EXAMPLES, derandomize: bool
     ok_dtypes, stats.dtype_skips = supported_dtypes(target, dtypes)
     if not ok_dtypes:
         return stats
-    f = _search(target, cases(ok_dtypes), max_examples, derandomize, shrink, stats)
+    if seed is not None:
+        derandomize = False
+    f = _search(target, cases(ok_dtypes), max_examples, derandomize, shrink, stats, seed)
     if f is None:
         return stats
     if not shrink:

@@ -11,25 +11,32 @@ import pytest
 from .corpus import check_example
 from .regressions import REGRESSIONS
 from .runner import check_case
-from .suite import check_target
+from .suite import RESULTS, check_target
 
 
-def test_generated_programs(tile_target, tile_examples, request):
-    """Hypothesis-generated programs agree with interp (300 per target in the CI profile, or the
-    target's declared `TargetInfo.ci_programs`; --tile-examples overrides both)."""
-    n, derandomize = tile_examples
-    if request.config.getoption("tile_examples", None) is None:
+def test_generated_programs(tile_target, tile_profile, tile_shard):
+    """Hypothesis-generated programs agree with interp: this shard's share of the profile's
+    programs per target (CI: 300 in 6 shards, or the target's declared
+    `TargetInfo.ci_programs`; --tile-examples / --tile-long override both)."""
+    total = tile_profile.programs
+    if tile_profile.fixed:
         from tilecore import plugins
         from tilecore.target import Target
 
         info = plugins.target_infos().get(Target.parse(tile_target).kind)
         if info is not None and info.ci_programs is not None:
-            n = info.ci_programs
-    stats = check_target(tile_target, max_examples=n, derandomize=derandomize)
+            total = info.ci_programs
+    n = tile_profile.share(tile_shard, total)
+    if n == 0:
+        return  # a target declaring fewer programs than there are shards
+    before = RESULTS[tile_target].ran if tile_target in RESULTS else 0
+    stats = check_target(tile_target, max_examples=n, seed=tile_profile.shard_seed(tile_shard))
+    ran = stats.ran - before
+    print(f"shard {tile_shard} (seed {tile_profile.shard_seed(tile_shard)}): {ran} programs")
     print(stats.summary())
-    if stats.ran == 0 and stats.dtype_skips:
+    if ran == 0 and stats.dtype_skips:
         pytest.skip(f"{tile_target} supports none of the generated dtypes: {stats.dtype_skips}")
-    assert stats.ran >= n, f"only {stats.ran} of {n} programs could run on {tile_target}"
+    assert ran >= n, f"only {ran} of {n} programs could run on {tile_target}"
 
 
 def test_corpus_example(tile_target, tile_example):

@@ -1,9 +1,10 @@
-"""Tile IR -> one Python module that numba compiles: a `block` function (one thread block, the
-body of `T.Kernel`) and a `launch` function running every block, with `prange` over blocks unless
-the kernel accumulates atomically into global memory (then blocks run in order, one at a time).
+"""Tile IR -> one Python module that numba compiles: `launch_serial`, running every block (the
+body of `T.Kernel`) in order with the body inline, and, unless the kernel accumulates atomically
+into global memory or prints (then blocks run in order, one at a time), a `block` function and a
+`launch` function calling it over `prange`.
 
 Blocks are numbered like the oracle's (bx fastest, then by, then bz). Per-block shared and
-fragment buffers are allocated inside `block` and poisoned as `interp` poisons them.
+fragment buffers are allocated at the start of each block and poisoned as `interp` poisons them.
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ from numba import njit, prange  # noqa: F401
 
 from tilecore_cpu.runtime import (  # noqa: F401
     cdiv, cmod, dec_bfloat16, dec_float8_e4m3fn, dec_float8_e5m2, dec_float16, enc_bfloat16,
-    enc_float8_e4m3fn, enc_float8_e5m2, enc_float16, exp2_f32, exp_f32, f2i, fmax, fmin, odd_f32, oob,
-    rnd_bfloat16, rnd_float8_e4m3fn, rnd_float8_e5m2, rnd_float16,
+    enc_float8_e4m3fn, enc_float8_e5m2, enc_float16, exp2_f32, exp_f32, f2i, fmax, fmin, load_masked1,
+    load_masked2, odd_f32, oob, rnd_bfloat16, rnd_float8_e4m3fn, rnd_float8_e5m2, rnd_float16,
+    store_masked1, store_masked2,
 )
 '''
 JIT = 'njit(cache=True, error_model="numpy"{extra})'
@@ -114,12 +116,11 @@ class Codegen:
         for b in launch.allocs:
             name = self.names.of(b)
             shape = b.static_shape
-            allocs.append(f"{name} = np.empty({tuple(shape)!r}, np.{storage_np(b.dtype).name})")
-            # poison with plain loops: `.fill` would compile a numba overload per process
-            idx = [f"_p{d}" for d in range(len(shape))]
-            for d, (v, n) in enumerate(zip(idx, shape)):
-                allocs.append("    " * d + f"for {v} in range({n}):")
-            allocs.append("    " * len(shape) + f"{name}[{', '.join(idx)}] = {_poison(b.dtype)}")
+            # np.full, not np.empty and fill loops: numba compiles its overload once per process
+            # and dtype (about as long as one kernel's loops), where every kernel's own loops cost
+            # it typing, lowering and LLVM's loop passes again (about 10% of a small kernel)
+            storage = f"np.{storage_np(b.dtype).name}"
+            allocs.append(f"{name} = np.full({tuple(shape)!r}, {storage}({_poison(b.dtype)}), {storage})")
         self.lines.depth = 1
         self.x.loc = launch.loc
         parts = grid_phases(launch.body)
@@ -140,18 +141,22 @@ class Codegen:
         out = [HEADER.format(name=func.name, runtime=self.runtime_tag)]
         out.extend(self.helpers)
         phase = ["_phase"] if self.phases > 1 else []
-        bargs = ", ".join(phase + bvars + params + outer + ["err"] + self.log_args)
-        out.append(f"\n@{JIT.format(extra='')}\ndef block({bargs}):\n")
-        for line in allocs + self.scratch:
-            out.append(f"    {line}\n")
-        out.append(body)
-        out.append(self._launch("launch_serial", launch, params, dyn, lets, outer, False))
+        block_body = "".join(f"    {line}\n" for line in allocs + self.scratch) + body
+        if parallel:  # the prange launcher calls the block as a function
+            bargs = ", ".join(phase + bvars + params + outer + ["err"] + self.log_args)
+            out.append(f"\n@{JIT.format(extra='')}\ndef block({bargs}):\n{block_body}")
+        # the serial launcher runs the block's body inline: numba then types, lowers and
+        # optimizes it once, where a separate `block` would be compiled to machine code on its
+        # own and again inside the launcher (about 15% of a small kernel's compile time)
+        out.append(self._launch("launch_serial", launch, params, dyn, lets, outer, False,
+                                inline=(bvars, block_body)))
         if parallel:
             out.append(self._launch("launch", launch, params, dyn, lets, outer, True))
         return Generated("".join(out), self.faults, parallel, tuple(self.print_sites))
 
-    def _launch(self, fname, launch, params, dyn, lets, outer, parallel) -> str:
-        """A launcher running every block: `prange` over blocks when `parallel`."""
+    def _launch(self, fname, launch, params, dyn, lets, outer, parallel, inline=None) -> str:
+        """A launcher running every block: `prange` over blocks when `parallel`; with `inline`
+        ((block variable names, block body at one indent)) the body runs in the loop itself."""
         lines = Lines()
         lines.add("")
         lines.add(f"@{JIT.format(extra=', parallel=True' if parallel else '')}")
@@ -183,8 +188,17 @@ class Codegen:
                     else:
                         idx.append(f"({rest}) % {g}")
                         rest = f"({rest}) // {g}"
-                lines.add(f"block({', '.join(phase + idx + params + outer + ['err'] + self.log_args)})")
-        return lines.text()
+                if inline is None:
+                    lines.add(f"block({', '.join(phase + idx + params + outer + ['err'] + self.log_args)})")
+                else:
+                    for name, value in zip(inline[0], idx):
+                        lines.add(f"{name} = {value}")
+        text = lines.text()
+        if inline is not None:  # the body sits in the block loop (inside the phase loop, if any)
+            pad = "    " * (2 if self.phases > 1 else 1)
+            text += "".join(f"{pad}{line}\n" if line.strip() else "\n"
+                            for line in inline[1].rstrip("\n").split("\n"))
+        return text
 
     # ------------------------------------------------------------------ statements
     def stmt(self, s) -> None:

@@ -181,6 +181,54 @@ def odd_f32(x):
     return _bits_f32(bits | np.uint32(1))
 
 
+# ---------------------------------------------------------------- partial tile copies
+# The masked path of a same-dtype tile copy between a global tensor and a shared/fragment buffer
+# (a tile that sticks out of the tensor: elements outside read as `zero`, writes to them are
+# dropped). Generated as loops in every kernel it cost numba about a quarter of a kernel's
+# compile time; here it is compiled once per dtype and rank (and cached on disk). The local
+# region is known to lie inside its buffer (the caller checks it first).
+
+
+@njit(**_JIT)
+def load_masked1(dst, d0, src, s0, n0, zero):
+    """dst[d0 + i] = src[s0 + i] for i < n0, `zero` where s0 + i is outside src."""
+    for i in range(n0):
+        k = s0 + i
+        dst[d0 + i] = src[k] if 0 <= k < src.shape[0] else zero
+
+
+@njit(**_JIT)
+def load_masked2(dst, d0, d1, src, s0, s1, n0, n1, zero):
+    """The 2-D load_masked1."""
+    for i in range(n0):
+        k = s0 + i
+        row = 0 <= k < src.shape[0]
+        for j in range(n1):
+            m = s1 + j
+            dst[d0 + i, d1 + j] = src[k, m] if row and 0 <= m < src.shape[1] else zero
+
+
+@njit(**_JIT)
+def store_masked1(dst, d0, src, s0, n0):
+    """dst[d0 + i] = src[s0 + i] for i < n0 where d0 + i lies inside dst."""
+    for i in range(n0):
+        k = d0 + i
+        if 0 <= k < dst.shape[0]:
+            dst[k] = src[s0 + i]
+
+
+@njit(**_JIT)
+def store_masked2(dst, d0, d1, src, s0, s1, n0, n1):
+    """The 2-D store_masked1."""
+    for i in range(n0):
+        k = d0 + i
+        if 0 <= k < dst.shape[0]:
+            for j in range(n1):
+                m = d1 + j
+                if 0 <= m < dst.shape[1]:
+                    dst[k, m] = src[s0 + i, s1 + j]
+
+
 # ---------------------------------------------------------------- integer and float arithmetic
 
 

@@ -66,12 +66,14 @@ class _R:
         return " and ".join(f"(0 <= {c} < {cg.x.dim(self.r.buffer, d)})" for d, c in enumerate(self.idx))
 
 
-def _region_op(cg, regions: list[Region], elem) -> None:
-    """Loop over the common squeezed shape; `elem(rs, masked)` emits one element's work."""
+def _region_op(cg, regions: list[Region], elem, masked_call=None) -> None:
+    """Loop over the common squeezed shape; `elem(rs, masked)` emits one element's work.
+    `masked_call(rs, shape)` may return one line doing the whole masked path instead."""
     shape = regions[0].squeezed_shape
     loop_vars = [cg.names.fresh(f"_t{i}") for i in range(len(shape))]
     rs = [_R(cg, r, loop_vars) for r in regions]
     lines = cg.lines
+    call = masked_call(rs, shape) if masked_call is not None else None
 
     def loops(masked: bool):
         for v, n in zip(loop_vars, shape):
@@ -89,7 +91,11 @@ def _region_op(cg, regions: list[Region], elem) -> None:
         lines.add(f"if {' and '.join(r.region_ok for r in glob)}:")
         lines.body(lambda: loops(False))
         lines.add("else:")
-        lines.body(lambda: loops(True))
+        if call is not None:
+            with lines.indent():
+                lines.add(call)
+        else:
+            lines.body(lambda: loops(True))
     else:
         loops(False)
     if local:
@@ -127,7 +133,25 @@ def _copy(cg, s: Copy) -> None:
         else:
             cg.lines.add(f"{dst.ref} = {value}")
 
-    _region_op(cg, [s.src, s.dst], elem)
+    _region_op(cg, [s.src, s.dst], elem, _masked_copy_call if sd == dd else None)
+
+
+def _masked_copy_call(rs, shape) -> str | None:
+    """The runtime call (`load_masked{1,2}` / `store_masked{1,2}`) doing a same-dtype copy's
+    masked path between a global and a local region of the loop's rank, or None (then the
+    masked loops are generated)."""
+    src, dst = rs
+    if src.is_global == dst.is_global or len(shape) not in (1, 2):
+        return None
+    if any(tuple(r.r.extents) != tuple(shape) for r in rs):  # a squeezed dimension
+        return None
+    starts = ", ".join(f"np.int64({c})" for c in dst.starts)
+    sstarts = ", ".join(f"np.int64({c})" for c in src.starts)
+    sizes = ", ".join(str(n) for n in shape)
+    if src.is_global:
+        zero = f"np.{storage_np(src.r.buffer.dtype).name}(0)"
+        return f"load_masked{len(shape)}({dst.name}, {starts}, {src.name}, {sstarts}, {sizes}, {zero})"
+    return f"store_masked{len(shape)}({dst.name}, {starts}, {src.name}, {sstarts}, {sizes})"
 
 
 def _fill(cg, s: Fill) -> None:

@@ -1,9 +1,9 @@
 """Conformance of tvm:webgpu: generated programs executed as WGSL on lavapipe against interp.
 
-tvm:llvm runs in the conformance plugin's own CI profile (the `tvm` target kind, 100 programs,
-`TargetInfo.ci_programs`); WebGPU programs cost up to 2 s each here (TVM's passes, naga and
+tvm:llvm runs in the conformance plugin's own CI profile (the `tvm` target kind, 300 programs);
+WebGPU programs cost up to 2 s each here (TVM's passes, naga and
 lavapipe's shader compiler, the oracle's runs; 0.55 s on average), so the CI sample is 50;
-`pytest --tile-target=tvm:webgpu` runs the 100 of the profile.
+`pytest --tile-target=tvm:webgpu` runs the 300 of the profile.
 """
 
 from __future__ import annotations
