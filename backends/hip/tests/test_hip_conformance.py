@@ -17,13 +17,19 @@ from tilecore_conformance.generate import cases  # noqa: E402
 from tilecore_conformance.loader import prim_func  # noqa: E402
 from tilecore_conformance.runner import unsupported  # noqa: E402
 
-PROGRAMS = 300  # the conformance CI profile (about 45 CPU-s)
+profile = pytest.importorskip("tilecore_conformance.profile")
+CI = profile.from_options(None, False, None, None)  # the CI profile: 300 programs, fixed seeds
 COMPILED: dict[str, int] = {"compiled": 0, "refused": 0}
 
 
-def test_generated_programs_on_emu_hip_match_interp():
-    stats = suite.check_target("emu:hip:gfx942", max_examples=PROGRAMS)
-    assert stats.ran >= PROGRAMS * 0.9, stats.summary()
+@pytest.mark.parametrize("shard", range(CI.shards), ids=lambda i: f"s{i}")
+def test_generated_programs_on_emu_hip_match_interp(shard):
+    """The CI profile's programs on emu:hip:gfx942, one shard (its fixed seed) per test item so
+    pytest-xdist spreads the 300 over every core (about 140 CPU-s in all)."""
+    n = CI.share(shard)
+    before = suite.RESULTS["emu:hip:gfx942"].ran if "emu:hip:gfx942" in suite.RESULTS else 0
+    stats = suite.check_target("emu:hip:gfx942", max_examples=n, seed=CI.shard_seed(shard))
+    assert stats.ran - before >= n * 0.9, stats.summary()
     assert not stats.dtype_skips, stats.summary()
 
 

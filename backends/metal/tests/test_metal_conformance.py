@@ -7,12 +7,19 @@ core. `emu` alone resolves to the highest-priority lowering (cuda), so the Metal
 emulator is checked here, with bfloat (apple9), on the same 300-program profile (about 50 s).
 """
 
-from tilecore_conformance.suite import check_target
+import pytest
+from tilecore_conformance.profile import from_options
+from tilecore_conformance.suite import RESULTS, check_target
 
-EMU_PROGRAMS = 300  # the conformance CI profile
+CI = from_options(None, False, None, None)  # the conformance CI profile: 300 programs, fixed seeds
 
 
-def test_generated_programs_on_emu_metal_apple9():
-    stats = check_target("emu:metal:apple9", max_examples=EMU_PROGRAMS, derandomize=True)
+@pytest.mark.parametrize("shard", range(CI.shards), ids=lambda i: f"s{i}")
+def test_generated_programs_on_emu_metal_apple9(shard):
+    """One shard (its fixed seed) of the CI profile per test item, so pytest-xdist spreads the
+    300 programs over every core."""
+    n = CI.share(shard)
+    before = RESULTS["emu:metal:apple9"].ran if "emu:metal:apple9" in RESULTS else 0
+    stats = check_target("emu:metal:apple9", max_examples=n, seed=CI.shard_seed(shard))
     print(stats.summary())
-    assert stats.ran >= EMU_PROGRAMS
+    assert stats.ran - before >= n
