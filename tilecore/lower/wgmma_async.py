@@ -32,7 +32,6 @@ from ..ir.thread import (
     AsyncCommit,
     AsyncFence,
     AsyncWait,
-    IntrinsicCall,
     MbarrierWait,
     MemLoad,
     MemStore,
@@ -40,16 +39,7 @@ from ..ir.thread import (
     VecMove,
 )
 from ..ir.visit import rewrite, walk
-
-
-def _is_wgmma(n) -> bool:
-    return isinstance(n, IntrinsicCall) and n.intrinsic.kind == "wgmma"
-
-
-def _regs(call: IntrinsicCall) -> set[int]:
-    """ids of the register buffers a wgmma call reads or writes (accumulator, A fragment)."""
-    ops = zip(call.intrinsic.operands, call.operands)
-    return {id(ref.buffer) for spec, ref in ops if spec.space == "reg"}
+from .wgmma_groups import _is_wgmma, _regs  # one definition of "a wgmma" and its registers
 
 
 def _flat(s: Stmt) -> list:
