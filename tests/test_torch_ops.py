@@ -116,3 +116,24 @@ def test_custom_op_needs_a_prim_func():
 def test_import_tilecore_does_not_import_torch():
     code = "import sys, tilecore; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _doubling(dtype):
+    @T.prim_func
+    def double(A: T.Tensor((4, 8), dtype)):
+        with T.Kernel(1) as bx:
+            for i, j in T.Parallel(4, 8):
+                A[i, j] = A[i, j] * 2
+
+    return double
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float8_e4m3fn"])
+def test_a_written_non_contiguous_torch_tensor_gets_its_values_back(dtype):
+    """A transposed (non-contiguous) torch tensor runs on a contiguous copy, which is copied
+    back after the run: narrow floats (bf16, fp8) too, which torch.from_numpy cannot take."""
+    kernel = tilecore.compile(_doubling(dtype), out_idx=None, target="interp")
+    a = (torch.arange(32, dtype=torch.float32).reshape(8, 4) / 8).to(getattr(torch, dtype)).t()
+    want = (a.float() * 2).to(a.dtype)
+    kernel(a)
+    assert not a.is_contiguous() and torch.equal(a, want)

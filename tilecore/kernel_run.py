@@ -63,18 +63,12 @@ def run_converted(artifact, params, written_ids, full: list, dyn: dict) -> None:
                 conv.append(a)
         artifact.run(conv, dyn)
         for orig, arr in back:
-            if _is_torch(orig):
-                import torch
-
-                src = torch.from_numpy(arr.view(np.int16) if arr.dtype == dt.bfloat16.np else arr)
-                if arr.dtype == dt.bfloat16.np:
-                    src = src.view(torch.bfloat16)
-                orig.copy_(src.to(orig.device))
+            if _is_torch(orig):  # _from_numpy views every narrow float (bf16, fp8) as torch's
+                orig.copy_(_from_numpy(arr).to(orig.device))
             else:
                 orig[...] = arr
         return
     # torch API (device targets): numpy arrays go to the device and come back
-    import torch
 
     conv, back = [], []
     for a, w in zip(full, written):

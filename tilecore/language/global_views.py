@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .. import dtypes as dt
@@ -58,9 +59,7 @@ def tensor_view(shape, dtype, data) -> BufferView:
     if base.static_shape is None:
         raise TileShapeError(f"T.Tensor(..., {base.name}.data): {base.name} has a symbolic shape",
                              hint="views need the base's element count at build time")
-    n = 1
-    for s in shape:
-        n *= s
+    n = math.prod(shape)
     if n != base.numel:
         raise TileShapeError(f"T.Tensor({shape}, ..., {base.name}.data) has {n} elements; "
                              f"{base.name}{tuple(base.shape)} has {base.numel}",

@@ -11,6 +11,7 @@ regroups dimensions is usable element by element only; a view with another dtype
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..errors import TileShapeError, TileTypeError
@@ -101,9 +102,7 @@ def reshape(src, shape) -> BufferView:
         raise TileTypeError("T.reshape takes a shared, fragment or local buffer",
                             hint="reshape an on-chip tile; views of global tensors are not provided")
     shape = _shape(shape)
-    n = 1
-    for s in shape:
-        n *= s
+    n = math.prod(shape)
     if n != base.numel:
         raise TileShapeError(f"T.reshape of {base.name}{tuple(base.shape)} ({base.numel} elements) "
                              f"to {shape} ({n} elements)",
