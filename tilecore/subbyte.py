@@ -3,9 +3,9 @@
 - Semantics: int4 holds -8..7; a conversion to it wraps (keeps the low 4 bits, C-style, like
   every tilecore integer); arithmetic on int4 values computes in `int` (int32), as C promotes.
   `T.gemm` of int4 operands accumulates into int32.
-- Kernel storage: one value per byte (ml_dtypes.int4) on the targets that run int4: `interp` and
-  `emu:*`. Other targets (cpu, cuda, hip, metal, tvm) refuse a kernel holding an int4 buffer
-  with a TileTargetError naming the target (`check_target`).
+- Kernel storage: one value per byte (ml_dtypes.int4) on the targets that declare
+  `TargetInfo.sub_byte` (`interp` and `emu:*`). Other targets (cpu, cuda, hip, metal, tvm) refuse
+  a kernel holding an int4 buffer with a TileTargetError naming the target (`check_kernel`).
 - Host tensors: as in TileLang, an int4 tensor of logical shape (..., K) is passed packed, two
   values per byte, as an int8 or uint8 array / tensor of shape (..., K // 2): element 2j in the
   low nibble, 2j + 1 in the high one. A NumPy array of dtype ml_dtypes.int4 of the logical shape
@@ -21,8 +21,6 @@ from . import dtypes as dt
 from .errors import TileCallError, TileTargetError, TileTypeError, caller_loc
 from .ir.buffer import Buffer
 from .ir.visit import walk
-
-RUNS_SUBBYTE = ("interp", "emu")  # target kinds whose storage model holds int4 (one per byte)
 
 
 def _subbyte_buffers(func) -> list:
@@ -47,7 +45,10 @@ def check_kernel(func, target, out_idx) -> None:
     outs = {id(signature[i]) for i in normalize_out_idx(func, out_idx)}
     check_inputs_only(func, written_params(func), [i for i, p in enumerate(func.params)
                                                    if id(p) in outs])
-    if target.kind not in RUNS_SUBBYTE:
+    from .plugins import target_infos
+
+    info = target_infos().get(target.kind)
+    if info is None or not info.sub_byte:  # the target declares it (TargetInfo.sub_byte)
         b = bufs[0]
         raise TileTargetError(
             f"target {target} does not run sub-byte integers: {b.name} is {b.dtype}", func.loc,
@@ -106,5 +107,5 @@ def storage_args(params, args: list) -> list:
     return out
 
 
-__all__ = ["RUNS_SUBBYTE", "check_inputs_only", "check_kernel", "logical", "storage_args",
+__all__ = ["check_inputs_only", "check_kernel", "logical", "storage_args",
            "unpack"]

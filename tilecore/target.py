@@ -46,6 +46,9 @@ class TargetInfo:
     # generated programs the conformance CI profile runs on this target (None: the profile's
     # 300); a backend whose per-program build cost would break CI's time budget lowers it
     ci_programs: int | None = None
+    # whether kernels holding sub-byte integers (T.int4, one value per byte in storage) run here;
+    # a target that does not declare it refuses them by name (tilecore.subbyte)
+    sub_byte: bool = False
 
     def arch(self) -> str | None:
         """The default arch; `default_arch` may be a callable so that probing a device (which can

@@ -68,7 +68,7 @@ def tile_targets():
     """`emu` (any arch: see the module docstring); runs anywhere, below the compiled targets for
     `auto`."""
     return [TargetInfo("emu", "lane-level emulator of any installed thread lowering", priority=-10,
-                       default_arch=_default_arch)]
+                       default_arch=_default_arch, sub_byte=True)]
 
 
 @hookimpl

@@ -9,7 +9,8 @@ from tilecore.target import TargetFacts, TargetInfo
 @hookimpl
 def tile_targets():
     """`interp` runs everywhere; lowest priority so `auto` prefers any compiled target."""
-    return [TargetInfo("interp", "NumPy interpreter of tile programs (the exact oracle)", priority=0)]
+    return [TargetInfo("interp", "NumPy interpreter of tile programs (the exact oracle)", priority=0,
+                       sub_byte=True)]
 
 
 @hookimpl
