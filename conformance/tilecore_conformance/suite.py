@@ -161,3 +161,16 @@ def check_target(target: str, max_examples: int = CI_EXAMPLES, derandomize: bool
     if small is not f.case:
         f = failure(small, target, f.seed, f.status, check_case(small, target, f.seed).detail)
     raise f
+
+
+def check_shard(target: str, profile, shard: int, programs: int | None = None) -> tuple[Stats, int]:
+    """Shard `shard` of `profile` (tilecore_conformance.profile.Profile) on `target`: its share
+    of `programs` (default: the profile's) drawn from the shard's seed. Returns the target's
+    running Stats and how many programs this shard ran (Stats accumulate over a process's
+    shards)."""
+    before = RESULTS[target].ran if target in RESULTS else 0
+    n = profile.share(shard, programs)
+    if n == 0:
+        return RESULTS.setdefault(target, Stats(target)), 0
+    stats = check_target(target, max_examples=n, seed=profile.shard_seed(shard))
+    return stats, stats.ran - before

@@ -11,7 +11,7 @@ import pytest
 from .corpus import check_example
 from .regressions import REGRESSIONS
 from .runner import check_case
-from .suite import RESULTS, check_target
+from .suite import check_shard
 
 
 def test_generated_programs(tile_target, tile_profile, tile_shard):
@@ -29,9 +29,7 @@ def test_generated_programs(tile_target, tile_profile, tile_shard):
     n = tile_profile.share(tile_shard, total)
     if n == 0:
         return  # a target declaring fewer programs than there are shards
-    before = RESULTS[tile_target].ran if tile_target in RESULTS else 0
-    stats = check_target(tile_target, max_examples=n, seed=tile_profile.shard_seed(tile_shard))
-    ran = stats.ran - before
+    stats, ran = check_shard(tile_target, tile_profile, tile_shard, total)
     print(f"shard {tile_shard} (seed {tile_profile.shard_seed(tile_shard)}): {ran} programs")
     print(stats.summary())
     if ran == 0 and stats.dtype_skips:

@@ -26,10 +26,8 @@ COMPILED: dict[str, int] = {"compiled": 0, "refused": 0}
 def test_generated_programs_on_emu_hip_match_interp(shard):
     """The CI profile's programs on emu:hip:gfx942, one shard (its fixed seed) per test item so
     pytest-xdist spreads the 300 over every core (about 140 CPU-s in all)."""
-    n = CI.share(shard)
-    before = suite.RESULTS["emu:hip:gfx942"].ran if "emu:hip:gfx942" in suite.RESULTS else 0
-    stats = suite.check_target("emu:hip:gfx942", max_examples=n, seed=CI.shard_seed(shard))
-    assert stats.ran - before >= n * 0.9, stats.summary()
+    stats, ran = suite.check_shard("emu:hip:gfx942", CI, shard)
+    assert ran >= CI.share(shard) * 0.9, stats.summary()
     assert not stats.dtype_skips, stats.summary()
 
 

@@ -9,7 +9,7 @@ emulator is checked here, with bfloat (apple9), on the same 300-program profile 
 
 import pytest
 from tilecore_conformance.profile import from_options
-from tilecore_conformance.suite import RESULTS, check_target
+from tilecore_conformance.suite import check_shard
 
 CI = from_options(None, False, None, None)  # the conformance CI profile: 300 programs, fixed seeds
 
@@ -18,8 +18,6 @@ CI = from_options(None, False, None, None)  # the conformance CI profile: 300 pr
 def test_generated_programs_on_emu_metal_apple9(shard):
     """One shard (its fixed seed) of the CI profile per test item, so pytest-xdist spreads the
     300 programs over every core."""
-    n = CI.share(shard)
-    before = RESULTS["emu:metal:apple9"].ran if "emu:metal:apple9" in RESULTS else 0
-    stats = check_target("emu:metal:apple9", max_examples=n, seed=CI.shard_seed(shard))
+    stats, ran = check_shard("emu:metal:apple9", CI, shard)
     print(stats.summary())
-    assert stats.ran - before >= n
+    assert ran >= CI.share(shard)
