@@ -40,13 +40,22 @@ import attention_cases as cases  # noqa: E402
 import gpu  # noqa: E402
 
 CONFIGS = {
-    # sm_90a: two consumer warpgroups of 64 rows each (wgmma m64), K/V by TMA from a producer
-    # warpgroup; 128x128 for d=128, 128x64 for d=64 (measured fastest, BENCHMARKS.md)
+    # sm_90a: consumer warpgroups of 64 rows each (wgmma m64), K/V by TMA from a producer
+    # warpgroup (BENCHMARKS.md "GPU: attention"); d=128 here, d=64 under "fwd64"
     "fwd": [
-        # FlashAttention-3's order (asynchronous gemms, tilecore.lower.wgmma_async): d=128
+        # FlashAttention-3's order (asynchronous gemms, tilecore.lower.wgmma_async)
         dict(block_M=128, block_N=128, num_stages=2, threads=256, overlap=True),
         dict(block_M=128, block_N=128, num_stages=2, threads=256),
+        # three consumer warpgroups (192 rows: 192x128 spills at d=128, so 64 keys per tile)
+        dict(block_M=192, block_N=64, num_stages=3, threads=384),
+        dict(block_M=192, block_N=64, num_stages=3, threads=384, overlap=True),
+    ],
+    "fwd64": [
+        # three consumer warpgroups + the producer (3 stages: over half the shared memory)
+        dict(block_M=192, block_N=128, num_stages=3, threads=384),
         dict(block_M=128, block_N=64, num_stages=2, threads=256),
+        dict(block_M=192, block_N=128, num_stages=3, threads=384, overlap=True),
+        dict(block_M=192, block_N=128, num_stages=4, threads=384),
     ],
     # 128 keys per block (two warpgroups of 64), 64 queries per step: every product a wgmma
     # tile (the 32x64 tile of the mma.sync era ran dQ on mma.sync and staged P through shared)
@@ -55,16 +64,14 @@ CONFIGS = {
         dict(block_M=64, block_N=128, num_stages=3, threads=256),
     ],
     "decode": [
-        # one launch, no combine: 256 blocks (batch 32 x 8 KV heads) already fill 132 SMs, two
-        # resident per SM at 3 stages of 64 keys (100 KB of shared memory each)
-        dict(num_split=1, direct=True, block_N=64, num_stages=3, threads=128),
+        # one launch, no combine: 256 blocks (batch 32 x 8 KV heads) fill 132 SMs, two resident
+        # per SM; block_H=64: the 4 query heads of a KV head padded to one wgmma tile, K/V by TMA
+        dict(num_split=1, direct=True, block_N=64, block_H=64, num_stages=2, threads=128,
+             kv_eviction="evict_first"),
         dict(num_split=1, direct=True, block_N=64, num_stages=2, threads=128),
-        dict(num_split=1, direct=True, block_N=32, num_stages=4, threads=128),
-        dict(num_split=4, block_N=64, num_stages=2, threads=128),
-        dict(num_split=8, block_N=64, num_stages=2, threads=128),
-        dict(num_split=2, block_N=128, num_stages=2, threads=128),
-        dict(num_split=4, block_N=64, num_stages=2, threads=256),
-        dict(num_split=16, block_N=64, num_stages=2, threads=128),
+        dict(num_split=1, direct=True, block_N=32, block_H=64, num_stages=4, threads=128,
+             kv_eviction="evict_first"),
+        dict(num_split=1, direct=True, block_N=64, num_stages=3, threads=128),
     ],
     "mla": [
         dict(num_split=2, block_H=64, block_N=32, num_stages=2, threads=256),
@@ -72,7 +79,7 @@ CONFIGS = {
         dict(num_split=8, block_H=64, block_N=32, num_stages=2, threads=256),
     ],
 }
-TOP_K = 2
+TOP_K = 3
 FWD = [(d, s, c) for d in (128, 64) for s in (4096, 16384) for c in (False, True)]
 BWD = [(128, s, c) for s in (4096, 16384) for c in (False, True)]
 DECODE_KV = (1024, 4096, 16384)
@@ -92,6 +99,11 @@ PRIORITY = (
     + [("decode", (kv, True)) for kv in DECODE_KV]
     + [("mla", (16384,))]
 )
+
+
+def config_key(kind: str, a) -> str:
+    """The CONFIGS list a case sweeps: "fwd64" for the d=64 forward, else its kind."""
+    return "fwd64" if kind == "fwd" and a[0] == 64 else kind
 
 
 def _compile_one(job):
@@ -135,7 +147,7 @@ def jobs(only, configs) -> list:
                         page_size=cases.PAGE)
         else:
             base = dict(batch=32, heads=128, seq_kv=a[0], dim=512, pe_dim=64, dtype="bfloat16")
-        out += [(kind, dict(base, **cfg)) for cfg in configs[kind]]
+        out += [(kind, dict(base, **cfg)) for cfg in configs[config_key(kind, a)]]
     return out
 
 
@@ -225,7 +237,7 @@ def main(argv=None) -> int:
     for kind, a in plan:
         # the first case of a kind (per head dim for the forward) sweeps every config, later ones the TOP_K
         group = (kind, a[0]) if kind == "fwd" else kind
-        cfgs = configs[kind] if group not in first_of else first_of[group]
+        cfgs = configs[config_key(kind, a)] if group not in first_of else first_of[group]
         name = f"{kind} {a}"
         if time.perf_counter() - t0 > ns.budget_s:
             results.append(

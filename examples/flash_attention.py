@@ -251,7 +251,8 @@ def main(target="interp"):
     for sizes in (dict(batch=1, heads=4, seq_len=256, dim=64, is_causal=False),
                   dict(batch=1, heads=4, kv_heads=1, seq_len=200, dim=128, is_causal=True, dtype="bfloat16")):
         # the measured-best tiles on Hopper, the defaults elsewhere
-        tiles = tuned_config("fwd", target, sizes["dim"], sizes["is_causal"], sizes.get("dtype", "float16"))
+        tiles = tuned_config("fwd", target, sizes["dim"], sizes["is_causal"], sizes.get("dtype", "float16"),
+                             seq_len=sizes["seq_len"])
         kernel = tilecore.jit(program(**sizes, **tiles, return_lse=True), out_idx=[-2, -1], target=target)
         q, k, v = make_inputs(np.random.default_rng(0), **sizes_of(make_inputs, sizes))
         o, lse = kernel(q, k, v)

@@ -36,13 +36,15 @@ LOG2E = 1.4426950408889634
 
 def program(batch=32, heads=32, kv_heads=8, seq_kv=4096, dim=128, num_split=8, block_N=64, block_H=16,
             num_stages=2, threads=128, dtype="float16", paged=False, page_size=64, num_pages=None,
-            sm_scale=None, direct=False):
+            sm_scale=None, direct=False, kv_eviction=None):
     """The split kernel: one block per (split, KV head, sequence). `seq_kv` is the cache length
     (contiguous) or the longest sequence (paged: max_pages = ceil(seq_kv / page_size));
     `num_pages` defaults to batch * max_pages. `direct=True` (with num_split=1) writes the
     attention output itself, Output [batch, heads, dim] in the input dtype, in place of the
     partials: one launch and no combine (batch x kv_heads blocks must fill the GPU: 256 at
-    batch 32 with 8 KV heads); call it with out_idx=[-1]."""
+    batch 32 with 8 KV heads); call it with out_idx=[-1]. `kv_eviction` is the L2 eviction policy
+    of the K/V tile reads ("evict_first": the cache is read once; honoured where the pipeline
+    stages the tiles by TMA, i.e. block_H=64 on sm_90, ignored elsewhere)."""
     if direct and num_split != 1:
         raise ValueError(f"direct=True writes the output of one split: num_split must be 1, not {num_split}")
     if heads % kv_heads:
@@ -89,18 +91,20 @@ def program(batch=32, heads=32, kv_heads=8, seq_kv=4096, dim=128, num_split=8, b
                 # of the (predicated-off) tiles past the end
                 T.copy(K[block_table[bz, T.min((first + k) * block_N // page_size, max_pages - 1)],
                          (first + k) * block_N % page_size:(first + k) * block_N % page_size + block_N,
-                         by, :], K_shared)
+                         by, :], K_shared, eviction_policy=kv_eviction)
             else:
-                T.copy(K[bz, (first + k) * block_N:(first + k + 1) * block_N, by, :], K_shared)
+                T.copy(K[bz, (first + k) * block_N:(first + k + 1) * block_N, by, :], K_shared,
+                       eviction_policy=kv_eviction)
             for i, j in T.Parallel(block_H, block_N):
                 acc_s[i, j] = T.if_then_else((first + k) * block_N + j < kv_len, 0, -T.infinity(accum))
             T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
             if paged:
                 T.copy(V[block_table[bz, T.min((first + k) * block_N // page_size, max_pages - 1)],
                          (first + k) * block_N % page_size:(first + k) * block_N % page_size + block_N,
-                         by, :], V_shared)
+                         by, :], V_shared, eviction_policy=kv_eviction)
             else:
-                T.copy(V[bz, (first + k) * block_N:(first + k + 1) * block_N, by, :], V_shared)
+                T.copy(V[bz, (first + k) * block_N:(first + k + 1) * block_N, by, :], V_shared,
+                       eviction_policy=kv_eviction)
             T.copy(scores_max, scores_max_prev)
             T.reduce_max(acc_s, scores_max, dim=1, clear=False)
             for i in T.Parallel(block_H):
@@ -296,7 +300,7 @@ def main(target="interp"):
                        page_size=64)):
         inputs = make_inputs(np.random.default_rng(0), **sizes_for(make_inputs, sizes))
         # Hopper: the measured-best tiles (one launch writing the output: direct=True)
-        sizes = dict(sizes, **tuned_config("decode", target))
+        sizes = dict(sizes, **tuned_config("decode", target, seq_len=sizes["seq_kv"]))
         out = decode(target, inputs, **sizes)
         q, k, v = inputs[:3]
         lens = inputs[4] if sizes.get("paged") else [sizes["seq_kv"]] * q.shape[0]

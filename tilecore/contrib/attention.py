@@ -129,7 +129,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if config is None or bwd_config is None:
         from .attention_configs import tuned_config
 
-        tuned = dict(dim=query.shape[-1], is_causal=bool(is_causal), dtype=_DTYPES[str(query.dtype)])
+        tuned = dict(dim=query.shape[-1], is_causal=bool(is_causal), dtype=_DTYPES[str(query.dtype)],
+                     seq_len=query.shape[-2])
         config = tuned_config("fwd", target, **tuned) if config is None else config
         bwd_config = tuned_config("bwd", target, **tuned) if bwd_config is None else bwd_config
     freeze = lambda c: tuple(sorted(c.items()))  # noqa: E731 - hashable cache key

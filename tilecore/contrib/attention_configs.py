@@ -26,11 +26,18 @@ _HOPPER = {
     # 1.932 -> 2.008 ms: the loop's extra iteration, and ptxas spills the masked body), d=64
     # slower everywhere (BENCHMARKS.md, "attention: FA3 overlap")
     ("fwd", 128, "overlap"): dict(block_M=128, block_N=128, num_stages=2, threads=256, overlap=True),
-    ("fwd", 64): dict(block_M=128, block_N=64, num_stages=2, threads=256),
+    # d=64: three consumer warpgroups (192 rows, 384 threads + the producer: 3 stages put the
+    # kernel over half the shared memory, so it is warp-specialized); 128x64 s2 (no producer)
+    # stays ahead only causal at s <= 4096 (BENCHMARKS.md, "attention: d64 3 warpgroups")
+    ("fwd", 64): dict(block_M=192, block_N=128, num_stages=3, threads=384),
+    ("fwd", 64, "short causal"): dict(block_M=128, block_N=64, num_stages=2, threads=256),
     ("bwd", False): dict(block_M=64, block_N=128, num_stages=2, threads=256),
     ("bwd", True): dict(block_M=64, block_N=128, num_stages=3, threads=256),
-    # one launch, no combine: batch x KV heads blocks (256 at 32 x 8) fill the GPU
+    # one launch, no combine: batch x KV heads blocks (256 at 32 x 8) fill the GPU; short caches:
+    # the query heads padded to one wgmma tile (block_H=64), K/V by TMA read evict_first
     ("decode",): dict(num_split=1, direct=True, block_N=64, num_stages=2, threads=128),
+    ("decode", "short"): dict(num_split=1, direct=True, block_N=64, block_H=64, num_stages=2, threads=128,
+                              kv_eviction="evict_first"),
     ("mla",): dict(num_split=2, block_H=64, block_N=32, num_stages=2, threads=256),
 }
 KINDS = ("fwd", "bwd", "decode", "mla")
@@ -45,12 +52,18 @@ def is_hopper(target) -> bool:
     return t.kind == "cuda" and bool(plugins.facts(t).get("tma"))
 
 
+SHORT_SEQ = 4096  # the longest sequence (forward) / cache (decode) the "short" tiles are for
+SHORT_KV = 4096
+
+
 def tuned_config(kind: str, target, dim: int = 128, is_causal: bool = False,
-                 dtype: str = "float16") -> dict:
+                 dtype: str = "float16", seq_len: int | None = None) -> dict:
     """Tile parameters for `kind` ("fwd", "bwd", "decode", "mla") on `target`: the measured-best
     Hopper tiles for 16-bit dtypes (forward: head dim 64 or 128, the overlapped loop for d=128
-    without a mask; backward: 128), else {} (the program's defaults). A decode config
-    has `direct=True`: the split kernel writes the output, no combine kernel follows."""
+    without a mask; backward: 128), else {} (the program's defaults). `seq_len` (optional: the
+    sequence length, for decode the KV cache length) picks the tiles measured best for short
+    ones (d=64 causal forward, decode). A decode config has `direct=True`: the split kernel
+    writes the output, no combine kernel follows."""
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r}: one of {', '.join(KINDS)}")
     if dtype not in ("float16", "bfloat16") or not is_hopper(target):
@@ -58,7 +71,11 @@ def tuned_config(kind: str, target, dim: int = 128, is_causal: bool = False,
     if kind == "fwd":
         if dim == 128 and not is_causal:
             return dict(_HOPPER[("fwd", 128, "overlap")])
+        if dim == 64 and is_causal and seq_len is not None and seq_len <= SHORT_SEQ:
+            return dict(_HOPPER[("fwd", 64, "short causal")])
         return dict(_HOPPER.get(("fwd", dim), {}))
     if kind == "bwd":
         return dict(_HOPPER[("bwd", bool(is_causal))]) if dim == 128 else {}
+    if kind == "decode" and seq_len is not None and seq_len <= SHORT_KV:
+        return dict(_HOPPER[("decode", "short")])
     return dict(_HOPPER[(kind,)])

@@ -19,9 +19,14 @@ def test_hopper_gets_the_tuned_tiles_other_targets_the_defaults():
     fwd = tuned_config("fwd", "cuda:sm_90a", 128, False, "bfloat16")
     assert fwd["overlap"] is True and fwd["block_M"] == 128 and fwd["threads"] == 256
     assert "overlap" not in tuned_config("fwd", "cuda:sm_90a", 128, True, "bfloat16")  # causal: plain loop
-    assert tuned_config("fwd", "cuda:sm_90", 64, False, "float16")["block_N"] == 64
+    d64 = tuned_config("fwd", "cuda:sm_90", 64, False, "float16")
+    assert (d64["block_M"], d64["threads"]) == (192, 384)  # three consumer warpgroups
+    assert tuned_config("fwd", "cuda:sm_90", 64, True, "float16", seq_len=4096)["block_M"] == 128
+    assert tuned_config("fwd", "cuda:sm_90", 64, True, "float16", seq_len=16384)["block_M"] == 192
     assert tuned_config("bwd", "cuda:sm_90a", 128, True, "bfloat16")["num_stages"] == 3
     assert tuned_config("decode", "cuda:sm_90a")["direct"] is True
+    assert tuned_config("decode", "cuda:sm_90a", seq_len=1024)["kv_eviction"] == "evict_first"
+    assert "kv_eviction" not in tuned_config("decode", "cuda:sm_90a", seq_len=16384)
     # emu only where it is installed (the GPU machine's check installs interp and cuda alone)
     emu = ("emu:sm_90",) if importlib.util.find_spec("tilecore_emu") else ()
     for target in ("cuda:sm_80", "interp", *emu):

@@ -102,3 +102,29 @@ def test_copy_start_reading_a_tensor_is_lowered():
     idx = np.array([5, 0, 7, 2], dtype=np.int32)
     for target in ("interp", EMU):
         np.testing.assert_array_equal(tilecore.jit(gather, out_idx=[-1], target=target)(a, idx), a[idx])
+
+
+def test_hopper_tiles_emulated():
+    """The measured-best Hopper tiles new on sm_90a, emulated there: the d=64 forward's three
+    consumer warpgroups beside the TMA producer (192 query rows; causal and a ragged length:
+    neither 192 nor 128 divides 200), and one-launch decoding with the query heads padded to a
+    wgmma tile and evict_first K/V reads."""
+    from tilecore.contrib.attention_configs import _HOPPER
+
+    sizes = dict(batch=1, heads=1, seq_len=200, dim=64, is_causal=True, dtype="bfloat16")
+    k = tilecore.jit(flash_attention.program(**sizes, **_HOPPER[("fwd", 64)], return_lse=True),
+                     out_idx=[-2, -1], target="emu:sm_90a")
+    q, kk, v = flash_attention.make_inputs(np.random.default_rng(7),
+                                           **sizes_for(flash_attention.make_inputs, sizes))
+    o, lse = k(q, kk, v)
+    want_o, want_lse, _ = flash_attention.attention64(q, kk, v, True)
+    np.testing.assert_allclose(o.astype(np.float32), want_o, rtol=2e-2, atol=2e-2)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-3, atol=1e-3)
+
+    sizes = dict(batch=2, heads=4, kv_heads=1, seq_kv=150, dim=64, dtype="bfloat16",
+                 **_HOPPER[("decode", "short")])
+    inputs = flash_decoding.make_inputs(np.random.default_rng(8),
+                                        **sizes_for(flash_decoding.make_inputs, sizes))
+    out = flash_decoding.decode("emu:sm_90a", inputs, **sizes)
+    o, _ = flash_decoding.partials64(*inputs, [150, 150], 1)
+    np.testing.assert_allclose(out.astype(np.float32), o[:, :, 0], rtol=2e-2, atol=2e-2)
