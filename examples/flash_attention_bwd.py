@@ -50,10 +50,13 @@ def preprocess_program(batch=1, heads=8, seq_len=1024, dim=64, dtype="float16", 
 
 
 def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=32, block_N=64,
-            num_stages=2, threads=256, dtype="float16", kv_heads=None, sm_scale=None):
+            num_stages=2, threads=256, dtype="float16", kv_heads=None, sm_scale=None, stagger=True):
     """dQ (atomics), dK, dV: one block per (KV tile, KV head, batch). Scores are computed
     transposed (S^T = K Q^T) so that P^T and dS^T are the A operands of dV += P^T dO and
-    dK += dS^T Q without a transpose; dQ += dS K reads dS^T from shared memory transposed."""
+    dK += dS^T Q without a transpose; dQ += dS K reads dS^T from shared memory transposed.
+    `stagger=True` starts each block's walk over the query tiles at its own offset (key tile
+    bx at query tile bx, wrapping around): the blocks running together then add into different
+    dQ tiles instead of all into the same one (the same sums, in another order)."""
     kv_heads = kv_heads or heads
     if heads % kv_heads:
         raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
@@ -64,6 +67,15 @@ def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=32,
     row_shape = (batch, heads, seq_len)
     accum = "float32"
     n_q = (seq_len + block_M - 1) // block_M
+
+    def q_first_of(bx):
+        """Causal: query tiles wholly above key tile bx's first row see none of its keys."""
+        return (bx * block_N) // block_M if is_causal else 0
+
+    def q_tile(t, bx):
+        """The query tile of iteration t of key tile bx (its n_q - q_first tiles, per head)."""
+        count = n_q - q_first_of(bx)
+        return q_first_of(bx) + ((t % count + bx) % count if stagger else t % count)
 
     @T.prim_func
     def flash_attention_bwd(Q: T.Tensor(q_shape, dtype), K: T.Tensor(kv_shape, dtype),
@@ -91,35 +103,33 @@ def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=32,
             T.copy(V[bz, bx * block_N:(bx + 1) * block_N, by, :], V_shared)
             T.clear(dk)
             T.clear(dv)
-            # causal: query tiles wholly above this key tile's first row see none of its keys
-            q_first = (bx * block_N) // block_M if is_causal else 0
-            count = n_q - q_first
+            count = n_q - q_first_of(bx)
             for t in T.Pipelined(groups * count, num_stages=num_stages):
                 # (the tile's head and row are written out, not bound to names: a copy whose
                 # address depends on a name bound inside the loop cannot be issued stages ahead)
-                T.copy(Q[bz, (q_first + t % count) * block_M:(q_first + t % count + 1) * block_M,
+                T.copy(Q[bz, q_tile(t, bx) * block_M:(q_tile(t, bx) + 1) * block_M,
                          by * groups + t // count, :], Q_shared)
                 T.copy(LSE[bz, by * groups + t // count,
-                           (q_first + t % count) * block_M:(q_first + t % count + 1) * block_M], lse_shared)
+                           q_tile(t, bx) * block_M:(q_tile(t, bx) + 1) * block_M], lse_shared)
                 T.clear(s_t)
                 T.clear(dp_t)
                 # the two score products back to back: on sm_90 their wgmma groups are in flight
                 # together (one wait; tilecore.lower.wgmma_groups)
                 T.gemm(K_shared, Q_shared, s_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-                T.copy(dO[bz, (q_first + t % count) * block_M:(q_first + t % count + 1) * block_M,
+                T.copy(dO[bz, q_tile(t, bx) * block_M:(q_tile(t, bx) + 1) * block_M,
                           by * groups + t // count, :], dO_shared)
                 T.copy(Delta[bz, by * groups + t // count,
-                             (q_first + t % count) * block_M:(q_first + t % count + 1) * block_M],
+                             q_tile(t, bx) * block_M:(q_tile(t, bx) + 1) * block_M],
                        delta_shared)
                 T.gemm(V_shared, dO_shared, dp_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
                 # P^T = exp(S^T * sm_scale - lse); past-the-end rows read lse = 0 and dO = 0,
                 # so they add nothing (no mask needed for ragged lengths)
                 if is_causal:
                     # only query tiles starting above this key tile's last row need the mask
-                    if (q_first + t % count) * block_M < (bx + 1) * block_N - 1:
+                    if q_tile(t, bx) * block_M < (bx + 1) * block_N - 1:
                         for i, j in T.Parallel(block_N, block_M):
                             s_t[i, j] = T.if_then_else(
-                                (q_first + t % count) * block_M + j >= bx * block_N + i,
+                                q_tile(t, bx) * block_M + j >= bx * block_N + i,
                                 T.exp2(s_t[i, j] * scale - lse_shared[j] * LOG2E), 0)
                     else:
                         for i, j in T.Parallel(block_N, block_M):
@@ -138,7 +148,7 @@ def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=32,
                 T.copy(ds_cast, dS_shared)
                 T.clear(dq)
                 T.gemm(dS_shared, K_shared, dq, transpose_A=True)
-                T.atomic_add(dQ[bz, (q_first + t % count) * block_M:(q_first + t % count + 1) * block_M,
+                T.atomic_add(dQ[bz, q_tile(t, bx) * block_M:(q_tile(t, bx) + 1) * block_M,
                                 by * groups + t // count, :], dq)
             T.copy(dv, dV[bz, bx * block_N:(bx + 1) * block_N, by, :])
             T.copy(dk, dK[bz, bx * block_N:(bx + 1) * block_N, by, :])
