@@ -60,6 +60,7 @@ CONFIGS = {
     # 128 keys per block (two warpgroups of 64), 64 queries per step: every product a wgmma
     # tile (the 32x64 tile of the mma.sync era ran dQ on mma.sync and staged P through shared)
     "bwd": [
+        dict(block_M=64, block_N=128, num_stages=2, threads=256, stagger=True),
         dict(block_M=64, block_N=128, num_stages=2, threads=256),
         dict(block_M=64, block_N=128, num_stages=3, threads=256),
     ],

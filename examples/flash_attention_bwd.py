@@ -50,7 +50,7 @@ def preprocess_program(batch=1, heads=8, seq_len=1024, dim=64, dtype="float16", 
 
 
 def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=32, block_N=64,
-            num_stages=2, threads=256, dtype="float16", kv_heads=None, sm_scale=None, stagger=True):
+            num_stages=2, threads=256, dtype="float16", kv_heads=None, sm_scale=None, stagger=False):
     """dQ (atomics), dK, dV: one block per (KV tile, KV head, batch). Scores are computed
     transposed (S^T = K Q^T) so that P^T and dS^T are the A operands of dV += P^T dO and
     dK += dS^T Q without a transpose; dQ += dS K reads dS^T from shared memory transposed.
@@ -68,14 +68,11 @@ def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=32,
     accum = "float32"
     n_q = (seq_len + block_M - 1) // block_M
 
-    def q_first_of(bx):
-        """Causal: query tiles wholly above key tile bx's first row see none of its keys."""
-        return (bx * block_N) // block_M if is_causal else 0
-
-    def q_tile(t, bx):
-        """The query tile of iteration t of key tile bx (its n_q - q_first tiles, per head)."""
-        count = n_q - q_first_of(bx)
-        return q_first_of(bx) + ((t % count + bx) % count if stagger else t % count)
+    def qt(t, bx, q_first, count):
+        """The query tile of iteration t of key tile bx (`count` of them from `q_first`, per
+        head). q_first and count are the kernel's names for them: written out here instead,
+        the causal copies were no longer staged by TMA (measured: 2.0 -> 3.4 ms)."""
+        return q_first + ((t % count + bx) % count if stagger else t % count)
 
     @T.prim_func
     def flash_attention_bwd(Q: T.Tensor(q_shape, dtype), K: T.Tensor(kv_shape, dtype),
@@ -103,33 +100,36 @@ def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=32,
             T.copy(V[bz, bx * block_N:(bx + 1) * block_N, by, :], V_shared)
             T.clear(dk)
             T.clear(dv)
-            count = n_q - q_first_of(bx)
+            # causal: query tiles wholly above this key tile's first row see none of its keys
+            q_first = (bx * block_N) // block_M if is_causal else 0
+            count = n_q - q_first
             for t in T.Pipelined(groups * count, num_stages=num_stages):
                 # (the tile's head and row are written out, not bound to names: a copy whose
                 # address depends on a name bound inside the loop cannot be issued stages ahead)
-                T.copy(Q[bz, q_tile(t, bx) * block_M:(q_tile(t, bx) + 1) * block_M,
+                T.copy(Q[bz, qt(t, bx, q_first, count) * block_M:(qt(t, bx, q_first, count) + 1) * block_M,
                          by * groups + t // count, :], Q_shared)
                 T.copy(LSE[bz, by * groups + t // count,
-                           q_tile(t, bx) * block_M:(q_tile(t, bx) + 1) * block_M], lse_shared)
+                           qt(t, bx, q_first, count) * block_M:(qt(t, bx, q_first, count) + 1) * block_M],
+                       lse_shared)
                 T.clear(s_t)
                 T.clear(dp_t)
                 # the two score products back to back: on sm_90 their wgmma groups are in flight
                 # together (one wait; tilecore.lower.wgmma_groups)
                 T.gemm(K_shared, Q_shared, s_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
-                T.copy(dO[bz, q_tile(t, bx) * block_M:(q_tile(t, bx) + 1) * block_M,
+                T.copy(dO[bz, qt(t, bx, q_first, count) * block_M:(qt(t, bx, q_first, count) + 1) * block_M,
                           by * groups + t // count, :], dO_shared)
                 T.copy(Delta[bz, by * groups + t // count,
-                             q_tile(t, bx) * block_M:(q_tile(t, bx) + 1) * block_M],
+                             qt(t, bx, q_first, count) * block_M:(qt(t, bx, q_first, count) + 1) * block_M],
                        delta_shared)
                 T.gemm(V_shared, dO_shared, dp_t, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
                 # P^T = exp(S^T * sm_scale - lse); past-the-end rows read lse = 0 and dO = 0,
                 # so they add nothing (no mask needed for ragged lengths)
                 if is_causal:
                     # only query tiles starting above this key tile's last row need the mask
-                    if q_tile(t, bx) * block_M < (bx + 1) * block_N - 1:
+                    if qt(t, bx, q_first, count) * block_M < (bx + 1) * block_N - 1:
                         for i, j in T.Parallel(block_N, block_M):
                             s_t[i, j] = T.if_then_else(
-                                q_tile(t, bx) * block_M + j >= bx * block_N + i,
+                                qt(t, bx, q_first, count) * block_M + j >= bx * block_N + i,
                                 T.exp2(s_t[i, j] * scale - lse_shared[j] * LOG2E), 0)
                     else:
                         for i, j in T.Parallel(block_N, block_M):
@@ -148,7 +148,8 @@ def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=32,
                 T.copy(ds_cast, dS_shared)
                 T.clear(dq)
                 T.gemm(dS_shared, K_shared, dq, transpose_A=True)
-                T.atomic_add(dQ[bz, q_tile(t, bx) * block_M:(q_tile(t, bx) + 1) * block_M,
+                T.atomic_add(dQ[bz, qt(t, bx, q_first, count) * block_M:
+                                (qt(t, bx, q_first, count) + 1) * block_M,
                                 by * groups + t // count, :], dq)
             T.copy(dv, dV[bz, bx * block_N:(bx + 1) * block_N, by, :])
             T.copy(dk, dK[bz, bx * block_N:(bx + 1) * block_N, by, :])

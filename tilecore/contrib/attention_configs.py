@@ -26,12 +26,16 @@ _HOPPER = {
     # 1.932 -> 2.008 ms: the loop's extra iteration, and ptxas spills the masked body), d=64
     # slower everywhere (BENCHMARKS.md, "attention: FA3 overlap")
     ("fwd", 128, "overlap"): dict(block_M=128, block_N=128, num_stages=2, threads=256, overlap=True),
-    # d=64: three consumer warpgroups (192 rows, 384 threads + the producer: 3 stages put the
-    # kernel over half the shared memory, so it is warp-specialized); 128x64 s2 (no producer)
-    # stays ahead only causal at s <= 4096 (BENCHMARKS.md, "attention: d64 3 warpgroups")
-    ("fwd", 64): dict(block_M=192, block_N=128, num_stages=3, threads=384),
+    # d=64: three consumer warpgroups (192 rows, 384 threads + the producer: 3 or more stages
+    # put the kernel over half the shared memory, so it is warp-specialized; 4 ran 1% ahead of
+    # 3); 128x64 s2 (no producer) stays ahead only causal at s <= 4096 (BENCHMARKS.md,
+    # "attention: d64 on three warpgroups")
+    ("fwd", 64): dict(block_M=192, block_N=128, num_stages=4, threads=384),
     ("fwd", 64, "short causal"): dict(block_M=128, block_N=64, num_stages=2, threads=256),
-    ("bwd", False): dict(block_M=64, block_N=128, num_stages=2, threads=256),
+    # stagger: each key tile starts its walk over the query tiles at its own one, so blocks
+    # running together add into different dQ tiles (3.544 -> 3.449 ms at s=4096; causal not
+    # measured with it)
+    ("bwd", False): dict(block_M=64, block_N=128, num_stages=2, threads=256, stagger=True),
     ("bwd", True): dict(block_M=64, block_N=128, num_stages=3, threads=256),
     # one launch, no combine: batch x KV heads blocks (256 at 32 x 8) fill the GPU; short caches:
     # the query heads padded to one wgmma tile (block_H=64), K/V by TMA read evict_first
@@ -52,8 +56,11 @@ def is_hopper(target) -> bool:
     return t.kind == "cuda" and bool(plugins.facts(t).get("tma"))
 
 
-SHORT_SEQ = 4096  # the longest sequence (forward) / cache (decode) the "short" tiles are for
-SHORT_KV = 4096
+# the longest sequence (forward) / KV cache (decode) the "short" tiles are for: d=64 causal
+# 128x64 was ahead at 4096 and behind at 16384; block_H=64 decoding ahead at 1024 (0.041 against
+# 0.045 ms), behind at 4096 (0.140 against 0.134 ms): 2048 splits the unmeasured range
+SHORT_SEQ = 4096
+SHORT_KV = 2048
 
 
 def tuned_config(kind: str, target, dim: int = 128, is_causal: bool = False,

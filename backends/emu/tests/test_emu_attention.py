@@ -32,15 +32,22 @@ def test_forward_returns_output_and_lse(sizes):
     np.testing.assert_allclose(lse, want_lse, rtol=1e-3, atol=1e-3)
 
 
-def test_backward_chain_non_causal_fp16():
+@pytest.mark.parametrize("causal,tiles", [
+    (False, {}),
+    # staggered query-tile walks (each key tile from its own query tile, wrapping): 3 key tiles
+    # of 32 over 6 query tiles of 16, causal so the walks have different lengths
+    (True, dict(block_M=16, block_N=32, stagger=True)),
+], ids=["non-causal", "causal-staggered"])
+def test_backward_chain_fp16(causal, tiles):
     """forward (LSE) -> preprocess (delta) -> dQ/dK/dV, grouped heads, ragged length."""
-    sizes = dict(batch=1, heads=2, kv_heads=1, seq_len=48, dim=64)
+    sizes = dict(batch=1, heads=2, kv_heads=1, seq_len=48 if not tiles else 90, dim=64)
     q, k, v = flash_attention.make_inputs(np.random.default_rng(5), **sizes)
     do = np.random.default_rng(6).standard_normal(q.shape).astype(q.dtype)
-    fwd = tilecore.jit(flash_attention.program(**sizes, return_lse=True), out_idx=[-2, -1], target=EMU)
+    fwd = tilecore.jit(flash_attention.program(**sizes, is_causal=causal, return_lse=True), out_idx=[-2, -1],
+                       target=EMU)
     o, lse = fwd(q, k, v)
-    got = flash_attention_bwd.backward(q, k, v, o, do, lse, False, EMU)
-    for g, w in zip(got, flash_attention_bwd.gradients64(q, k, v, do, False)):
+    got = flash_attention_bwd.backward(q, k, v, o, do, lse, causal, EMU, **tiles)
+    for g, w in zip(got, flash_attention_bwd.gradients64(q, k, v, do, causal)):
         np.testing.assert_allclose(np.asarray(g, np.float32), w, **flash_attention_bwd.TOLERANCE)
 
 
