@@ -35,8 +35,8 @@ def test_forward_returns_output_and_lse(sizes):
 @pytest.mark.parametrize("causal,tiles", [
     (False, {}),
     # staggered query-tile walks (each key tile from its own query tile, wrapping): 3 key tiles
-    # of 32 over 6 query tiles of 16, causal so the walks have different lengths
-    (True, dict(block_M=16, block_N=32, stagger=True)),
+    # of 32 over 3 query tiles, causal so the walks have different lengths (3, 2, 1)
+    (True, dict(block_M=32, block_N=32, threads=128, stagger=True)),
 ], ids=["non-causal", "causal-staggered"])
 def test_backward_chain_fp16(causal, tiles):
     """forward (LSE) -> preprocess (delta) -> dQ/dK/dV, grouped heads, ragged length."""
