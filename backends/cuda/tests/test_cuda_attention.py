@@ -14,6 +14,7 @@ from tilecore_cuda import build
 from tilecore_cuda.render import render_cuda
 
 import tilecore
+from tilecore.contrib.attention_configs import _HOPPER
 
 if EXAMPLES not in sys.path:  # the kernels are the example scripts (no test order dependency)
     sys.path.insert(0, EXAMPLES)
@@ -56,7 +57,13 @@ def test_fast_math_softmax_exp2_is_one_instruction(tmp_path):
     ("flash_attention_bwd", dict(batch=1, heads=16, seq_len=4096, dim=128, is_causal=True)),
     ("flash_decoding", dict(batch=32, heads=32, kv_heads=8, seq_kv=4096, dim=128, paged=True)),
     ("mla_decoding", dict(batch=32, heads=128, seq_kv=4096)),
-], ids=["bwd", "decode-paged", "mla"])
+    # the Hopper tuned tiles (tilecore.contrib.attention_configs): d=64 on three consumer
+    # warpgroups, the staggered backward, block_H=64 decoding with evict_first K/V
+    ("flash_attention", dict(batch=1, heads=32, seq_len=4096, dim=64, **_HOPPER[("fwd", 64)])),
+    ("flash_attention_bwd", dict(batch=1, heads=16, seq_len=4096, dim=128, **_HOPPER[("bwd", False)])),
+    ("flash_decoding", dict(batch=32, heads=32, kv_heads=8, seq_kv=1024, dim=128,
+                            **_HOPPER[("decode", "short")])),
+], ids=["bwd", "decode-paged", "mla", "tuned-fwd-d64", "tuned-bwd", "tuned-decode-short"])
 def test_benchmark_configs_have_no_local_memory(name, params, tmp_path):
     import importlib
 
