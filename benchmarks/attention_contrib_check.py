@@ -19,7 +19,7 @@ def main(argv=None) -> int:
     b, h, s, d = (int(x) for x in (argv or sys.argv[1:]) or (2, 8, 1000, 128))
     bad = 0
     for causal in (False, True):
-        print(f"causal={causal} tiles fwd {tuned_config('fwd', 'cuda', d, causal, 'bfloat16')} "
+        print(f"causal={causal} tiles fwd {tuned_config('fwd', 'cuda', d, causal, 'bfloat16', seq_len=s)} "
               f"bwd {tuned_config('bwd', 'cuda', d, causal, 'bfloat16')}", flush=True)
         torch.manual_seed(1)
         q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
