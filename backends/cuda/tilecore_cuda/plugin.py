@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 
 from tilecore.hookspec import hookimpl
 from tilecore.target import TargetInfo
@@ -65,6 +66,16 @@ def tile_build(target, module):
     if arch == "sm_90" and "wgmma." in rendered.source:
         arch = "sm_90a"  # wgmma is in the arch-specific feature set (lowering.has_wgmma)
     return CudaArtifact(rendered, arch, eager=_available()[0], tensor_maps=module_tensor_maps(module))
+
+
+@hookimpl
+def tile_build_begin(target):
+    """On a GPU machine (where the build compiles the cubin at once), read NVRTC's libraries and
+    headers from disk in a thread while the pipeline runs (`tilecore_cuda.prewarm`)."""
+    if target.kind == "cuda" and os.environ.get("TILECORE_CUDA_COMPILER") != "nvcc" and _available()[0]:
+        from . import prewarm
+
+        prewarm.start()
 
 
 @hookimpl
