@@ -162,7 +162,7 @@ def tile_build_begin(target):
     pipeline has run (hundreds of milliseconds of Python).
 
     :param target: the compile target.
-    :return: None (answers are ignored).
+    :return: None (the answers are collected and ignored).
 
     For work a first build pays once per process and that can run beside the pipeline (the cuda
     backend reads NVRTC's libraries from disk in a thread). It must not change what is built,
