@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import sys
 
 from tilecore.hookspec import hookimpl
 from tilecore.target import TargetInfo
@@ -29,6 +30,9 @@ def _available() -> tuple[bool, str]:
         return False, "cuda-bindings is not installed (pip install cuda-bindings)"
     if importlib.util.find_spec("torch") is None:
         return False, "torch is not installed (the cuda target runs on torch CUDA tensors)"
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return True, ""  # torch made a CUDA context (a script with CUDA tensors): a GPU is usable
     ok, why = gpu_visible()
     return (True, "") if ok else (False, why)
 
