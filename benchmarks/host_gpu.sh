@@ -30,6 +30,11 @@ if ! python -c "import sys, importlib.metadata as m; sys.exit(not any(e.name == 
 fi
 { env | grep -E '^(PYTHONDONTWRITEBYTECODE|PYTHONPYCACHEPREFIX)='
   python -c "import tilecore, sys; print(tilecore.__file__, sys.version.split()[0])"; } > "$out/env.txt" 2>&1
+if [ "${DROP_CACHES:-0}" = 1 ]; then  # a machine used before: make the next process "first" again
+  sync; if echo 3 2>/dev/null > /proc/sys/vm/drop_caches; then echo "page cache dropped" >> "$out/env.txt"
+  else echo "page cache NOT dropped (no permission)" >> "$out/env.txt"; fi
+fi
+cat /proc/loadavg /proc/uptime >> "$out/env.txt" 2>/dev/null
 cache=$(mktemp -d /tmp/tilecore-host-XXXX)
 t0=$(date +%s)
 timeout ${FIRST_TIMEOUT:-45} python benchmarks/host_overhead.py --target cuda --cases gemm --first \
@@ -56,6 +61,15 @@ if [ "${AUTOTUNE:-0}" = 1 ]; then
     echo "autotune run $run rc=$? $(( $(date +%s) - t )) s"; tail -3 "$out/autotune$run.txt"
   done
 fi
+cat "$out/env.txt"
 grep "^|" "$out/first.txt"
 grep -E "hit, new process|discovery \+ jit|bytecode" "$out/pyc.txt"
 grep -E "passed|failed|error" "$out/launch_tests.txt" | tail -3
+python - "$out/first.json" <<'PY' 2>/dev/null
+import json, sys
+r = json.load(open(sys.argv[1]))
+for key in ("gemm_cold", "gemm_cold_later"):
+    pw = r.get(key, {}).get("prewarm", {})
+    big = [f"{p.rsplit('/', 1)[-1]} {n / 1e6:.1f} MB {t * 1e3:.0f} ms" for p, n, t in pw.get("files", ()) if n > 1e6]
+    print(key, "reader:", {k: v for k, v in pw.items() if k != "files"}, big)
+PY
