@@ -9,7 +9,8 @@
 #  3. the launch tests on the GPU (CUDA-graph capture and replay through cuLaunchKernelEx,
 #     per-signature plans). CALL=1 adds the Kernel.__call__ case; AUTOTUNE=1 runs
 #     benchmarks/autotune.py twice on one TILECORE_CACHE_DIR (the second must compile nothing).
-# Usage: bash benchmarks/host_gpu.sh OUTDIR   (from the repository root)
+# Usage: bash benchmarks/host_gpu.sh OUTDIR   (from the repository root). Short forms: FIRST_HITS=0
+# SKIP_PYC=1 SKIP_TESTS=1 HOST_NO_PREWARM_TOO=1 (cold processes only, with and without the reader).
 # Without an installed tilecore, the tree goes on PYTHONPATH and its entry points are declared
 # by a metadata folder made here (no pip: nothing is built or fetched).
 set -u
@@ -38,14 +39,14 @@ cat /proc/loadavg /proc/uptime >> "$out/env.txt" 2>/dev/null
 cache=$(mktemp -d /tmp/tilecore-host-XXXX)
 t0=$(date +%s)
 timeout ${FIRST_TIMEOUT:-45} python benchmarks/host_overhead.py --target cuda --cases gemm --first \
-    --cache-dir "$cache" --out "$out/first.json" > "$out/first.txt" 2>&1
+    --cache-dir "$cache" --hits ${FIRST_HITS:-2} --out "$out/first.json" > "$out/first.txt" 2>&1
 echo "host_overhead --first rc=$? $(( $(date +%s) - t0 )) s"
 t0=$(date +%s)
-timeout ${PYC_TIMEOUT:-25} python benchmarks/host_overhead.py --target cuda --cases gemm --bytecode-cache \
+[ "${SKIP_PYC:-0}" = 1 ] || timeout ${PYC_TIMEOUT:-25} python benchmarks/host_overhead.py --target cuda --cases gemm --bytecode-cache \
     --cache-dir "$cache" --hits ${PYC_HITS:-1} --out "$out/pyc.json" > "$out/pyc.txt" 2>&1
 echo "host_overhead --bytecode-cache rc=$? $(( $(date +%s) - t0 )) s"
 t0=$(date +%s)
-timeout ${TESTS_TIMEOUT:-30} python -m pytest -q -p no:cacheprovider backends/cuda/tests/test_cuda_launch.py \
+[ "${SKIP_TESTS:-0}" = 1 ] || timeout ${TESTS_TIMEOUT:-30} python -m pytest -q -p no:cacheprovider backends/cuda/tests/test_cuda_launch.py \
     -k "${TESTS_K:-graph or plans}" > "$out/launch_tests.txt" 2>&1
 echo "launch tests rc=$? $(( $(date +%s) - t0 )) s: $(tail -1 "$out/launch_tests.txt")"
 if [ "${CALL:-0}" = 1 ]; then

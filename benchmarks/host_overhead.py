@@ -313,7 +313,7 @@ def main() -> None:
                          "compile), then hits, then a later cold process; cold phases timed")
     ap.add_argument("--cache-dir", help="gemm: use (and keep) this compile-cache directory; when it "
                                         "holds the kernel already, only hits are measured")
-    ap.add_argument("--hits", type=int, default=2, choices=(1, 2), help="gemm hit processes (--first)")
+    ap.add_argument("--hits", type=int, default=2, choices=(0, 1, 2), help="gemm hit processes (--first)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:

@@ -21,6 +21,8 @@ def _fake_wheels(root):
     (lib / "libnvrtc.so.13").write_bytes(b"\x7fELF" + b"n" * 5000)
     os.symlink("libnvrtc.so.13", lib / "libnvrtc.so")
     (lib / "libnvrtc-builtins.so.13.0").write_bytes(b"b" * 300)
+    (lib / "libnvrtc.so.13.0.88").write_bytes(b"a copy under another name")
+    (lib / "libnvrtc.alt.so.13").write_bytes(b"an alternative build")
     (lib / "libcublas.so.13").write_bytes(b"not NVRTC's")
     (inc / "cuda_fp16.h").write_text("// fp16")
     (inc / "cuda_fp16.hpp").write_text("// fp16 impl")
@@ -55,12 +57,12 @@ def test_the_thread_reads_them_once_per_process_and_reports(tmp_path, monkeypatc
     rep = prewarm.report()
     assert rep["bytes"] == 5004 + 300 and "error" not in rep
     assert [(p, n) for p, n, _ in rep["files"]] == [(files[0], 5004), (files[1], 300), (files[2], 0)]
-    assert "loaded" not in rep and 0 <= rep["read"] <= rep["done"]
+    assert "loaded" not in rep and "compiled" not in rep and 0 <= rep["read"] <= rep["done"]
 
 
 def test_the_hook_starts_it_for_cuda_on_a_gpu_machine_only(monkeypatch):
     started = []
-    monkeypatch.setattr(prewarm, "start", lambda: started.append(1) or True)
+    monkeypatch.setattr(prewarm, "start", lambda arch=None: started.append(arch) or True)
     monkeypatch.delenv("TILECORE_CUDA_COMPILER", raising=False)
     monkeypatch.setattr(plugin, "_available", lambda: (False, "no GPU"))
     plugin.tile_build_begin(target=Target("cuda", "sm_90a"))
@@ -71,4 +73,4 @@ def test_the_hook_starts_it_for_cuda_on_a_gpu_machine_only(monkeypatch):
     assert started == []
     monkeypatch.delenv("TILECORE_CUDA_COMPILER")
     plugin.tile_build_begin(target=Target("cuda", "sm_90a"))
-    assert started == [1]
+    assert started == ["sm_90a"]

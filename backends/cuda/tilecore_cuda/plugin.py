@@ -79,7 +79,7 @@ def tile_build_begin(target):
     if target.kind == "cuda" and os.environ.get("TILECORE_CUDA_COMPILER") != "nvcc" and _available()[0]:
         from . import prewarm
 
-        prewarm.start()
+        prewarm.start(target.arch)
 
 
 @hookimpl

@@ -1,32 +1,45 @@
 """Overlap NVRTC's first use with the lowering: on a compile-cache miss for a cuda target, a
-daemon thread reads NVRTC's shared libraries, cuda-bindings' NVRTC extension and the CUDA
-headers from disk while the main thread runs the tile pipeline (hundreds of milliseconds of
-Python), so `tilecore_cuda.build` finds them in the page cache when it compiles.
+daemon thread reads NVRTC's shared libraries and the CUDA headers from disk, loads NVRTC and
+compiles a header-only program for the build's arch while the main thread runs the tile
+pipeline (hundreds of milliseconds of Python), so `tilecore_cuda.build` finds NVRTC loaded and
+its files in the page cache when it compiles the kernel.
 
 Why: the first process on a machine paid about 0.9 s more for a cold GEMM compile than a later
 process on an empty compile cache (H200 sessions 3 and 4: 2071 / 1991 ms against 1058 /
-1057 ms), and the only state one process leaves another there is the page cache: libnvrtc
-alone is about 100 MB. The thread only reads files (`readinto`, which releases the GIL); it
-imports cuda-bindings' NVRTC module only when torch is already imported (the order
+1057 ms), and the only state one process leaves another there is the page cache (libnvrtc is
+110 MB); a first NVRTC compile in a process also costs more than later ones. Reading releases
+the GIL (`readinto`); loading NVRTC is work the main thread would otherwise do itself at
+compile time; the header-only compile is the one extra (tens of ms where everything is warm).
+The thread imports cuda-bindings' NVRTC only when torch is already imported (the order
 `toolchain.cuda_bindings` needs), so it never imports torch off the main thread. Nothing it
-reads is trusted or executed: loading stays with the dynamic loader, as without it.
+reads is trusted or executed: loading stays with the dynamic loader, as without it; any error
+in the thread is recorded and changes nothing.
 
 `report()` says what it read and when it finished (host_overhead.py prints it).
 """
 
 from __future__ import annotations
 
-import glob
 import os
+import re
 import sys
 import threading
 import time
 
-# libnvrtc and its builtins, as the NVIDIA wheels (nvidia/cu13/lib, nvidia/cuda_nvrtc/lib) or a
-# toolkit (lib64) lay them out, and the cuda-bindings modules that wrap NVRTC
-_LIB_PATTERNS = ("nvidia/*/lib/libnvrtc*.so*", "cuda/bindings/*nvrtc*.so",
-                 "cuda/bindings/_internal/*nvrtc*.so", "cuda/bindings/_bindings/*nvrtc*.so")
-_HEADER_PATTERNS = ("cuda_fp*.h*", "cuda_bf16.h*", "vector_*.h", "nv/target", "nv/detail/*")
+# What the dynamic loader and NVRTC open, by name: libnvrtc by its soname (`libnvrtc.so.13`) and
+# the builtins it loads (`libnvrtc-builtins.so.13.0`), not the wheels' copies under other names
+# (`.so.13.0.88`, `.alt.so.13`: 4x the bytes, measured on the H200), and the headers generated
+# code includes with theirs. Exact names, not glob patterns: listing and matching directories
+# holds the GIL the pipeline runs on (a glob over sys.path took 0.14-0.21 s there).
+_LIBS = re.compile(r"libnvrtc\.so\.\d+|libnvrtc-builtins\.so\.\d+\.\d+")
+_WHEEL_DIRS = ("cu13", "cu12", "cuda_nvrtc", "cuda_runtime")
+_HEADERS = ("cuda_fp16.h", "cuda_fp16.hpp", "cuda_bf16.h", "cuda_bf16.hpp", "cuda_fp8.h", "cuda_fp8.hpp",
+            "vector_types.h", "vector_functions.h", "vector_functions.hpp", "nv/target",
+            "nv/detail/__target_macros", "nv/detail/__preprocessor")
+# a first NVRTC compile costs more than later ones (0.45 s against 0.07 s in the H200's first
+# process): this one, of the headers alone, pays that beside the pipeline
+_WARM_SOURCE = ('#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n'
+                'extern "C" __global__ void tilecore_prewarm() {}\n')
 _CHUNK = 4 << 20
 _MAX_BYTES = 1 << 30  # a safety bound: never read more than this
 
@@ -34,13 +47,13 @@ _lock = threading.Lock()
 _state: dict = {}
 
 
-def start() -> bool:
-    """Start the reader thread once per process (on the first cuda compile-cache miss); False
-    when it had already started."""
+def start(arch: str | None = None) -> bool:
+    """Start the reader thread once per process (on the first cuda compile-cache miss; `arch`:
+    the build's, for a first compile of the headers); False when it had already started."""
     with _lock:
         if _state:
             return False
-        _state.update(started=time.perf_counter(), files=[], done=None)
+        _state.update(started=time.perf_counter(), files=[], done=None, arch=arch)
     threading.Thread(target=_run, name="tilecore-nvrtc-prewarm", daemon=True).start()
     return True
 
@@ -52,7 +65,7 @@ def report() -> dict:
         if not _state:
             return {}
         t0 = _state["started"]
-        out = {k: (v - t0 if isinstance(v, float) and k != "started" else v)
+        out = {k: (v - t0 if isinstance(v, float) else v)
                for k, v in _state.items() if k not in ("started", "files")}
         out["files"] = [(p, n, round(t, 4)) for p, n, t in _state["files"]]
         out["bytes"] = sum(n for _, n, _ in _state["files"])
@@ -60,25 +73,32 @@ def report() -> dict:
 
 
 def candidate_files() -> list[str]:
-    """The files NVRTC's first compile reads, found without importing anything: libnvrtc* under
-    every `sys.path` entry's `nvidia/*/lib` and under $CUDA_HOME (or /usr/local/cuda)/lib64, the
-    cuda-bindings NVRTC extension modules, and the fp16/bf16/fp8 headers (with what they include)
-    of the wheels' and the toolkit's include directories.
-    Real paths, each once, in that order."""
-    roots = [p for p in sys.path if p and os.path.isdir(p)]
-    found: list[str] = []
-    for root in roots:
-        for pat in _LIB_PATTERNS:
-            found += sorted(glob.glob(os.path.join(root, pat)))
-    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
-    for home in homes:
+    """The files NVRTC's first compile reads, found without importing anything: libnvrtc and its
+    builtins in the NVIDIA wheels (`nvidia/cu13/lib`, ... under a `sys.path` entry) and in
+    $CUDA_HOME (or /usr/local/cuda)/lib64, and the fp16/bf16 headers (with what they include) of
+    the wheels' and the toolkit's include directories. Real paths, each once, in that order."""
+    libs: list[str] = []
+    incs: list[str] = []
+    for root in sys.path:
+        base = os.path.join(root or ".", "nvidia")
+        if os.path.isdir(base):  # one stat for each sys.path entry without NVIDIA wheels
+            for sub in _WHEEL_DIRS:
+                libs.append(os.path.join(base, sub, "lib"))
+                incs.append(os.path.join(base, sub, "include"))
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
         if home:
-            found += sorted(glob.glob(os.path.join(home, "lib64", "libnvrtc*.so*")))
-    includes = [os.path.join(root, "nvidia", "*", "include") for root in roots]
-    includes += [os.path.join(home, "include") for home in homes if home]
-    for inc in includes:  # the headers generated code includes (cuda_fp16.h & co.) and theirs
-        for pat in _HEADER_PATTERNS:
-            found += sorted(glob.glob(os.path.join(inc, pat)))
+            libs.append(os.path.join(home, "lib64"))
+            incs.append(os.path.join(home, "include"))
+    found: list[str] = []
+    for d in libs:
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            continue
+        found += [os.path.join(d, n) for n in names if _LIBS.fullmatch(n)]
+    for d in incs:
+        if os.path.isdir(d):
+            found += [os.path.join(d, h) for h in _HEADERS]
     seen: set[str] = set()
     out = []
     for f in found:
@@ -108,9 +128,13 @@ def _run() -> None:
         if "torch" in sys.modules or _no_torch():
             from . import build
 
-            build.default_compiler()  # imports cuda.bindings.nvrtc and dlopens libnvrtc
-            build.cuda_include_dirs()
-            _mark("loaded")
+            if build.default_compiler() == "nvrtc":  # imports cuda.bindings.nvrtc, dlopens libnvrtc
+                build.cuda_include_dirs()
+                _mark("loaded")
+                if _state.get("arch"):
+                    build.compile_cuda(_WARM_SOURCE, _state["arch"], name="tilecore_prewarm",
+                                       use_cache=False)
+                    _mark("compiled")
     except Exception as e:  # a failed warm-up changes nothing: the compile does the real work
         with _lock:
             _state["error"] = f"{type(e).__name__}: {e}"
