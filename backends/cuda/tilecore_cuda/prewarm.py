@@ -20,6 +20,7 @@ in the thread is recorded and changes nothing.
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import sys
@@ -40,6 +41,7 @@ _HEADERS = ("cuda_fp16.h", "cuda_fp16.hpp", "cuda_bf16.h", "cuda_bf16.hpp", "cud
 # process): this one, of the headers alone, pays that beside the pipeline
 _WARM_SOURCE = ('#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n'
                 'extern "C" __global__ void tilecore_prewarm() {}\n')
+_EXIT_WAIT_S = 10.0
 _CHUNK = 4 << 20
 _MAX_BYTES = 1 << 30  # a safety bound: never read more than this
 
@@ -54,7 +56,11 @@ def start(arch: str | None = None) -> bool:
         if _state:
             return False
         _state.update(started=time.perf_counter(), files=[], done=None, arch=arch)
-    threading.Thread(target=_run, name="tilecore-nvrtc-prewarm", daemon=True).start()
+    thread = threading.Thread(target=_run, name="tilecore-nvrtc-prewarm", daemon=True)
+    thread.start()
+    # a process that ends right after its jit waits for the thread (seconds at most) rather than
+    # unloading NVRTC under a compile still running in it
+    atexit.register(thread.join, _EXIT_WAIT_S)
     return True
 
 
