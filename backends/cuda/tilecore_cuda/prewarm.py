@@ -6,8 +6,8 @@ its files in the page cache when it compiles the kernel.
 
 Why: the first process on a machine paid about 0.9 s more for a cold GEMM compile than a later
 process on an empty compile cache (H200 sessions 3 and 4: 2071 / 1991 ms against 1058 /
-1057 ms), and the only state one process leaves another there is the page cache (libnvrtc is
-110 MB); a first NVRTC compile in a process also costs more than later ones. Reading releases
+1057 ms); with the files read beside the pipeline (session 5) the first process's remaining
+extra was NVRTC's first compile (445 ms against 65 ms in a later process). Reading releases
 the GIL (`readinto`); loading NVRTC is work the main thread would otherwise do itself at
 compile time; the header-only compile is the one extra (tens of ms where everything is warm).
 The thread imports cuda-bindings' NVRTC only when torch is already imported (the order
