@@ -1,10 +1,7 @@
 """Host-side costs of tilecore: compile (cold and from the compile cache in a new process), a
-kernel call against torch.add, and target discovery. Runs on the cpu target (any machine) and
-on the cuda target (a GPU machine): `--target cpu` / `--target cuda` (default: cuda when
-`tilecore.plugins.targets(runnable_only=True)` lists it, else cpu).
-
-Run:  python benchmarks/host_overhead.py [--target cpu|cuda] [--out results.json] [--quick]
-                                         [--cases rmsnorm,quickstart,gemm,call]
+kernel call against torch.add, and target discovery, on `--target cpu` (any machine) or `cuda`
+(default: cuda when it is runnable here). `--cases rmsnorm,quickstart,gemm,call`; `--first`
+(gemm cold in the machine's first compiling process, see benchmarks/host_gpu.sh).
 
 Every compile figure is measured in a fresh Python process (`--child`), so nothing is warm but
 what the case says: "cold" uses an empty $TILECORE_CACHE_DIR (and NUMBA_CACHE_DIR) and has to
@@ -65,12 +62,26 @@ def _child(case: str, target: str) -> dict:
         t = time.perf_counter()
         tilecore.plugins.target_infos()  # backend discovery (entry points): once per process
         out["discovery_s"] = time.perf_counter() - t
-        prof = _profiler() if os.environ.get("HOST_OVERHEAD_PARTS") == "profile" else None
+        parts = os.environ.get("HOST_OVERHEAD_PARTS", "")
+        prof = _profiler() if parts == "profile" else None
+        phases = None
+        if parts.startswith("phases"):
+            import host_phases
+
+            phases = host_phases.install(target)
+            if parts == "phases-no-prewarm":  # the same cold jit without the NVRTC reader thread
+                from tilecore_cuda import prewarm
+
+                prewarm.start = lambda arch=None: False
         t = time.perf_counter()
         k = tilecore.jit(func, out_idx=[-1], target=target)
         out["jit_s"] = time.perf_counter() - t
         if prof is not None:
             out["profile"] = _profile_text(prof)
+        if phases is not None:
+            out["phases"] = dict(phases)
+        if "tilecore_cuda.prewarm" in sys.modules:
+            out["prewarm"] = sys.modules["tilecore_cuda.prewarm"].report()
         t = time.perf_counter()
         tilecore.jit(func, out_idx=[-1], target=target)
         out["jit_again_s"] = time.perf_counter() - t  # the in-memory layer
@@ -127,8 +138,7 @@ def _child(case: str, target: str) -> dict:
 
 
 def _tilecore_bytecode() -> bool:
-    """Whether this process imported tilecore's compiler from bytecode (a .pyc beside its
-    source, as pip writes at install) rather than compiling its source."""
+    """Whether tilecore's compiler came from a .pyc beside its source (as pip installs it)."""
     import importlib.util
 
     mod = sys.modules.get("tilecore.compiler")
@@ -298,6 +308,12 @@ def main() -> None:
                     help="also break the gemm jit down: a profile of a hit, the cold phases")
     ap.add_argument("--bytecode-cache", action="store_true",
                     help="byte-compile tilecore first (as pip install does; removed afterwards)")
+    ap.add_argument("--first", action="store_true",
+                    help="gemm: the cold compile first of all (this machine's first process to "
+                         "compile), then hits, then a later cold process; cold phases timed")
+    ap.add_argument("--cache-dir", help="gemm: use (and keep) this compile-cache directory; when it "
+                                        "holds the kernel already, only hits are measured")
+    ap.add_argument("--hits", type=int, default=2, choices=(0, 1, 2), help="gemm hit processes (--first)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -337,10 +353,13 @@ def _main(args, made: list[str]) -> None:
         target = "cuda" if "cuda" in tilecore.plugins.targets(runnable_only=True) else "cpu"
     results: dict = {"target": target, "python": sys.version.split()[0],
                      "bytecode_cache": bool(made) or not sys.dont_write_bytecode}
-    results["targets"] = _targets_time()
     cases = [c for c in args.cases.split(",") if c in ("rmsnorm", "quickstart", "gemm")]
     if args.quick and "gemm" in cases:
         cases.remove("gemm")
+    if "gemm" in cases and (args.first or args.cache_dir):
+        cases.remove("gemm")
+        _gemm_first(results, target, args)  # before anything else compiles on this machine
+    results["targets"] = _targets_time()
     for case in cases:
         with tempfile.TemporaryDirectory(prefix="tilecore_host_") as d:
             results[f"{case}_cold"] = _run_child(case, target, d)
@@ -360,6 +379,29 @@ def _main(args, made: list[str]) -> None:
     print(table(results))
 
 
+def _gemm_first(results: dict, target: str, args) -> None:
+    """The gemm case for issue 15's cold-compile bullet: with `--first` the cold process runs
+    before any other (the machine's first NVRTC use), phases timed, then two hits, then a later
+    cold process on another empty directory (phases timed; with HOST_NO_PREWARM_TOO=1 once more
+    without the NVRTC reader thread). With `--cache-dir` holding the kernel: the hits alone."""
+    d = args.cache_dir or tempfile.mkdtemp(prefix="tilecore_host_")
+    os.makedirs(d, exist_ok=True)
+    warm = bool(args.cache_dir) and any(os.scandir(d))
+    if not warm:
+        results["gemm_cold"] = _run_child("gemm", target, d, "phases" if args.first else "")
+    for w in ("hit", "hit2")[:args.hits]:
+        results[f"gemm_{w}"] = _run_child("gemm", target, d)
+    if args.first:
+        later = [("gemm_cold_later", "phases")]
+        if os.environ.get("HOST_NO_PREWARM_TOO") == "1":
+            later.append(("gemm_cold_later_no_prewarm", "phases-no-prewarm"))
+        for key, parts in later:
+            with tempfile.TemporaryDirectory(prefix="tilecore_host_") as d2:
+                results[key] = _run_child("gemm", target, d2, parts)
+    if not args.cache_dir:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def _fmt(v, unit="s") -> str:
     if not isinstance(v, (int, float)):
         return "n/a"
@@ -370,6 +412,22 @@ def _best(results, case, key):
     vals = [results.get(f"{case}_{w}", {}).get(key) for w in ("hit", "hit2")]
     vals = [v for v in vals if isinstance(v, (int, float))]
     return min(vals) if vals else None
+
+
+def _cold_rows(r: dict, t: str) -> list[str]:
+    """`--first`: the cold processes' jit, phases and NVRTC reader thread."""
+    rows = []
+    for key, label in (("gemm_cold", "first process"), ("gemm_cold_later", "later process"),
+                       ("gemm_cold_later_no_prewarm", "later process, no NVRTC reader thread")):
+        c = r.get(key)
+        if not c or "phases" not in c:
+            continue
+        ph = ", ".join(f"{k} {_fmt(v)}" for k, v in c["phases"].items())
+        pw = c.get("prewarm") or {}
+        reader = (f"; reader thread: {pw.get('bytes', 0) / 1e6:.0f} MB in {_fmt(pw.get('read'))}, "
+                  f"NVRTC loaded at {_fmt(pw.get('loaded'))}" if pw else "")
+        rows.append(f"| gemm 4096^3 jit ({t}) | cold, {label} | {_fmt(c.get('jit_s'))} ({ph}{reader}) |")
+    return rows
 
 
 def table(r: dict) -> str:
@@ -384,16 +442,17 @@ def table(r: dict) -> str:
     for case, key, label in (("rmsnorm", "jit_call_s", "rmsnorm 64x128 jit + first call"),
                              ("quickstart", "jit_call_s", "quickstart 256x256x128 jit + first call"),
                              ("gemm", "jit_s", "gemm 4096^3 jit")):
-        if f"{case}_cold" not in r:
+        if f"{case}_cold" not in r and f"{case}_hit" not in r:
             continue
-        cold = r[f"{case}_cold"]
-        if "error" in cold:
-            rows.append(f"| {label} ({t}) | error | {cold['error']} |")
-            continue
+        cold = r.get(f"{case}_cold", {})  # none: --cache-dir with the kernel in it
+        for w in ("cold", "hit", "hit2"):
+            if "error" in r.get(f"{case}_{w}", {}):
+                rows.append(f"| {label} ({t}) | {w}: error | {r[f'{case}_{w}']['error']} |")
         cpu = ""
         if "jit_call_cpu_s" in cold:
             cpu = f" ({_fmt(cold['jit_call_cpu_s'])} CPU)"
-        rows.append(f"| {label} ({t}) | cold (empty caches) | {_fmt(cold.get(key))}{cpu} |")
+        if cold:
+            rows.append(f"| {label} ({t}) | cold (empty caches) | {_fmt(cold.get(key))}{cpu} |")
         cpu = f" ({_fmt(_best(r, case, 'jit_call_cpu_s'))} CPU)" if "jit_call_cpu_s" in cold else ""
         rows.append(f"| {label} ({t}) | compile-cache hit, new process | {_fmt(_best(r, case, key))}{cpu} |")
         if case == "gemm":
@@ -426,6 +485,7 @@ def table(r: dict) -> str:
         rows.append(f"| Kernel.__call__ ({t}) | parts | {parts} |")
     elif call:
         rows.append(f"| Kernel.__call__ ({t}) | error | {call.get('error')} |")
+    rows += _cold_rows(r, t)
     imp = r.get("rmsnorm_hit", {}).get("import_tilecore_s")
     rows.append(f"| import tilecore | fresh process | {_fmt(imp)} |")
     prof = r.get("gemm_profile", {}).get("profile")

@@ -209,6 +209,31 @@ def test_a_hit_asks_no_backend_about_the_program(fresh, monkeypatch):
     np.testing.assert_array_equal(k(np.zeros(16, np.float32)), np.ones(16, np.float32))
 
 
+def test_backends_hear_of_a_build_on_a_miss_only(fresh):
+    """`tile_build_begin` (where cuda starts reading NVRTC beside the pipeline) is called once
+    per miss, before the build, and never on a hit."""
+    from tilecore import plugins
+    from tilecore.hookspec import hookimpl
+
+    class Recorder:
+        def __init__(self):
+            self.seen = []
+
+        @hookimpl
+        def tile_build_begin(self, target):
+            self.seen.append((str(target), cb.COUNTS["build"]))
+
+    rec = Recorder()
+    plugins.register(rec, name="build-begin-recorder")
+    try:
+        tilecore.compile(cb.add_const(c=3.0), out_idx=[-1], target="memo")
+        compile_cache.clear_memory()
+        tilecore.compile(cb.add_const(c=3.0), out_idx=[-1], target="memo")  # a disk hit
+    finally:
+        plugins.unregister("build-begin-recorder")
+    assert rec.seen == [("memo:a", 0)] and cb.COUNTS == {"build": 1, "load": 1}
+
+
 def test_a_new_process_loads_instead_of_building(fresh):
     env = dict(os.environ, TILECORE_CACHE_DIR=str(fresh),
                PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), *sys.path]))

@@ -25,7 +25,7 @@ def _hooks():
 
 
 def test_every_hook_documents_its_parameters_return_and_firstresult():
-    assert len(_hooks()) == 10  # + tile_cache_token, tile_artifact_load (compile cache)
+    assert len(_hooks()) == 11  # + tile_cache_token, tile_artifact_load (compile cache), tile_build_begin
     for name, fn in _hooks():
         doc = inspect.getdoc(fn) or ""
         assert ":return:" in doc, name

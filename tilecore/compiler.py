@@ -50,6 +50,7 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
         desc_once = functools.cache(functools.partial(plugins.describe, t, func, options))
         return Kernel(func, t, out_idx, artifact, lambda: _stages(func, t, options, desc_once()),
                       desc_once, diagnostics=diagnostics)
+    plugins.manager().hook.tile_build_begin(target=t)  # e.g. cuda starts loading NVRTC beside the pipeline
     reason = plugins.unsupported(t, func)
     if reason:
         raise TileTargetError(f"target {t} cannot compile {func.name}: {reason}", func.loc,

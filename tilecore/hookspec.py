@@ -13,7 +13,8 @@ How the core calls them, per compile (``tilecore.compile``):
    form the compile-cache key (:mod:`tilecore.compile_cache`): on a hit
    ``tile_artifact_load`` rebuilds the artifact from stored data and nothing else is asked
    (the description is computed only if ``Kernel.desc`` or ``get_ir()`` is read);
-3. on a miss ``tile_unsupported``, then the ``TargetDesc``: the answers of step 2 and, for
+3. on a miss ``tile_build_begin`` (a backend may start slow one-time work, such as loading its
+   compiler, in the background), ``tile_unsupported``, then the ``TargetDesc``: the answers of step 2 and, for
    thread-lowered targets, ``tile_gemm_tensorize`` once per distinct gemm, frozen **before**
    the pipeline runs (passes only read that description); then the pipeline, ``tile_build``,
    and the artifact's ``cache_entry()`` (when it has one) is stored;
@@ -152,6 +153,20 @@ def tile_build(target, module):
         None when ``target`` is not yours.
 
     firstresult. Nobody building the target is a TileTargetError.
+    """
+
+
+@hookspec
+def tile_build_begin(target):
+    """Hear that a compile-cache miss means ``tile_build`` will be asked for ``target`` once the
+    pipeline has run (hundreds of milliseconds of Python).
+
+    :param target: the compile target.
+    :return: None (the answers are collected and ignored).
+
+    For work a first build pays once per process and that can run beside the pipeline (the cuda
+    backend reads NVRTC's libraries from disk in a thread). It must not change what is built,
+    block, or raise; it is not called on a compile-cache hit.
     """
 
 

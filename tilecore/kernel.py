@@ -10,9 +10,9 @@ from . import call_args, subbyte
 from . import dtypes as dt
 from .errors import TileCallError, TileError, TileTargetError, caller_loc
 from .ir.buffer import Buffer
+from .ir.call_checks import check_call
 from .ir.expr import Var
 from .ir.module import Module, PrimFunc
-from .ir.static_checks import check_call
 from .target import Target, TargetDesc
 
 if TYPE_CHECKING:  # annotations only: a compile-cache hit does not import the contract module

@@ -11,7 +11,8 @@ Each is a mistake some target would otherwise accept silently or fail on only at
 - the language's portable launch limits (threads per block, shared memory per block), which
   every GPU target enforces; a kernel meant only for CPUs opts out with `T.Kernel(..., is_cpu=True)`.
 
-Everything raises a TileError subclass at the statement's file:line, with a fix.
+Everything raises a TileError subclass at the statement's file:line, with a fix. The call-time
+checks (values bound to symbolic sizes, grids that depend on them) are in `call_checks`.
 """
 
 from __future__ import annotations
@@ -265,37 +266,3 @@ def _check_region(r, ranges: dict, lets: dict, loc) -> None:
                 f"the region [{lo}:{hi + ext}) of dimension {d} runs past {r.buffer.name} "
                 f"(shape {tuple(r.buffer.shape)})", loc,
                 hint=f"keep the region inside {r.buffer.name}: start + extent <= {n}")
-
-
-def check_call(func: PrimFunc, dyn: dict, where) -> None:
-    """Call-time checks of the values bound to symbolic dimensions and scalar parameters
-    (`dyn`: name -> int): each fits its variable's dtype (the width the generated code indexes
-    and passes it with), and every grid dimension that depends on them is >= 1. `where()` gives
-    the caller's location, computed only when an error is raised."""
-    from .. import dtypes as dt
-    from ..codegen.spec import host_int
-    from ..errors import TileCallError, TileInternalError
-    from .stmt import KernelLaunch as _Launch
-
-    for v in func.dyn_vars:
-        x = dyn.get(v.name)
-        if x is not None and not dt.min_value(v.dtype) <= x <= dt.max_value(v.dtype):
-            raise TileCallError(
-                f"{v.name} = {x} does not fit in {v.dtype}, the dtype of T.dynamic({v.name!r})",
-                where(), hint=f"declare it wider: T.dynamic({v.name!r}, 'int64')")
-    launch = next((n for n in walk(func.body) if isinstance(n, _Launch)), None)
-    if launch is None:
-        return
-    for i, g in enumerate(launch.grid):
-        if const_int(g) is not None:
-            continue  # constants were checked at compile time
-        try:
-            n = host_int(g, dyn)
-        except TileInternalError:
-            continue
-        if n <= 0:
-            shown = ", ".join(f"{k}={x}" for k, x in dyn.items())
-            raise TileCallError(
-                f"grid dimension {i} of {func.name} is {_shown(g)} = {n} for {shown}; the kernel "
-                "would run no block and leave its outputs untouched", where(),
-                hint="check the arguments' shapes, or clamp the grid: T.max(1, ...)")

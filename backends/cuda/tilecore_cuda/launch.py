@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import glob
 import importlib.util
 import os
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from tilecore.errors import TileCallError, TileInternalError, caller_loc
 
@@ -103,6 +101,8 @@ def gpu_visible() -> tuple[bool, str]:
     if vis is not None and vis.strip() in ("", "-1"):
         return False, "CUDA_VISIBLE_DEVICES hides every GPU"
     if sys.platform.startswith("linux") and not os.path.exists("/dev/dxg"):
+        import glob
+
         if not glob.glob("/dev/nvidia[0-9]*"):
             return False, "no CUDA device on this machine (no /dev/nvidia<N>)"
         if _libcuda() is None:
@@ -128,10 +128,12 @@ def device_count() -> int:
         return 0
 
 
-@dataclass(frozen=True)
-class ParamSpec:
+class ParamSpec(NamedTuple):
     """One kernel parameter: a tensor pointer (`dtype` of its elements), a scalar by value, or
-    (`tmap`, a `tensormap.TensorMapSpec`) a TMA tensor map of tensor argument `tmap.param`."""
+    (`tmap`, a `tensormap.TensorMapSpec`) a TMA tensor map of tensor argument `tmap.param`.
+
+    ParamSpec and Packer are NamedTuples, not frozen dataclasses: a compile-cache hit creates
+    these classes, and a dataclass costs about 1 ms to create (generated, compiled methods)."""
 
     name: str
     dtype: dt.DType
@@ -140,8 +142,7 @@ class ParamSpec:
 
 
 # ----------------------------------------------------------------------------- parameter buffer
-@dataclass(frozen=True)
-class Packer:
+class Packer(NamedTuple):
     """How one kernel parameter sits in the parameter buffer: `size` bytes aligned to `align`,
     written by `make_setter(slot_address) -> setter(value)`; `per_call` parameters (pointers)
     are written on every launch, the others (sizes) once per call signature."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
+import sys
 
 from tilecore.hookspec import hookimpl
 from tilecore.target import TargetInfo
@@ -28,6 +30,9 @@ def _available() -> tuple[bool, str]:
         return False, "cuda-bindings is not installed (pip install cuda-bindings)"
     if importlib.util.find_spec("torch") is None:
         return False, "torch is not installed (the cuda target runs on torch CUDA tensors)"
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return True, ""  # torch made a CUDA context (a script with CUDA tensors): a GPU is usable
     ok, why = gpu_visible()
     return (True, "") if ok else (False, why)
 
@@ -65,6 +70,16 @@ def tile_build(target, module):
     if arch == "sm_90" and "wgmma." in rendered.source:
         arch = "sm_90a"  # wgmma is in the arch-specific feature set (lowering.has_wgmma)
     return CudaArtifact(rendered, arch, eager=_available()[0], tensor_maps=module_tensor_maps(module))
+
+
+@hookimpl
+def tile_build_begin(target):
+    """On a GPU machine (where the build compiles the cubin at once), read NVRTC's libraries and
+    headers from disk in a thread while the pipeline runs (`tilecore_cuda.prewarm`)."""
+    if target.kind == "cuda" and os.environ.get("TILECORE_CUDA_COMPILER") != "nvcc" and _available()[0]:
+        from . import prewarm
+
+        prewarm.start(target.arch)
 
 
 @hookimpl

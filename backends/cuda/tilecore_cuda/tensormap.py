@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ctypes
 from collections import OrderedDict
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from tilecore.dtypes import DType
 from tilecore.errors import TileCallError, TileInternalError, caller_loc
@@ -34,10 +34,12 @@ _L2_PROMOTION_128B = 2  # CU_TENSOR_MAP_L2_PROMOTION_L2_128B
 _OOB_FILL_ZERO = 0  # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: elements outside the tensor read as 0
 
 
-@dataclass(frozen=True)
-class TensorMapSpec:
+class TensorMapSpec(NamedTuple):
     """One tensor-map parameter: the tensor (index among the function's parameters), its
-    dtype, the box (extents per dimension, outermost first) and the swizzle span in bytes."""
+    dtype, the box (extents per dimension, outermost first) and the swizzle span in bytes.
+
+    A NamedTuple, not a frozen dataclass: a compile-cache hit creates this class, and a
+    dataclass costs about 1 ms to create (its methods are generated and compiled)."""
 
     param: int
     dtype: DType

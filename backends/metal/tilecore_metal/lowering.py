@@ -12,14 +12,19 @@ origin and one row stride, which swizzled layouts do not have.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tilecore import dtypes as dt
-from tilecore.contract import Declined, GemmQuery, MmaPlan
 from tilecore.hookspec import hookimpl
 from tilecore.ir.stmt import AtomicAdd, AtomicAddRegion
 from tilecore.ir.visit import walk
 from tilecore.target import Target, TargetFacts
 
-from .intrinsics import MATRIX, SIMD_WIDTH, simdgroup_load, simdgroup_mma
+if TYPE_CHECKING:
+    from tilecore.contract import GemmQuery
+
+# `.intrinsics` (and the thread-level IR it builds on) and `tilecore.contract` are imported by
+# the hooks that use them: target discovery imports this module in every process
 
 KIND = "metal"
 CPU_KIND = "metal-cpu"
@@ -46,6 +51,8 @@ def tile_target_facts(target):
     """SIMD width 32, 1024 threads, 32 KiB threadgroup memory, 16-byte vectors, for `metal:*`."""
     if target.kind != KIND:
         return None
+    from .intrinsics import SIMD_WIDTH
+
     return TargetFacts(target=target, lowers_to_threads=True, warp_size=SIMD_WIDTH, max_threads=1024,
                        shared_memory_bytes=THREADGROUP_BYTES, vector_bytes=16,
                        extra=(("tensor_core", "simdgroup_matrix<T,8,8>"),))
@@ -63,6 +70,10 @@ def tile_gemm_tensorize(target, query: GemmQuery):
     other dtypes and shapes; None for other targets."""
     if target.kind != KIND:
         return None
+    from tilecore.contract import Declined, MmaPlan
+
+    from .intrinsics import MATRIX, SIMD_WIDTH, simdgroup_load, simdgroup_mma
+
     q = query
     ok = _mma_dtypes(target)
     if q.a_dtype != q.b_dtype or q.a_dtype.name not in ok:

@@ -1,0 +1,76 @@
+"""`tilecore_cuda.prewarm`: on a cuda compile-cache miss a thread reads NVRTC's libraries and the
+CUDA headers while the pipeline runs. Runs anywhere (a fake wheel layout on sys.path)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from tilecore_cuda import plugin, prewarm
+
+from tilecore.target import Target
+
+
+def _fake_wheels(root):
+    """nvidia/cu13/{lib,include} as the CUDA 13 wheels lay them out, with a symlinked soname."""
+    lib = root / "nvidia" / "cu13" / "lib"
+    inc = root / "nvidia" / "cu13" / "include"
+    lib.mkdir(parents=True)
+    (inc / "nv").mkdir(parents=True)
+    (lib / "libnvrtc.so.13").write_bytes(b"\x7fELF" + b"n" * 5000)
+    os.symlink("libnvrtc.so.13", lib / "libnvrtc.so")
+    (lib / "libnvrtc-builtins.so.13.0").write_bytes(b"b" * 300)
+    (lib / "libnvrtc.so.13.0.88").write_bytes(b"a copy under another name")
+    (lib / "libnvrtc.alt.so.13").write_bytes(b"an alternative build")
+    (lib / "libcublas.so.13").write_bytes(b"not NVRTC's")
+    (inc / "cuda_fp16.h").write_text("// fp16")
+    (inc / "cuda_fp16.hpp").write_text("// fp16 impl")
+    (inc / "nv" / "target").write_text("// nv/target")
+    (inc / "cublas_v2.h").write_text("// not included by generated code")
+    return lib, inc
+
+
+def test_candidates_are_nvrtc_and_the_headers_generated_code_includes(tmp_path, monkeypatch):
+    lib, inc = _fake_wheels(tmp_path)
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-toolkit"))
+    got = [p for p in prewarm.candidate_files() if p.startswith(str(tmp_path))]
+    assert got == [str(lib / "libnvrtc-builtins.so.13.0"), str(lib / "libnvrtc.so.13"),
+                   str(inc / "cuda_fp16.h"), str(inc / "cuda_fp16.hpp"), str(inc / "nv" / "target")]
+
+
+def test_the_thread_reads_them_once_per_process_and_reports(tmp_path, monkeypatch):
+    lib, _ = _fake_wheels(tmp_path)
+    files = [str(lib / "libnvrtc.so.13"), str(lib / "libnvrtc-builtins.so.13.0"), str(tmp_path / "gone")]
+    monkeypatch.setattr(prewarm, "candidate_files", lambda: files)
+    monkeypatch.setattr(prewarm, "_state", {})
+    monkeypatch.delitem(sys.modules, "torch", raising=False)  # torch installed, not imported:
+    monkeypatch.setattr(prewarm, "_no_torch", lambda: False)  # the thread must not load NVRTC
+    assert prewarm.report() == {}
+    assert prewarm.start() is True
+    assert prewarm.start() is False  # once per process
+    for _ in range(500):
+        if prewarm.report().get("done") is not None:
+            break
+        time.sleep(0.01)
+    rep = prewarm.report()
+    assert rep["bytes"] == 5004 + 300 and "error" not in rep
+    assert [(p, n) for p, n, _ in rep["files"]] == [(files[0], 5004), (files[1], 300), (files[2], 0)]
+    assert "loaded" not in rep and "compiled" not in rep and 0 <= rep["read"] <= rep["done"]
+
+
+def test_the_hook_starts_it_for_cuda_on_a_gpu_machine_only(monkeypatch):
+    started = []
+    monkeypatch.setattr(prewarm, "start", lambda arch=None: started.append(arch) or True)
+    monkeypatch.delenv("TILECORE_CUDA_COMPILER", raising=False)
+    monkeypatch.setattr(plugin, "_available", lambda: (False, "no GPU"))
+    plugin.tile_build_begin(target=Target("cuda", "sm_90a"))
+    monkeypatch.setattr(plugin, "_available", lambda: (True, ""))
+    plugin.tile_build_begin(target=Target("interp"))
+    monkeypatch.setenv("TILECORE_CUDA_COMPILER", "nvcc")
+    plugin.tile_build_begin(target=Target("cuda", "sm_90a"))
+    assert started == []
+    monkeypatch.delenv("TILECORE_CUDA_COMPILER")
+    plugin.tile_build_begin(target=Target("cuda", "sm_90a"))
+    assert started == ["sm_90a"]

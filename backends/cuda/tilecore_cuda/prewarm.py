@@ -1,0 +1,173 @@
+"""Overlap NVRTC's first use with the lowering: on a compile-cache miss for a cuda target, a
+daemon thread reads NVRTC's shared libraries and the CUDA headers from disk, loads NVRTC and
+compiles a header-only program for the build's arch while the main thread runs the tile
+pipeline (hundreds of milliseconds of Python), so `tilecore_cuda.build` finds NVRTC loaded and
+its files in the page cache when it compiles the kernel.
+
+Why: the first process on a machine paid about 0.9 s more for a cold GEMM compile than a later
+process on an empty compile cache (H200 sessions 3 and 4: 2071 / 1991 ms against 1058 /
+1057 ms); with the files read beside the pipeline (session 5) the first process's remaining
+extra was NVRTC's first compile (445 ms against 65 ms in a later process). Reading releases
+the GIL (`readinto`); loading NVRTC is work the main thread would otherwise do itself at
+compile time; the header-only compile is the one extra (tens of ms where everything is warm).
+The thread imports cuda-bindings' NVRTC only when torch is already imported (the order
+`toolchain.cuda_bindings` needs), so it never imports torch off the main thread. Nothing it
+reads is trusted or executed: loading stays with the dynamic loader, as without it; any error
+in the thread is recorded and changes nothing.
+
+`report()` says what it read and when it finished (host_overhead.py prints it).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import sys
+import threading
+import time
+
+# What the dynamic loader and NVRTC open, by name: libnvrtc by its soname (`libnvrtc.so.13`) and
+# the builtins it loads (`libnvrtc-builtins.so.13.0`), not the wheels' copies under other names
+# (`.so.13.0.88`, `.alt.so.13`: 4x the bytes, measured on the H200), and the headers generated
+# code includes with theirs. Exact names, not glob patterns: listing and matching directories
+# holds the GIL the pipeline runs on (a glob over sys.path took 0.14-0.21 s there).
+_LIBS = re.compile(r"libnvrtc\.so\.\d+|libnvrtc-builtins\.so\.\d+\.\d+")
+_WHEEL_DIRS = ("cu13", "cu12", "cuda_nvrtc", "cuda_runtime")
+_HEADERS = ("cuda_fp16.h", "cuda_fp16.hpp", "cuda_bf16.h", "cuda_bf16.hpp", "cuda_fp8.h", "cuda_fp8.hpp",
+            "vector_types.h", "vector_functions.h", "vector_functions.hpp", "nv/target",
+            "nv/detail/__target_macros", "nv/detail/__preprocessor")
+# a first NVRTC compile costs more than later ones (0.45 s against 0.07 s in the H200's first
+# process): this one, of the headers alone, pays that beside the pipeline
+_WARM_SOURCE = ('#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n'
+                'extern "C" __global__ void tilecore_prewarm() {}\n')
+_EXIT_WAIT_S = 10.0
+_CHUNK = 4 << 20
+_MAX_BYTES = 1 << 30  # a safety bound: never read more than this
+
+_lock = threading.Lock()
+_state: dict = {}
+
+
+def start(arch: str | None = None) -> bool:
+    """Start the reader thread once per process (on the first cuda compile-cache miss; `arch`:
+    the build's, for a first compile of the headers); False when it had already started."""
+    with _lock:
+        if _state:
+            return False
+        _state.update(started=time.perf_counter(), files=[], done=None, arch=arch)
+    thread = threading.Thread(target=_run, name="tilecore-nvrtc-prewarm", daemon=True)
+    thread.start()
+    # a process that ends right after its jit waits for the thread (seconds at most) rather than
+    # unloading NVRTC under a compile still running in it
+    atexit.register(thread.join, _EXIT_WAIT_S)
+    return True
+
+
+def report() -> dict:
+    """What the thread did: seconds from its start to the end of each step, the bytes read and
+    the files (`{}` when it never started)."""
+    with _lock:
+        if not _state:
+            return {}
+        t0 = _state["started"]
+        out = {k: (v - t0 if isinstance(v, float) else v)
+               for k, v in _state.items() if k not in ("started", "files")}
+        out["files"] = [(p, n, round(t, 4)) for p, n, t in _state["files"]]
+        out["bytes"] = sum(n for _, n, _ in _state["files"])
+        return out
+
+
+def candidate_files() -> list[str]:
+    """The files NVRTC's first compile reads, found without importing anything: libnvrtc and its
+    builtins in the NVIDIA wheels (`nvidia/cu13/lib`, ... under a `sys.path` entry) and in
+    $CUDA_HOME (or /usr/local/cuda)/lib64, and the fp16/bf16 headers (with what they include) of
+    the wheels' and the toolkit's include directories. Real paths, each once, in that order."""
+    libs: list[str] = []
+    incs: list[str] = []
+    for root in sys.path:
+        base = os.path.join(root or ".", "nvidia")
+        if os.path.isdir(base):  # one stat for each sys.path entry without NVIDIA wheels
+            for sub in _WHEEL_DIRS:
+                libs.append(os.path.join(base, sub, "lib"))
+                incs.append(os.path.join(base, sub, "include"))
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home:
+            libs.append(os.path.join(home, "lib64"))
+            incs.append(os.path.join(home, "include"))
+    found: list[str] = []
+    for d in libs:
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            continue
+        found += [os.path.join(d, n) for n in names if _LIBS.fullmatch(n)]
+    for d in incs:
+        if os.path.isdir(d):
+            found += [os.path.join(d, h) for h in _HEADERS]
+    seen: set[str] = set()
+    out = []
+    for f in found:
+        real = os.path.realpath(f)
+        if real not in seen and os.path.isfile(real):
+            seen.add(real)
+            out.append(real)
+    return out
+
+
+def _run() -> None:
+    """The thread: read the candidate files, then load NVRTC when that is safe here."""
+    try:
+        files = candidate_files()
+        _mark("listed")
+        buf = bytearray(_CHUNK)
+        total = 0
+        for path in files:
+            t = time.perf_counter()
+            n = _read(path, buf)
+            total += n
+            with _lock:
+                _state["files"].append((path, n, time.perf_counter() - t))
+            if total > _MAX_BYTES:
+                break
+        _mark("read")
+        if "torch" in sys.modules or _no_torch():
+            from . import build
+
+            if build.default_compiler() == "nvrtc":  # imports cuda.bindings.nvrtc, dlopens libnvrtc
+                build.cuda_include_dirs()
+                _mark("loaded")
+                if _state.get("arch"):
+                    build.compile_cuda(_WARM_SOURCE, _state["arch"], name="tilecore_prewarm",
+                                       use_cache=False)
+                    _mark("compiled")
+    except Exception as e:  # a failed warm-up changes nothing: the compile does the real work
+        with _lock:
+            _state["error"] = f"{type(e).__name__}: {e}"
+    finally:
+        _mark("done")
+
+
+def _no_torch() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is None
+
+
+def _read(path: str, buf: bytearray) -> int:
+    """Read `path` to its end into `buf` (discarded); the bytes read."""
+    n = 0
+    try:
+        with open(path, "rb", buffering=0) as f:
+            while True:
+                got = f.readinto(buf)
+                if not got:
+                    return n
+                n += got
+    except OSError:
+        return n
+
+
+def _mark(step: str) -> None:
+    with _lock:
+        _state[step] = time.perf_counter()
