@@ -21,7 +21,10 @@ Run on the lent GPU:  python benchmarks/hopper_gemm.py [--out results.json] [--q
 Times are `triton.testing.do_bench` medians (L2 flushed before each repetition, see gpu.py).
 Kernels are compiled ahead in a process pool (the cubins land in the on-disk cache).
 HOPPER_CONFIGS='[[gemm configs], [fp8 configs]]' (JSON) replaces the two config lists;
-HOPPER_LLM_CONFIGS / HOPPER_SMALL_CONFIGS (JSON lists) replace LLM_CONFIGS / SMALL_CONFIGS.
+HOPPER_LLM_CONFIGS / HOPPER_SMALL_CONFIGS (JSON lists) replace LLM_CONFIGS / SMALL_CONFIGS;
+HOPPER_TOP_K: how many sweep winners "large" runs (default 2).
+A config's "tma_store": false compiles it with `tilecore.disable_tma_store` (the per-thread
+staged epilogue instead of TMA stores, tilecore/lower/tma_store.py: an A/B of that lowering).
 """
 
 from __future__ import annotations
@@ -83,8 +86,16 @@ GEMV_CONFIGS = [dict(block_N=32, block_K=512, threads=256), dict(block_N=16, blo
 if os.environ.get("HOPPER_GEMV_CONFIGS"):
     GEMV_CONFIGS = json.loads(os.environ["HOPPER_GEMV_CONFIGS"])
 SECTIONS = ("sweep", "large", "llm", "small", "gemv", "fp8", "ragged", "host")
-TOP_K = 2
+TOP_K = int(os.environ.get("HOPPER_TOP_K", "2"))
 EXAMPLES = dict(gemm=gemm, gemm_fp8=gemm_fp8, gemv=gemv)
+
+
+def split_cfg(params: dict) -> tuple[dict, dict | None]:
+    """(the example's program() arguments, pass_configs) of a benchmark config: its key
+    "tma_store" (False: no TMA-store epilogue) is a compile option, not a program argument."""
+    params = dict(params)
+    tma_store = params.pop("tma_store", True)
+    return params, (None if tma_store else {"tilecore.disable_tma_store": True})
 
 
 def _compile_one(job):
@@ -92,7 +103,9 @@ def _compile_one(job):
     name, params, arch = job
     t0 = time.perf_counter()
     try:
-        tilecore.compile(EXAMPLES[name].program(**params), target=f"cuda:{arch}").artifact.cubin(arch)
+        args, configs = split_cfg(params)
+        tilecore.compile(EXAMPLES[name].program(**args), target=f"cuda:{arch}",
+                         pass_configs=configs).artifact.cubin(arch)
         return name, params, time.perf_counter() - t0, None
     except Exception as e:
         return name, params, time.perf_counter() - t0, f"{type(e).__name__}: {str(e)[:300]}"
@@ -122,7 +135,8 @@ def _cfg_str(c: dict) -> str:
         return f"{c['block_N']} cols x {c['block_K']} rows t{c.get('threads', 256)}"
     return f"{c['block_M']}x{c['block_N']}x{c['block_K']} s{c['num_stages']} t{c['threads']}" + \
         (f" p{c['panel']}" if c.get("panel") else "") + \
-        (f" split{c['split_k']}" if c.get("split_k", 1) > 1 else "") + (" ef" if c.get("b_eviction") else "")
+        (f" split{c['split_k']}" if c.get("split_k", 1) > 1 else "") + \
+        (" ef" if c.get("b_eviction") else "") + ("" if c.get("tma_store", True) else " no-tma-store")
 
 
 def host_case(torch, arch: str, reps: int = 2000) -> str:
@@ -211,8 +225,9 @@ def main():
         dtype = getattr(torch, dtype_name)
         a = torch.randn(m, k, device="cuda", dtype=dtype)
         b = torch.randn(k, n, device="cuda", dtype=dtype)
-        prog = example.program(M=m, N=n, K=k, dtype=dtype_name, **cfg)
-        kern = tilecore.compile(prog, target=f"cuda:{arch}")
+        prog_args, configs = split_cfg(cfg)
+        prog = example.program(M=m, N=n, K=k, dtype=dtype_name, **prog_args)
+        kern = tilecore.compile(prog, target=f"cuda:{arch}", pass_configs=configs)
         c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
         if cfg.get("split_k", 1) > 1:  # the blocks add into C: zeroing it is part of every call
             def call():
@@ -328,10 +343,11 @@ def main():
             ms, tt, err = gemm_case(1000, 520, 304, "float16", dict(block_M=128, block_N=256, block_K=64,
                                                                     num_stages=3, threads=256))
             notes.append(f"ragged gemm fp16 1000x520x304 (128x256 s3 t256, producer): err {err:.2e}")
-            ms, tt, err = gemm_case(4000, 4000, 1000, "float16", dict(block_M=128, block_N=256, block_K=64,
-                                                                      num_stages=4, threads=256, panel=16))
-            notes.append(f"ragged gemm fp16 4000x4000x1000 (128x256 s4 t256 p16, persistent: 512 tiles on "
-                         f"132 blocks): err {err:.2e}")
+            for st in (4, 3):  # s3: the TMA-store epilogue on a persistent, ragged grid
+                big = dict(block_M=128, block_N=256, block_K=64, num_stages=st, threads=256, panel=16)
+                ms, tt, err = gemm_case(4000, 4000, 1000, "float16", big)
+                notes.append(f"ragged gemm fp16 4000x4000x1000 (128x256 s{st} t256 p16, persistent: "
+                             f"512 tiles on 132 blocks): err {err:.2e}")
             for small in (dict(block_M=16, block_N=64, block_K=256, num_stages=4, threads=128),
                           dict(block_M=16, block_N=64, block_K=128, num_stages=4, threads=128, split_k=3,
                                b_eviction="evict_first")):
@@ -344,7 +360,9 @@ def main():
         """(tilecore ms, _scaled_mm ms, tilecore error, _scaled_mm error); times only at 8192."""
         a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
         b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
-        kern = tilecore.compile(gemm_fp8.program(M=m, N=n, K=k, **cfg), target=f"cuda:{arch}")
+        prog_args, configs = split_cfg(cfg)
+        kern = tilecore.compile(gemm_fp8.program(M=m, N=n, K=k, **prog_args), target=f"cuda:{arch}",
+                                pass_configs=configs)
         y = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         kern(a, b, y)
         ref = a.float() @ b.float().t()  # the example's scales multiply to 1
