@@ -130,6 +130,16 @@ def precompile(jobs, arch):
             os.environ["CUDA_VISIBLE_DEVICES"] = old
 
 
+def small_cfg(c, m: int, n: int, k: int, sms: int = 132) -> dict:
+    """A small-M config: "auto" is examples/gemm.py's small_m_config for the shape (the
+    config it picks by shape), "auto:no-tma-store" the same without the TMA-store epilogue."""
+    if c == "auto":
+        return gemm.small_m_config(m, n, k, sms)
+    if c == "auto:no-tma-store":
+        return dict(gemm.small_m_config(m, n, k, sms), tma_store=False)
+    return c
+
+
 def _cfg_str(c: dict) -> str:
     if "block_M" not in c:  # gemv
         return f"{c['block_N']} cols x {c['block_K']} rows t{c.get('threads', 256)}"
@@ -206,8 +216,7 @@ def main():
         jobs += [("gemm", dict(M=m, N=n, K=k, dtype="bfloat16", **c)) for c in LLM_CONFIGS
                  for m in LLM_M for n, k in LLM_NK]
     if "small" in sections:
-        jobs += [("gemm", dict(M=m, N=n, K=k, dtype="float16",
-                               **(gemm.small_m_config(m, n, k) if c == "auto" else c)))
+        jobs += [("gemm", dict(M=m, N=n, K=k, dtype="float16", **small_cfg(c, m, n, k)))
                  for cfgs, shapes in ((SMALL_CONFIGS, SMALL_SHAPES),
                                       (SMALL_EXTRA_CONFIGS, SMALL_EXTRA_SHAPES))
                  for c in cfgs for m, n, k in shapes]
@@ -326,8 +335,7 @@ def main():
             except Exception as e:
                 notes.append(f"small-M floors: FAILED {e}")
             for cfg in cfgs:
-                if cfg == "auto":  # the config examples/gemm.py picks by shape
-                    cfg = gemm.small_m_config(m, n, k, sms)
+                cfg = small_cfg(cfg, m, n, k, sms)
                 run(f"gemm fp16 {m}x{n}x{k} (small M)", m, n, k, "float16", cfg, 2 * (m * k + k * n + m * n))
     if "gemv" in sections:
         for m, n, k in GEMV_SHAPES:
