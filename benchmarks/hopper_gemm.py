@@ -51,7 +51,9 @@ CONFIGS = [dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=128)
            dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256),
            dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256),
            dict(block_M=256, block_N=128, block_K=64, num_stages=4, threads=256),
-           dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256, panel=8)]
+           dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256, panel=8),
+           # 3 stages leave room for the whole 128x256 tile: the TMA-store epilogue
+           dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, panel=16)]
 FP8_CONFIGS = [dict(block_M=128, block_N=256, block_K=128, num_stages=4, threads=256),
                dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256)]
 if os.environ.get("HOPPER_CONFIGS"):  # a JSON [[gemm configs], [fp8 configs]] for a focused run
@@ -59,7 +61,7 @@ if os.environ.get("HOPPER_CONFIGS"):  # a JSON [[gemm configs], [fp8 configs]] f
 LLM_NK = [(4096, 4096), (14336, 4096), (4096, 14336), (28672, 8192)]
 LLM_M = [4096, 16384]
 # 2 consumer warpgroups + a producer; `panel` rasterizes the grid (T.use_swizzle) for L2 reuse
-LLM_CONFIGS = [dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256),
+LLM_CONFIGS = [dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, panel=8),  # TMA store
                dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256, panel=8),
                dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256, panel=16)]
 SMALL_SHAPES = [(1, 4096, 4096), (16, 4096, 4096), (1, 14336, 4096)]
