@@ -22,7 +22,8 @@ shared loads and global stores. `proxy-fences` ends the kernel with a wait for e
 store's shared reads (a block must not exit while one still reads its shared memory).
 
 The whole tile is staged at once, so this applies only where it fits beside the pipeline's
-stages (counted from the tile program's `T.Pipelined` loops); otherwise, or with the option
+stages (counted from the tile program's `T.Pipelined` loops) and does not push a kernel that
+fit twice per multiprocessor past half the shared memory; otherwise, or with the option
 `disable_tma_store` / `disable_tma_lower`, the epilogue stays the per-thread staged copy of
 tilecore.lower.epilogue. The destination's rows must be static 16-byte multiples (the tensor
 map's strides).
@@ -72,12 +73,16 @@ def _pipelines(ctx: LowerCtx) -> list:
 
 def _fits(ctx: LowerCtx, stage_bytes: int, pipes: list) -> bool:
     """Whether a staging tile of `stage_bytes` fits the shared memory beside the kernel's
-    buffers with every pipeline's stages."""
+    buffers with every pipeline's stages, without making a kernel that two blocks per
+    multiprocessor could run need more than half of it (one resident block: that loses the
+    second block's overlap, and flips the warp-specialization choice, tilecore.lower.
+    warp_specialize; measured configurations keep their occupancy)."""
     limit = ctx.facts.shared_memory_bytes or 0
     used = sum(_nbytes(b) for b in ctx.shared_list)
     extra = sum((stages - 1) * _nbytes(b) for stages, bufs in pipes for b in bufs)
-    slack = ALIGN_SLACK * (len(ctx.shared_list) + 1) + MBARRIER_SLACK
-    return bool(limit) and used + extra + stage_bytes + slack <= limit
+    before = used + extra + ALIGN_SLACK * len(ctx.shared_list) + MBARRIER_SLACK
+    after = before + stage_bytes + ALIGN_SLACK
+    return bool(limit) and after <= limit and (2 * before > limit) == (2 * after > limit)
 
 
 def tma_store_epilogue(ctx: LowerCtx, copy: Copy, write_tile) -> Stmt | None:
