@@ -34,6 +34,8 @@ pass's tests check the placements directly.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..ir.stmt import For, IfThenElse, SeqStmt, Stmt
 from ..ir.thread import (
     AsyncCommit,
@@ -142,7 +144,7 @@ class _Pruner:
         if isinstance(s, WarpSpecialized):
             prod, d1 = self.visit(s.producer, dirty)
             cons, d2 = self.visit(s.consumer, dirty)
-            return WarpSpecialized(s.split, prod, cons, s.producer_regs, s.consumer_regs, s.loc), d1 | d2
+            return dataclasses.replace(s, producer=prod, consumer=cons), d1 | d2
         return s, dirty | _generic_writes(s)
 
 
