@@ -24,7 +24,9 @@ HOPPER_CONFIGS='[[gemm configs], [fp8 configs]]' (JSON) replaces the two config 
 HOPPER_LLM_CONFIGS / HOPPER_SMALL_CONFIGS (JSON lists) replace LLM_CONFIGS / SMALL_CONFIGS;
 HOPPER_TOP_K: how many sweep winners "large" runs (default 2).
 A config's "tma_store": false compiles it with `tilecore.disable_tma_store` (the per-thread
-staged epilogue instead of TMA stores, tilecore/lower/tma_store.py: an A/B of that lowering).
+staged epilogue instead of TMA stores, tilecore/lower/tma_store.py: an A/B of that lowering);
+"pingpong": true with `tilecore.ws_pingpong` (tilecore/lower/pingpong.py; e.g. block 128x128,
+threads=128: two consumer warpgroups on alternate tiles).
 """
 
 from __future__ import annotations
@@ -53,7 +55,9 @@ CONFIGS = [dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=128)
            dict(block_M=256, block_N=128, block_K=64, num_stages=4, threads=256),
            dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256, panel=8),
            # 3 stages leave room for the whole 128x256 tile: the TMA-store epilogue
-           dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, panel=16)]
+           dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, panel=16),
+           # two consumer warpgroups on alternate 128x128 tiles (not measured yet)
+           dict(block_M=128, block_N=128, block_K=64, num_stages=4, threads=128, panel=16, pingpong=True)]
 FP8_CONFIGS = [dict(block_M=128, block_N=256, block_K=128, num_stages=4, threads=256),
                dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256)]
 if os.environ.get("HOPPER_CONFIGS"):  # a JSON [[gemm configs], [fp8 configs]] for a focused run
@@ -93,11 +97,16 @@ EXAMPLES = dict(gemm=gemm, gemm_fp8=gemm_fp8, gemv=gemv)
 
 
 def split_cfg(params: dict) -> tuple[dict, dict | None]:
-    """(the example's program() arguments, pass_configs) of a benchmark config: its key
-    "tma_store" (False: no TMA-store epilogue) is a compile option, not a program argument."""
+    """(the example's program() arguments, pass_configs) of a benchmark config: its keys
+    "tma_store" (False: no TMA-store epilogue) and "pingpong" (True: two consumer warpgroups
+    on alternate tiles, for a 128-thread tile program) are compile options, not arguments."""
     params = dict(params)
-    tma_store = params.pop("tma_store", True)
-    return params, (None if tma_store else {"tilecore.disable_tma_store": True})
+    configs = {}
+    if not params.pop("tma_store", True):
+        configs["tilecore.disable_tma_store"] = True
+    if params.pop("pingpong", False):
+        configs["tilecore.ws_pingpong"] = True
+    return params, configs or None
 
 
 def _compile_one(job):
@@ -148,7 +157,8 @@ def _cfg_str(c: dict) -> str:
     return f"{c['block_M']}x{c['block_N']}x{c['block_K']} s{c['num_stages']} t{c['threads']}" + \
         (f" p{c['panel']}" if c.get("panel") else "") + \
         (f" split{c['split_k']}" if c.get("split_k", 1) > 1 else "") + \
-        (" ef" if c.get("b_eviction") else "") + ("" if c.get("tma_store", True) else " no-tma-store")
+        (" ef" if c.get("b_eviction") else "") + ("" if c.get("tma_store", True) else " no-tma-store") + \
+        (" pingpong" if c.get("pingpong") else "")
 
 
 def host_case(torch, arch: str, reps: int = 2000) -> str:
