@@ -2,8 +2,8 @@
 tensor stores (`cp.async.bulk.tensor ... global.shared::cta`), issued by one thread.
 
 On a target whose facts say `tma` (cuda sm_90 / sm_90a, emu:sm_90), a `T.copy` of a whole
-accumulator fragment into a 2-D global tensor, in a kernel that runs a TMA-fed pipelined loop
-(a Hopper GEMM: the case this is measured for), is lowered as
+accumulator fragment into a 2-D global tensor, in a kernel with a `T.Pipelined` loop of
+global-to-shared copies (a Hopper GEMM main loop: the case this is measured for), is lowered as
 
     thread 0: wait until its earlier bulk stores have read their staging tile
     (insert-barriers: a barrier, since thread 0's stores read what is written next)
@@ -54,7 +54,7 @@ def _nbytes(buf: Buffer) -> int:
 
 def _pipelines(ctx: LowerCtx) -> list:
     """(stages, [shared buffers filled by its copies]) for each `T.Pipelined` loop of the tile
-    program whose copies read global memory (a TMA-fed pipeline on this target)."""
+    program whose copies read global memory (TMA or cp.async stages, num_stages copies each)."""
     out = []
     for n in walk(ctx.launch.body):
         if not isinstance(n, For):
@@ -90,7 +90,7 @@ def tma_store_epilogue(ctx: LowerCtx, copy: Copy, write_tile) -> Stmt | None:
     `write_tile(stage)` returns the statements writing every register of the fragment into
     the staging tile `stage` (row r of the tile at row r of the stage)."""
     opts = ctx.options
-    if not ctx.facts.get("tma") or getattr(opts, "disable_tma_store", False) or opts.disable_tma_lower:
+    if not ctx.facts.get("tma") or opts.disable_tma_store or opts.disable_tma_lower:
         return None
     src, dst = copy.src, copy.dst
     tensor = dst.buffer
