@@ -21,7 +21,12 @@ Run on the lent GPU:  python benchmarks/hopper_gemm.py [--out results.json] [--q
 Times are `triton.testing.do_bench` medians (L2 flushed before each repetition, see gpu.py).
 Kernels are compiled ahead in a process pool (the cubins land in the on-disk cache).
 HOPPER_CONFIGS='[[gemm configs], [fp8 configs]]' (JSON) replaces the two config lists;
-HOPPER_LLM_CONFIGS / HOPPER_SMALL_CONFIGS (JSON lists) replace LLM_CONFIGS / SMALL_CONFIGS.
+HOPPER_LLM_CONFIGS / HOPPER_SMALL_CONFIGS (JSON lists) replace LLM_CONFIGS / SMALL_CONFIGS;
+HOPPER_TOP_K: how many sweep winners "large" runs (default 2).
+A config's "tma_store": false compiles it with `tilecore.disable_tma_store` (the per-thread
+staged epilogue instead of TMA stores, tilecore/lower/tma_store.py: an A/B of that lowering);
+"pingpong": true with `tilecore.ws_pingpong` (tilecore/lower/pingpong.py; e.g. block 128x128,
+threads=128: two consumer warpgroups on alternate tiles).
 """
 
 from __future__ import annotations
@@ -48,7 +53,11 @@ CONFIGS = [dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=128)
            dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256),
            dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256),
            dict(block_M=256, block_N=128, block_K=64, num_stages=4, threads=256),
-           dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256, panel=8)]
+           dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256, panel=8),
+           # 3 stages leave room for the whole 128x256 tile: the TMA-store epilogue
+           dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, panel=16),
+           # two consumer warpgroups on alternate 128x128 tiles (not measured yet)
+           dict(block_M=128, block_N=128, block_K=64, num_stages=4, threads=128, panel=16, pingpong=True)]
 FP8_CONFIGS = [dict(block_M=128, block_N=256, block_K=128, num_stages=4, threads=256),
                dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256)]
 if os.environ.get("HOPPER_CONFIGS"):  # a JSON [[gemm configs], [fp8 configs]] for a focused run
@@ -56,7 +65,7 @@ if os.environ.get("HOPPER_CONFIGS"):  # a JSON [[gemm configs], [fp8 configs]] f
 LLM_NK = [(4096, 4096), (14336, 4096), (4096, 14336), (28672, 8192)]
 LLM_M = [4096, 16384]
 # 2 consumer warpgroups + a producer; `panel` rasterizes the grid (T.use_swizzle) for L2 reuse
-LLM_CONFIGS = [dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256),
+LLM_CONFIGS = [dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, panel=8),  # TMA store
                dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256, panel=8),
                dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256, panel=16)]
 SMALL_SHAPES = [(1, 4096, 4096), (16, 4096, 4096), (1, 14336, 4096)]
@@ -83,8 +92,21 @@ GEMV_CONFIGS = [dict(block_N=32, block_K=512, threads=256), dict(block_N=16, blo
 if os.environ.get("HOPPER_GEMV_CONFIGS"):
     GEMV_CONFIGS = json.loads(os.environ["HOPPER_GEMV_CONFIGS"])
 SECTIONS = ("sweep", "large", "llm", "small", "gemv", "fp8", "ragged", "host")
-TOP_K = 2
+TOP_K = int(os.environ.get("HOPPER_TOP_K", "2"))
 EXAMPLES = dict(gemm=gemm, gemm_fp8=gemm_fp8, gemv=gemv)
+
+
+def split_cfg(params: dict) -> tuple[dict, dict | None]:
+    """(the example's program() arguments, pass_configs) of a benchmark config: its keys
+    "tma_store" (False: no TMA-store epilogue) and "pingpong" (True: two consumer warpgroups
+    on alternate tiles, for a 128-thread tile program) are compile options, not arguments."""
+    params = dict(params)
+    configs = {}
+    if not params.pop("tma_store", True):
+        configs["tilecore.disable_tma_store"] = True
+    if params.pop("pingpong", False):
+        configs["tilecore.ws_pingpong"] = True
+    return params, configs or None
 
 
 def _compile_one(job):
@@ -92,7 +114,9 @@ def _compile_one(job):
     name, params, arch = job
     t0 = time.perf_counter()
     try:
-        tilecore.compile(EXAMPLES[name].program(**params), target=f"cuda:{arch}").artifact.cubin(arch)
+        args, configs = split_cfg(params)
+        tilecore.compile(EXAMPLES[name].program(**args), target=f"cuda:{arch}",
+                         pass_configs=configs).artifact.cubin(arch)
         return name, params, time.perf_counter() - t0, None
     except Exception as e:
         return name, params, time.perf_counter() - t0, f"{type(e).__name__}: {str(e)[:300]}"
@@ -117,12 +141,24 @@ def precompile(jobs, arch):
             os.environ["CUDA_VISIBLE_DEVICES"] = old
 
 
+def small_cfg(c, m: int, n: int, k: int, sms: int = 132) -> dict:
+    """A small-M config: "auto" is examples/gemm.py's small_m_config for the shape (the
+    config it picks by shape), "auto:no-tma-store" the same without the TMA-store epilogue."""
+    if c == "auto":
+        return gemm.small_m_config(m, n, k, sms)
+    if c == "auto:no-tma-store":
+        return dict(gemm.small_m_config(m, n, k, sms), tma_store=False)
+    return c
+
+
 def _cfg_str(c: dict) -> str:
     if "block_M" not in c:  # gemv
         return f"{c['block_N']} cols x {c['block_K']} rows t{c.get('threads', 256)}"
     return f"{c['block_M']}x{c['block_N']}x{c['block_K']} s{c['num_stages']} t{c['threads']}" + \
         (f" p{c['panel']}" if c.get("panel") else "") + \
-        (f" split{c['split_k']}" if c.get("split_k", 1) > 1 else "") + (" ef" if c.get("b_eviction") else "")
+        (f" split{c['split_k']}" if c.get("split_k", 1) > 1 else "") + \
+        (" ef" if c.get("b_eviction") else "") + ("" if c.get("tma_store", True) else " no-tma-store") + \
+        (" pingpong" if c.get("pingpong") else "")
 
 
 def host_case(torch, arch: str, reps: int = 2000) -> str:
@@ -192,8 +228,7 @@ def main():
         jobs += [("gemm", dict(M=m, N=n, K=k, dtype="bfloat16", **c)) for c in LLM_CONFIGS
                  for m in LLM_M for n, k in LLM_NK]
     if "small" in sections:
-        jobs += [("gemm", dict(M=m, N=n, K=k, dtype="float16",
-                               **(gemm.small_m_config(m, n, k) if c == "auto" else c)))
+        jobs += [("gemm", dict(M=m, N=n, K=k, dtype="float16", **small_cfg(c, m, n, k)))
                  for cfgs, shapes in ((SMALL_CONFIGS, SMALL_SHAPES),
                                       (SMALL_EXTRA_CONFIGS, SMALL_EXTRA_SHAPES))
                  for c in cfgs for m, n, k in shapes]
@@ -211,8 +246,9 @@ def main():
         dtype = getattr(torch, dtype_name)
         a = torch.randn(m, k, device="cuda", dtype=dtype)
         b = torch.randn(k, n, device="cuda", dtype=dtype)
-        prog = example.program(M=m, N=n, K=k, dtype=dtype_name, **cfg)
-        kern = tilecore.compile(prog, target=f"cuda:{arch}")
+        prog_args, configs = split_cfg(cfg)
+        prog = example.program(M=m, N=n, K=k, dtype=dtype_name, **prog_args)
+        kern = tilecore.compile(prog, target=f"cuda:{arch}", pass_configs=configs)
         c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
         if cfg.get("split_k", 1) > 1:  # the blocks add into C: zeroing it is part of every call
             def call():
@@ -311,8 +347,7 @@ def main():
             except Exception as e:
                 notes.append(f"small-M floors: FAILED {e}")
             for cfg in cfgs:
-                if cfg == "auto":  # the config examples/gemm.py picks by shape
-                    cfg = gemm.small_m_config(m, n, k, sms)
+                cfg = small_cfg(cfg, m, n, k, sms)
                 run(f"gemm fp16 {m}x{n}x{k} (small M)", m, n, k, "float16", cfg, 2 * (m * k + k * n + m * n))
     if "gemv" in sections:
         for m, n, k in GEMV_SHAPES:
@@ -328,10 +363,11 @@ def main():
             ms, tt, err = gemm_case(1000, 520, 304, "float16", dict(block_M=128, block_N=256, block_K=64,
                                                                     num_stages=3, threads=256))
             notes.append(f"ragged gemm fp16 1000x520x304 (128x256 s3 t256, producer): err {err:.2e}")
-            ms, tt, err = gemm_case(4000, 4000, 1000, "float16", dict(block_M=128, block_N=256, block_K=64,
-                                                                      num_stages=4, threads=256, panel=16))
-            notes.append(f"ragged gemm fp16 4000x4000x1000 (128x256 s4 t256 p16, persistent: 512 tiles on "
-                         f"132 blocks): err {err:.2e}")
+            for st in (4, 3):  # s3: the TMA-store epilogue on a persistent, ragged grid
+                big = dict(block_M=128, block_N=256, block_K=64, num_stages=st, threads=256, panel=16)
+                ms, tt, err = gemm_case(4000, 4000, 1000, "float16", big)
+                notes.append(f"ragged gemm fp16 4000x4000x1000 (128x256 s{st} t256 p16, persistent: "
+                             f"512 tiles on 132 blocks): err {err:.2e}")
             for small in (dict(block_M=16, block_N=64, block_K=256, num_stages=4, threads=128),
                           dict(block_M=16, block_N=64, block_K=128, num_stages=4, threads=128, split_k=3,
                                b_eviction="evict_first")):
@@ -344,7 +380,9 @@ def main():
         """(tilecore ms, _scaled_mm ms, tilecore error, _scaled_mm error); times only at 8192."""
         a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
         b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
-        kern = tilecore.compile(gemm_fp8.program(M=m, N=n, K=k, **cfg), target=f"cuda:{arch}")
+        prog_args, configs = split_cfg(cfg)
+        kern = tilecore.compile(gemm_fp8.program(M=m, N=n, K=k, **prog_args), target=f"cuda:{arch}",
+                                pass_configs=configs)
         y = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         kern(a, b, y)
         ref = a.float() @ b.float().t()  # the example's scales multiply to 1

@@ -40,7 +40,13 @@ class Options:
       kernel author synchronizes, and `emu` reports the races of a kernel that does not);
     - ``disable_fragment_pipeline`` (tilecore's own key ``tilecore.disable_fragment_pipeline``):
       mma.sync gemms in asynchronous-copy pipelines keep the as-written order of operand loads
-      and mmas (`fragment-pipeline` is skipped; for A/B comparisons in benchmarks).
+      and mmas (`fragment-pipeline` is skipped; for A/B comparisons in benchmarks);
+    - ``disable_tma_store`` (tilecore's own key ``tilecore.disable_tma_store``): accumulator
+      epilogues keep the per-thread staged copy instead of TMA stores (tilecore.lower.tma_store;
+      for A/B comparisons in benchmarks);
+    - ``ws_pingpong`` (tilecore's own key ``tilecore.ws_pingpong``, off by default, not yet
+      measured on a GPU): persistent warp-specialized GEMMs of one consumer warpgroup get a
+      second one on alternate tiles (tilecore.lower.pingpong).
     """
 
     disable_tma_lower: bool = False
@@ -52,6 +58,8 @@ class Options:
     disable_vectorize: bool = False
     disable_thread_storage_sync: bool = False
     disable_fragment_pipeline: bool = False
+    disable_tma_store: bool = False
+    ws_pingpong: bool = False
 
 
 # TileLang pass-config key -> Options field
@@ -68,6 +76,8 @@ HONOURED = {
     "tir.disable_vectorize": "disable_vectorize",
     "tl.disable_thread_storage_sync": "disable_thread_storage_sync",
     "tilecore.disable_fragment_pipeline": "disable_fragment_pipeline",
+    "tilecore.disable_tma_store": "disable_tma_store",
+    "tilecore.ws_pingpong": "ws_pingpong",
 }
 
 # TileLang keys accepted without effect, with why (told once per process).

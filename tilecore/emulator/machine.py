@@ -410,11 +410,14 @@ class Block:
             raise TileRuntimeError("nested warp specialization", self.loc,
                                    hint="a lowering produced this; please report it with the kernel")
         cons, prod = mask & (self.tid < s.split), mask & (self.tid >= s.split)
+        size = s.split // s.groups  # ping-pong consumer groups run as tasks of their own
+        groups = [cons & (self.tid // size == g) for g in range(s.groups)]
         self.tasks = TaskGroup()
         try:
             # the producer first, until it blocks: its copies are then in flight while the
             # consumers run, so a consumer read that skips its wait is caught as a race
-            self.tasks.run([lambda: self.exec(s.producer, prod), lambda: self.exec(s.consumer, cons)])
+            self.tasks.run([lambda: self.exec(s.producer, prod)] +
+                           [lambda m=m: self.exec(s.consumer, m) for m in groups])
         finally:
             self.tasks = None
     def _wgmma_state(self) -> WgmmaState:

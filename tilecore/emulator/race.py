@@ -230,6 +230,11 @@ class SharedTracker:
         self.pending[idx] = tid
         self.ploc[idx] = loc_id
         self.pbar[idx] = kind == "mbarrier"
+        # every earlier reader is ordered before this copy (checked above), and every later
+        # write must be ordered after the copy: the old readers need no more tracking (a
+        # stage that two consumer groups read in turn would otherwise widen to both groups)
+        self.rlo[idx] = -1
+        self.rhi[idx] = -1
 
     def land(self, idx: np.ndarray, tid: np.ndarray, issue_loc_id: int) -> None:
         """Asynchronous writes into `idx` land now (their wait): ordinary writes of `tid`."""

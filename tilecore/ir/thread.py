@@ -575,7 +575,10 @@ class WarpSpecialized(Stmt):
     others run `consumer`, concurrently; the two talk only through mbarriers. `consumer` may
     use named barrier 1 over its `split` threads (never block barriers: the producer threads
     do not take part). With `producer_regs` / `consumer_regs` > 0 each side first sets its
-    per-thread register budget (`setmaxnreg.dec` / `.inc`, sm_90a)."""
+    per-thread register budget (`setmaxnreg.dec` / `.inc`, sm_90a). `groups` > 1: the consumer
+    threads are that many equal groups of whole warpgroups that run concurrently and
+    independently of each other (ping-pong consumers, tilecore.lower.pingpong: each waits on
+    its own mbarrier phases; the emulator runs each group as its own task)."""
 
     split: int
     producer: Stmt
@@ -583,10 +586,13 @@ class WarpSpecialized(Stmt):
     producer_regs: int = 0
     consumer_regs: int = 0
     loc: SourceLoc | None = None
+    groups: int = 1
 
     def __post_init__(self):
         if self.split < 1 or self.split % 128:
             raise TypeError("WarpSpecialized.split must be a positive multiple of a warpgroup (128)")
+        if self.groups < 1 or self.split % (128 * self.groups):
+            raise TypeError("WarpSpecialized.groups must split the consumers into whole warpgroups")
         for r in (self.producer_regs, self.consumer_regs):
             if r and (not 24 <= r <= 256 or r % 8):
                 raise TypeError("setmaxnreg counts are multiples of 8 in 24..256")

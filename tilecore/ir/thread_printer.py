@@ -112,6 +112,7 @@ class ThreadPrinter(Printer):
             self.emit(depth, f"producer (threads >= {s.split}{regs}):")
             self.stmt(s.producer, depth + 1)
             regs = f", setmaxnreg {s.consumer_regs}" if s.consumer_regs else ""
+            regs += f", {s.groups} independent groups" if s.groups > 1 else ""
             self.emit(depth, f"consumer (threads < {s.split}{regs}):")
             self.stmt(s.consumer, depth + 1)
         elif isinstance(s, (MbarrierInit, MbarrierArrive, MbarrierWait, TmaLoad, TmaStore)):

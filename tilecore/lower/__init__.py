@@ -35,6 +35,7 @@ from .context import LayoutMap, LowerCtx
 from .fragment_pipeline import fragment_pipeline
 from .infer import annotate_layouts, plan_gemms, stored_layouts
 from .layout import MmaLayout
+from .pingpong import pingpong
 from .prefetch import prefetch
 from .proxy_fences import prune_proxy_fences
 from .smem_plan import plan_kernel
@@ -51,6 +52,10 @@ def _lowers(desc: TargetDesc) -> bool:
 
 def _pipelines_fragments(desc: TargetDesc) -> bool:
     return desc.facts.lowers_to_threads and not desc.options.disable_fragment_pipeline
+
+
+def _pingpongs(desc: TargetDesc) -> bool:
+    return desc.facts.lowers_to_threads and getattr(desc.options, "ws_pingpong", False)
 
 
 def _syncs(desc: TargetDesc) -> bool:
@@ -152,6 +157,17 @@ def barriers(module: Module, desc: TargetDesc) -> Module:
     return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
 
 
+def pingpong_consumers(module: Module, desc: TargetDesc) -> Module:
+    """Invariant (option `ws_pingpong`): a persistent warp-specialized kernel with one consumer
+    warpgroup has two, on alternate tiles, their main loops ordered by mbarriers (see
+    tilecore.lower.pingpong); other kernels are unchanged."""
+
+    def fn(n):
+        return pingpong(n, desc.facts) if isinstance(n, ThreadKernel) else None
+
+    return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
+
+
 def fragment_pipelines(module: Module, desc: TargetDesc) -> Module:
     """Invariant: in asynchronous-copy pipelined loops whose body is the loop head and a
     tensorized mma.sync gemm with an even number of k steps, step i + 1's operand loads precede
@@ -181,6 +197,7 @@ LOWERING_PASSES: list[Pass] = [
     Pass("async-pipeline", async_pipelines, _lowers),
     Pass("prefetch-pipelined", prefetch_pipelined, _lowers),
     Pass("insert-barriers", barriers, _syncs),
+    Pass("pingpong-consumers", pingpong_consumers, _pingpongs),
     Pass("fragment-pipeline", fragment_pipelines, _pipelines_fragments),
     Pass("wide-offsets", wide_offsets, _lowers),
     Pass("plan-shared", plan_shared, _lowers),

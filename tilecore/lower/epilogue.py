@@ -31,6 +31,7 @@ from .context import LowerCtx, all_of
 from .indexing import simplify
 from .layout import StridedLayout, has_runs
 from .smem import planner
+from .tma_store import tma_store_epilogue
 
 
 def interior(ctx: LowerCtx, region: Region) -> Expr | None:
@@ -84,6 +85,11 @@ def stage_epilogue(ctx: LowerCtx, copy: Copy, lower: Callable, vector_width: Cal
     sector = ctx.facts.get("global_sector_bytes")
     if sector and _fills_sectors(ctx, lay, vec, item, int(sector)):
         return None  # every direct warp store already writes whole memory sectors
+    everything = tuple(range(lay.nregs))
+    tma = tma_store_epilogue(ctx, copy, lambda stage: _write_slab(ctx, frag, lay, stage, everything, 0,
+                                                                    shape[0], shape[0], copy.loc))
+    if tma is not None:
+        return tma
     slabs = _slabs(ctx, lay, shape, item)
     if slabs is None:
         return None

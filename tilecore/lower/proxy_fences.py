@@ -21,6 +21,11 @@ generic proxy since the last proxy fence ("dirty"):
 - branches merge by union; a warp-specialized node's consumer and producer are analysed from
   the same entry state.
 
+A proxy fence whose group (the statements after it, up to the next wgmma commit) holds a TMA
+store is kept: the store reads the staging tile the threads just wrote (tilecore.lower.tma_store).
+A kernel with TMA stores ends with `AsyncWait("bulk", 0)`, so no block exits while a store still
+reads its shared memory.
+
 Every thread runs the same statements (warp specialization aside, whose producer writes shared
 memory only by TMA), so a writer always executes the fence kept for its write before the
 barrier that publishes it. The emulator has one proxy and cannot see a missing fence; this
@@ -29,15 +34,19 @@ pass's tests check the placements directly.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..ir.stmt import For, IfThenElse, SeqStmt, Stmt
 from ..ir.thread import (
     AsyncCommit,
     AsyncCopy,
     AsyncFence,
+    AsyncWait,
     Atomic,
     IntrinsicCall,
     MemStore,
     ThreadKernel,
+    TmaStore,
     VecMove,
     WarpSpecialized,
 )
@@ -78,6 +87,11 @@ def _desc_reads(nodes) -> set[int]:
     return out
 
 
+def _bulk_stores(nodes) -> bool:
+    """Whether a TMA store (which reads shared memory through the async proxy) is among `nodes`."""
+    return any(isinstance(n, TmaStore) for node in nodes for n in walk(node))
+
+
 def _group_after(stmts: tuple, i: int) -> list:
     """The statements after position i up to the next wgmma commit (the group a fence guards)."""
     out = []
@@ -97,8 +111,9 @@ class _Pruner:
             out: list[Stmt] = []
             for i, x in enumerate(s.stmts):
                 if isinstance(x, AsyncFence) and x.kind == "proxy_async":
-                    reads = _desc_reads(_group_after(s.stmts, i))
-                    if reads and not (reads & dirty):
+                    group = _group_after(s.stmts, i)
+                    reads = _desc_reads(group)
+                    if reads and not (reads & dirty) and not _bulk_stores(group):
                         continue
                     out.append(x)
                     dirty = frozenset()
@@ -129,15 +144,22 @@ class _Pruner:
         if isinstance(s, WarpSpecialized):
             prod, d1 = self.visit(s.producer, dirty)
             cons, d2 = self.visit(s.consumer, dirty)
-            return WarpSpecialized(s.split, prod, cons, s.producer_regs, s.consumer_regs, s.loc), d1 | d2
+            return dataclasses.replace(s, producer=prod, consumer=cons), d1 | d2
         return s, dirty | _generic_writes(s)
 
 
 def prune_proxy_fences(kernel: ThreadKernel) -> ThreadKernel:
     """The kernel with each proxy fence kept only where a wgmma reads generically written
-    shared data (see the module docstring); unchanged when it has no wgmma."""
-    if not any(_is_wgmma(n) for n in walk(kernel.body)):
+    shared data or a TMA store follows (see the module docstring), and ended by a wait for its
+    TMA stores' shared reads when it has any; unchanged when it has neither wgmma nor TMA store."""
+    body = kernel.body
+    if any(_is_wgmma(n) for n in walk(body)):
+        body, _ = _Pruner().visit(body, frozenset())
+    if _bulk_stores([body]):
+        # a block must not exit while a bulk store still reads its shared memory (the next
+        # block on the multiprocessor may be given those bytes); threads without stores pass
+        body = SeqStmt((body, AsyncWait("bulk", 0, kernel.loc)), kernel.loc)
+    if body is kernel.body:
         return kernel
-    body, _ = _Pruner().visit(kernel.body, frozenset())
     return ThreadKernel(kernel.grid, kernel.block_vars, kernel.thread_var, kernel.num_threads,
                         kernel.warp_size, kernel.shared, kernel.registers, body, kernel.loc)

@@ -42,7 +42,9 @@ def test_sm90a_gemm_source_uses_tma_and_mbarriers():
     module = k.stages[-1][1]
     assert module_tensor_maps(module) == (
         TensorMapSpec(0, module.func.params[0].dtype, (128, 32), 64),  # A: 64-byte rows, 64B swizzle
-        TensorMapSpec(1, module.func.params[1].dtype, (32, 64), 128))  # B: 128-byte rows
+        TensorMapSpec(1, module.func.params[1].dtype, (32, 64), 128),  # B: 128-byte rows
+        # C: the TMA-store epilogue's one 128x64 panel (tilecore/lower/tma_store.py)
+        TensorMapSpec(2, module.func.params[2].dtype, (128, 64), 128))
     sm80 = _compile("sm_80", M=1024, N=1024, K=1024, block_N=64).get_kernel_source()
     assert "cp.async.bulk" not in sm80 and "cp.async.cg" in sm80 and "tilecore_tmap" not in sm80
 
