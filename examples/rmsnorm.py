@@ -16,8 +16,10 @@ import tilecore
 import tilecore.language as T
 
 OUT_IDX = [-1]
-# The last size forces the streaming (two-pass) kernel with a ragged last tile.
-TEST_SIZES = [dict(M=64, N=256), dict(M=37, N=200), dict(M=21, N=1000, block_N=256)]
+# The last size forces the streaming (two-pass) kernel with a ragged last tile; the first is an
+# exact single-pass row (N = threads * 8, M a multiple of block_M: the T.copy path).
+TEST_SIZES = [dict(M=6, N=1024, block_M=2, threads=128), dict(M=64, N=256), dict(M=37, N=200),
+              dict(M=21, N=1000, block_N=256)]
 TOLERANCE = dict(rtol=1e-2, atol=1e-2)
 # Single-pass widths are padded to 8 elements per thread: one 16-byte run of fp16, which the default
 # fragment layout deals to each thread (runs sized for the narrowest memory dtype).
@@ -56,11 +58,11 @@ def _single_pass(M, N, block_M, width, threads, eps, dtype):
             x = T.alloc_fragment((block_M, width), "float32")
             sq = T.alloc_fragment((block_M, width), "float32")
             scale = T.alloc_fragment((block_M,), "float32")
+            if exact:  # X is read once: its lines go to L2 at evict-first priority
+                T.copy(X[bx * block_M, 0], x, eviction_policy="evict_first")
             # the first T.Parallel nest fixes x's layout; sq and scale follow it
             for i, j in T.Parallel(block_M, width):
-                if exact:
-                    x[i, j] = X[bx * block_M + i, j]
-                else:  # padding reads as 0: it adds nothing to the sum of squares
+                if not exact:  # padding reads as 0: it adds nothing to the sum of squares
                     x[i, j] = T.if_then_else(bx * block_M + i < M and j < N, X[bx * block_M + i, j], 0.0)
                 sq[i, j] = x[i, j] * x[i, j]
             T.reduce_sum(sq, scale, dim=1)
@@ -68,9 +70,11 @@ def _single_pass(M, N, block_M, width, threads, eps, dtype):
                 scale[i] = T.rsqrt(scale[i] * (1.0 / N) + eps)
             for i, j in T.Parallel(block_M, width):
                 if exact:
-                    Y[bx * block_M + i, j] = x[i, j] * scale[i] * W[j]
+                    x[i, j] = x[i, j] * scale[i] * W[j]
                 elif bx * block_M + i < M and j < N:
                     Y[bx * block_M + i, j] = x[i, j] * scale[i] * W[j]
+            if exact:  # Y is written once, likewise evict-first
+                T.copy(x, Y[bx * block_M, 0], eviction_policy="evict_first")
 
     return rmsnorm
 
