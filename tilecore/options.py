@@ -40,7 +40,10 @@ class Options:
       kernel author synchronizes, and `emu` reports the races of a kernel that does not);
     - ``disable_fragment_pipeline`` (tilecore's own key ``tilecore.disable_fragment_pipeline``):
       mma.sync gemms in asynchronous-copy pipelines keep the as-written order of operand loads
-      and mmas (`fragment-pipeline` is skipped; for A/B comparisons in benchmarks).
+      and mmas (`fragment-pipeline` is skipped; for A/B comparisons in benchmarks);
+    - ``disable_copy_interleave`` (``tilecore.disable_copy_interleave``): `fragment-pipeline`
+      issues the copies of a later tile in one burst after the barrier instead of dealing them
+      out among the last k step's mmas (for A/B comparisons in benchmarks).
     """
 
     disable_tma_lower: bool = False
@@ -52,6 +55,7 @@ class Options:
     disable_vectorize: bool = False
     disable_thread_storage_sync: bool = False
     disable_fragment_pipeline: bool = False
+    disable_copy_interleave: bool = False
 
 
 # TileLang pass-config key -> Options field
@@ -68,6 +72,7 @@ HONOURED = {
     "tir.disable_vectorize": "disable_vectorize",
     "tl.disable_thread_storage_sync": "disable_thread_storage_sync",
     "tilecore.disable_fragment_pipeline": "disable_fragment_pipeline",
+    "tilecore.disable_copy_interleave": "disable_copy_interleave",
 }
 
 # TileLang keys accepted without effect, with why (told once per process).

@@ -194,7 +194,8 @@ def _issue(stmt: Stmt, plan: _Plan, var: Var, tile: Expr, stage: Expr, more: Exp
     # only the tile check left: a tile past the end is skipped, not zero-filled (its stage is
     # never read), so the copy needs no fallback address select (`zero_fill` False)
     fill = mv.zero_fill and not (own is None and more is not None and where_more is not None)
-    ac: Stmt = AsyncCopy(plan.new[key], dst_offset, mv.src, mv.src_offset, mv.lanes, pred, fill, "group", mv.loc)
+    ac: Stmt = AsyncCopy(plan.new[key], dst_offset, mv.src, mv.src_offset, mv.lanes, pred, fill, "group",
+                         mv.loc)
     if guard is not None:
         ac = IfThenElse(guard, ac, None, stmt.loc)
     return simplify(ac, bounds)
@@ -283,7 +284,7 @@ def _pipeline_loop(loop: For, kernel: ThreadKernel, facts: TargetFacts, budget: 
         # where tile k + d exists, k <= stop - 1 - d (a constant trip count of more than d
         # tiles: the copies' bounds checks then fold to the tile check; otherwise they stay)
         where_more = None
-        if isinstance(start, Const) and isinstance(stop, Const) and int(stop.value) - 1 - d >= int(start.value):
+        if isinstance(start, Const) and isinstance(stop, Const) and stop.value - 1 - d >= start.value:
             where_more = dict(bounds)
             where_more[id(k)] = (int(start.value), int(stop.value) - 1 - d)
         head.extend(_issue(c, plan, k, k + d, write_stage, binop("lt", k + d, stop), bounds, where_more)

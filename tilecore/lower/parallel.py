@@ -379,10 +379,12 @@ def _vector_copy(ctx: LowerCtx, copy: Copy, layout: Layout, vec: int, guard: boo
         hint = copy.cache_hint if "global" in (src.buffer.scope, dst.buffer.scope) else ""
         group: list[Stmt] = []
         if same:
-            group.append(VecMove(dbuf, doff, sbuf, soff, vec, all_of([spred, dpred]), zero_fill, copy.loc, hint))
+            group.append(VecMove(dbuf, doff, sbuf, soff, vec, all_of([spred, dpred]), zero_fill, copy.loc,
+                                 hint))
         else:
             if tmp_s is not None:
-                group.append(VecMove(tmp_s, const(0), sbuf, soff, vec, spred, spred is not None, copy.loc, hint))
+                group.append(VecMove(tmp_s, const(0), sbuf, soff, vec, spred, spred is not None, copy.loc,
+                                     hint))
                 vals = [MemLoad(tmp_s, const(k)) for k in range(vec)]
             else:
                 vals = [MemLoad(sbuf, soff + k) for k in range(vec)]
