@@ -33,23 +33,29 @@ def row_width(N: int, threads: int) -> int:
     return -(-N // step) * step
 
 
-def program(M=4096, N=4096, block_M=1, block_N=None, threads=256, eps=1e-6, dtype="float16"):
+def program(M=4096, N=4096, block_M=1, block_N=None, threads=256, eps=1e-6, dtype="float16",
+            x_policy="evict_first", y_policy=None):
     """RMSNorm of each row. `block_N=None` picks the single-pass kernel when `block_M` rows of
     `row_width(N)` elements fit in MAX_REGS registers per thread, else the two-pass kernel with
-    tiles of 16 elements per thread; an explicit `block_N` < N forces the two-pass kernel."""
+    tiles of 16 elements per thread; an explicit `block_N` < N forces the two-pass kernel.
+    `x_policy` / `y_policy`: the L2 eviction policy (T.copy's) of the single-pass kernel's read of
+    X and write of Y when its rows are exact."""
     width = row_width(N, threads)
     if block_N is None:
         block_N = width if block_M * width // threads <= MAX_REGS else threads * 16
     if block_N >= N:
-        return _single_pass(M, N, block_M, width, threads, eps, dtype)
+        return _single_pass(M, N, block_M, width, threads, eps, dtype, x_policy, y_policy)
     return _two_pass(M, N, block_M, block_N, threads, eps, dtype)
 
 
-def _single_pass(M, N, block_M, width, threads, eps, dtype):
-    """The whole row in registers. Loads and stores are T.Parallel element accesses (not
-    T.copy) so that `block_M=1` lowers; unguarded, and so vectorized, when no row or column can
-    fall outside the tensor. The weight is read in the output loop, after the reduction: it is
-    the same 2N bytes for every row (cache-resident), and not holding it keeps registers low."""
+def _single_pass(M, N, block_M, width, threads, eps, dtype, x_policy, y_policy):
+    """The whole row in registers. Exact rows (no row or column outside the tensor) are read and
+    written by T.copy, 16 bytes per access, X with `x_policy` (default evict_first: each row is
+    read once, so its lines are the ones L2 gives up first, as torch.compile's kernel reads
+    it) and Y with `y_policy`; other rows by guarded T.Parallel element accesses (padding reads as
+    0). The weight is read in the output loop, after the reduction: it is the same 2N bytes for
+    every row (cache-resident), and not holding it keeps registers low. (Y at evict_first was
+    7% slower on the H200: BENCHMARKS.md, issue 9.)"""
     exact = width == N and M % block_M == 0
 
     @T.prim_func
@@ -58,8 +64,8 @@ def _single_pass(M, N, block_M, width, threads, eps, dtype):
             x = T.alloc_fragment((block_M, width), "float32")
             sq = T.alloc_fragment((block_M, width), "float32")
             scale = T.alloc_fragment((block_M,), "float32")
-            if exact:  # X is read once: its lines go to L2 at evict-first priority
-                T.copy(X[bx * block_M, 0], x, eviction_policy="evict_first")
+            if exact:
+                T.copy(X[bx * block_M, 0], x, eviction_policy=x_policy)
             # the first T.Parallel nest fixes x's layout; sq and scale follow it
             for i, j in T.Parallel(block_M, width):
                 if not exact:  # padding reads as 0: it adds nothing to the sum of squares
@@ -73,8 +79,8 @@ def _single_pass(M, N, block_M, width, threads, eps, dtype):
                     x[i, j] = x[i, j] * scale[i] * W[j]
                 elif bx * block_M + i < M and j < N:
                     Y[bx * block_M + i, j] = x[i, j] * scale[i] * W[j]
-            if exact:  # Y is written once, likewise evict-first
-                T.copy(x, Y[bx * block_M, 0], eviction_policy="evict_first")
+            if exact:
+                T.copy(x, Y[bx * block_M, 0], eviction_policy=y_policy)
 
     return rmsnorm
 

@@ -159,7 +159,7 @@ def fragment_pipelines(module: Module, desc: TargetDesc) -> Module:
     values; see tilecore.lower.fragment_pipeline). Such loops carry `fragment_pipeline`."""
 
     def fn(n):
-        return fragment_pipeline(n, not desc.options.disable_copy_interleave) if isinstance(n, ThreadKernel) \
+        return fragment_pipeline(n, desc.options.copy_interleave) if isinstance(n, ThreadKernel) \
             else None
 
     return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))

@@ -21,7 +21,9 @@ iteration k) still precedes that barrier. The pass needs an even number of steps
 L_0(k+1) writes the registers M_{n-1}(k) does not read) and a loop body of exactly
 `lets, H, steps` with loader intrinsics for both operands; other loops are left alone.
 
-Copy interleaving (unless `interleave=False`): H is split at its barrier into W (wait,
+Copy interleaving (with `interleave`, pass config `tilecore.enable_copy_interleave`; off by
+default: on the H200 the burst was as fast at 128x128x64 s2 and 3-5% faster with 3 stages and
+128x256 tiles, BENCHMARKS.md issue 9): H is split at its barrier into W (wait,
 barrier) and C (the copies of a later tile, their commit). A warp issuing C in one burst issues
 no mma for as long (16 copies and their addresses: ~90 instructions at 128x128x64), so C is
 dealt out among the mmas of the last step, as CUTLASS's mainloop spreads its copies over the
@@ -121,7 +123,7 @@ def _chunks(items: list, n: int) -> list[list]:
 
 
 def _pipeline_loop(loop: For, new_regs: list, names: set, bounds: dict,
-                   interleave: bool = True) -> Stmt | None:
+                   interleave: bool = False) -> Stmt | None:
     body = flat_stmts(loop.body)
     lets: list[LetStmt] = []
     while body and isinstance(body[0], LetStmt):
@@ -180,7 +182,7 @@ def _pipeline_loop(loop: For, new_regs: list, names: set, bounds: dict,
     return SeqStmt((if_any_iteration(loop, prologue, bounds), new_loop), loop.loc)
 
 
-def fragment_pipeline(kernel: ThreadKernel, interleave: bool = True) -> ThreadKernel:
+def fragment_pipeline(kernel: ThreadKernel, interleave: bool = False) -> ThreadKernel:
     """`kernel` with its pipelined mma loops software-pipelined by one k step, the copies of a
     later tile dealt out among the last step's mmas when `interleave` (module docstring)."""
 

@@ -16,6 +16,7 @@ from tilecore.ir.thread import AsyncWait
 from tilecore.ir.visit import rewrite, walk
 
 OFF = {"tilecore.disable_fragment_pipeline": True}
+INTERLEAVE = {"tilecore.enable_copy_interleave": True}
 
 
 def _gemm(pass_configs=None, **kw):
@@ -40,13 +41,14 @@ def test_same_bits_as_written_order(shape, block_K, stages):
 
     M, N, K = shape
     kw = dict(M=M, N=N, K=K, block_M=64, block_N=64, block_K=block_K, num_stages=stages, threads=128)
-    on, off = _gemm(**kw), _gemm(OFF, **kw)
+    on, off, mixed = _gemm(**kw), _gemm(OFF, **kw), _gemm(INTERLEAVE, **kw)
     loops = _pipelined_loops(on)
     assert [lp.annotation("fragment_pipeline") for lp in loops] == [block_K // 16]
     assert not _pipelined_loops(off)
     a, b = gemm.make_inputs(np.random.default_rng(1), M=M, N=N, K=K)
     c_on, c_off = on(a, b), off(a, b)
     np.testing.assert_array_equal(c_on, c_off)
+    np.testing.assert_array_equal(mixed(a, b), c_off)  # the interleaved copies: same bits, no race
     np.testing.assert_allclose(c_on.astype(np.float32), gemm.reference(a, b).astype(np.float32),
                                rtol=1e-2, atol=1e-2)
 
@@ -65,7 +67,8 @@ def test_the_moved_loads_read_the_next_stage():
     # the odd-step register twins
     from tilecore.lower.fragment_pipeline import COPY_GROUPS
 
-    kernel = _gemm(M=64, N=64, K=256, block_M=64, block_N=64, block_K=64, num_stages=3, threads=128)
+    kernel = _gemm(INTERLEAVE, M=64, N=64, K=256, block_M=64, block_N=64, block_K=64, num_stages=3,
+                   threads=128)
     ir = kernel.get_ir("final")
     assert "A_frag_odd" in ir and "B_frag_odd" in ir
     body = ir[ir.index("for k in"):body_end(ir)]
@@ -86,10 +89,9 @@ def body_end(ir: str) -> int:
     return ir.index("async_wait(cp.async, pending=0)")
 
 
-def test_copy_interleave_off_keeps_the_head_whole():
-    # tilecore.disable_copy_interleave: the copies stay in the moved head, in one burst
-    kernel = _gemm({"tilecore.disable_copy_interleave": True}, M=64, N=64, K=256, block_M=64, block_N=64,
-                   block_K=64, num_stages=3, threads=128)
+def test_by_default_the_head_stays_whole():
+    # without tilecore.enable_copy_interleave the copies stay in the moved head, in one burst
+    kernel = _gemm(M=64, N=64, K=256, block_M=64, block_N=64, block_K=64, num_stages=3, threads=128)
     ir = kernel.get_ir("final")
     body = ir[ir.index("for k in"):body_end(ir)]
     moved = body[body.rindex("if k + 1 < "):]
