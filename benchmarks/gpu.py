@@ -408,7 +408,8 @@ def _cfg(c) -> str:
         return f"{c['block_M']}x{c['block_N']}x{c['block_K']} s{c['num_stages']} t{c['threads']}{panel}{off}"
     if "num_stages" in c:
         return f"{c['block_M']}x{c['block_N']} s{c['num_stages']} t{c['threads']}"
-    return f"{c['block_M']} row/block, t{c['threads']}"
+    hints = "".join(f" {k[0]}:{v or 'normal'}" for k, v in c.items() if k.endswith("_policy"))
+    return f"{c['block_M']} row/block, t{c['threads']}{hints}"
 
 
 def table(results) -> str:
