@@ -34,7 +34,7 @@ def row_width(N: int, threads: int) -> int:
 
 
 def program(M=4096, N=4096, block_M=1, block_N=None, threads=256, eps=1e-6, dtype="float16",
-            x_policy="evict_first", y_policy=None):
+            x_policy=None, y_policy=None):
     """RMSNorm of each row. `block_N=None` picks the single-pass kernel when `block_M` rows of
     `row_width(N)` elements fit in MAX_REGS registers per thread, else the two-pass kernel with
     tiles of 16 elements per thread; an explicit `block_N` < N forces the two-pass kernel.
@@ -50,12 +50,12 @@ def program(M=4096, N=4096, block_M=1, block_N=None, threads=256, eps=1e-6, dtyp
 
 def _single_pass(M, N, block_M, width, threads, eps, dtype, x_policy, y_policy):
     """The whole row in registers. Exact rows (no row or column outside the tensor) are read and
-    written by T.copy, 16 bytes per access, X with `x_policy` (default evict_first: each row is
-    read once, so its lines are the ones L2 gives up first, as torch.compile's kernel reads
-    it) and Y with `y_policy`; other rows by guarded T.Parallel element accesses (padding reads as
-    0). The weight is read in the output loop, after the reduction: it is the same 2N bytes for
-    every row (cache-resident), and not holding it keeps registers low. (Y at evict_first was
-    7% slower on the H200: BENCHMARKS.md, issue 9.)"""
+    written by T.copy, 16 bytes per access, X with T.copy's eviction policy `x_policy` and Y with
+    `y_policy` (default: neither; on the H200 X at evict_first, as torch.compile's kernel reads
+    it, was 2% slower and X and Y both at evict_first 6% slower: BENCHMARKS.md, issue 9); other
+    rows by guarded T.Parallel element accesses (padding reads as 0). The weight is read in the
+    output loop, after the reduction: it is the same 2N bytes for every row (cache-resident),
+    and not holding it keeps registers low."""
     exact = width == N and M % block_M == 0
 
     @T.prim_func

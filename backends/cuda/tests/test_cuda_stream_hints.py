@@ -41,11 +41,16 @@ def test_evict_first_copies_stream():
     assert len(re.findall(r"\*reinterpret_cast<const uint4\*>\(&X\[", plain)) == loads
 
 
-def test_rmsnorm_exact_rows_read_x_streaming():
+def test_rmsnorm_policies_reach_the_source():
     rmsnorm = _example("rmsnorm")
-    k = tilecore.compile(rmsnorm.program(M=8, N=1024, block_M=2, threads=128), target="cuda:sm_80")
-    src = k.get_kernel_source()
-    assert src.count("__ldcs(") == 2 and "__stcs(" not in src  # X evict_first, Y default
+
+    def src(**kw):
+        k = tilecore.compile(rmsnorm.program(M=8, N=1024, block_M=2, threads=128, **kw), target="cuda:sm_80")
+        return k.get_kernel_source()
+
+    default, x_first = src(), src(x_policy="evict_first")
+    assert "__ldcs(" not in default and "__stcs(" not in default
+    assert x_first.count("__ldcs(") == 2 and "__stcs(" not in x_first  # 2 rows x one 16-byte run
 
 
 def _loop(src: str) -> str:
