@@ -51,8 +51,9 @@ def program(M=4096, N=4096, block_M=1, block_N=None, threads=256, eps=1e-6, dtyp
 def _single_pass(M, N, block_M, width, threads, eps, dtype, x_policy, y_policy):
     """The whole row in registers. Exact rows (no row or column outside the tensor) are read and
     written by T.copy, 16 bytes per access, X with T.copy's eviction policy `x_policy` and Y with
-    `y_policy` (default: neither; on the H200 X at evict_first, as torch.compile's kernel reads
-    it, was 2% slower and X and Y both at evict_first 6% slower: BENCHMARKS.md, issue 9); other
+    `y_policy` (default: neither; on the H200, against torch.compile in the same process, X at
+    evict_first, as torch.compile's kernel reads it, ran at 0.95x, X and Y at 0.92x, neither at
+    0.97x: BENCHMARKS.md, issue 9); other
     rows by guarded T.Parallel element accesses (padding reads as 0). The weight is read in the
     output loop, after the reduction: it is the same 2N bytes for every row (cache-resident),
     and not holding it keeps registers low."""
