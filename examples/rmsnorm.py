@@ -53,10 +53,9 @@ def _single_pass(M, N, block_M, width, threads, eps, dtype, x_policy, y_policy):
     written by T.copy, 16 bytes per access, X with T.copy's eviction policy `x_policy` and Y with
     `y_policy` (default: neither; on the H200, against torch.compile in the same process, X at
     evict_first, as torch.compile's kernel reads it, ran at 0.95x, X and Y at 0.92x, neither at
-    0.97x: BENCHMARKS.md, issue 9); other
-    rows by guarded T.Parallel element accesses (padding reads as 0). The weight is read in the
-    output loop, after the reduction: it is the same 2N bytes for every row (cache-resident),
-    and not holding it keeps registers low."""
+    0.97x: BENCHMARKS.md, issue 9); other rows by guarded T.Parallel element accesses (padding
+    reads as 0). The weight is read in the output loop, after the reduction: it is the same 2N
+    bytes for every row (cache-resident), and not holding it keeps registers low."""
     exact = width == N and M % block_M == 0
 
     @T.prim_func
