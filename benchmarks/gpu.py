@@ -1,7 +1,10 @@
 """tilecore on the GPU beside its strongest peers, in one process: GEMM, attention, row kernels.
 
 Run on a CUDA machine (the lent H200):  python benchmarks/gpu.py [--out results.json] [--quick]
-    [--arch sm_80] [--fragment-ab]   (GPU_GEMM_CONFIGS='[{...}, ...]' replaces GEMM_CONFIGS)
+    [--arch sm_80] [--fragment-ab]   (GPU_GEMM_CONFIGS='[{...}, ...]' replaces GEMM_CONFIGS;
+    GPU_FA_CONFIGS / GPU_ROW_CONFIGS likewise; --cases gemm,attention,softmax,rmsnorm,layernorm
+    picks cases, --gemm-cases float16:4096,bfloat16:8192 the GEMM shapes, --top-k how many
+    of the first GEMM case's fastest configs run on the others)
 
 Cases, back to back in this one process:
 - GEMM fp16 and bf16 at 4096^3 and 8192^3 against torch.matmul (cuBLAS), TFLOP/s; every tile
@@ -90,6 +93,27 @@ def do_bench_flushes() -> str:
     if "clear_cache" in src or "cache.zero_()" in src:
         return "yes (a 256 MB buffer is zeroed before each repetition)"
     return "NO: this triton's do_bench does not flush L2; figures may be cache-warm"
+
+
+def bench_read_flushed(torch, fn, reps: int = 40) -> float:
+    """Median ms of `fn` with L2 flushed by *reading* 256 MB before each run (do_bench zeroes its
+    flush buffer, which leaves L2 full of dirty lines that a bandwidth-bound kernel writes back)."""
+    flush = torch.empty(128 << 20, dtype=torch.float16, device="cuda").fill_(1)
+    ev = [tuple(torch.cuda.Event(enable_timing=True) for _ in range(2)) for _ in range(reps)]
+    for _ in range(5):
+        fn()
+    for s, e in ev:
+        flush.sum()
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return sorted(s.elapsed_time(e) for s, e in ev)[reps // 2]
+
+
+# row kernels: the best tilecore config and torch.compile are timed again, alternately, this
+# many times (the spread says what "faster" means in this run)
+ROW_REPEATS = 3
 
 
 def rel_err(out, ref) -> float:
@@ -328,6 +352,15 @@ def case_rows(torch, name, problem, compiled, configs, copy_gbs, arch):
             row.update(compile_ms=t_c, compile_rate=nbytes / t_c / 1e6, compile_err=err)
         except Exception as e:  # torch.compile broken here: the eager figures still stand
             notes.append(f"torch.compile: FAILED {type(e).__name__}: {str(e)[:200]}")
+    if timed and "compile_ms" in row:
+        run = make_run(timed[0][1])
+        pairs = [(bench(run), bench(lambda: compiled(*args))) for _ in range(ROW_REPEATS)]
+        flushed = (bench_read_flushed(torch, run), bench_read_flushed(torch, lambda: compiled(*args)))
+        row.update(alternating=pairs, read_flushed=flushed)
+        notes.append("alternating do_bench (tilecore / torch.compile ms): "
+                     + ", ".join(f"{a:.4f}/{b:.4f}" for a, b in pairs)
+                     + f"; L2 flushed by a read: {flushed[0]:.4f}/{flushed[1]:.4f} ms "
+                     f"(ratio {flushed[1] / flushed[0]:.3f})")
     if timed:
         ms, cfg, err = timed[0]
         gbs = nbytes / ms / 1e6
@@ -366,14 +399,17 @@ def launch_overhead_us(torch, arch) -> float:
 
 
 def _cfg(c) -> str:
-    """A tile configuration, short: GEMM 128x128x64 s3 t128, attention 128x64 s1 t256, rows."""
+    """A tile configuration, short: GEMM 128x128x64 s3 t128, attention 128x64 s1 t256, rows;
+    a config's pass_configs follow as the keys' last words (no-fragment-pipeline, ...)."""
     if "block_K" in c:
         panel = f" p{c['panel']}" if c.get("panel") else ""
-        off = " no-fragment-pipeline" if c.get("pass_configs") == FRAGMENT_OFF else ""
+        off = "".join(f" {k.split('.')[-1].replace('disable_', 'no-').replace('_', '-')}"
+                      for k, v in (c.get("pass_configs") or {}).items() if v)
         return f"{c['block_M']}x{c['block_N']}x{c['block_K']} s{c['num_stages']} t{c['threads']}{panel}{off}"
     if "num_stages" in c:
         return f"{c['block_M']}x{c['block_N']} s{c['num_stages']} t{c['threads']}"
-    return f"{c['block_M']} row/block, t{c['threads']}"
+    hints = "".join(f" {k[0]}:{v or 'normal'}" for k, v in c.items() if k.endswith("_policy"))
+    return f"{c['block_M']} row/block, t{c['threads']}{hints}"
 
 
 def table(results) -> str:
@@ -397,17 +433,27 @@ def table(results) -> str:
     return "\n".join(lines)
 
 
-def plan(quick: bool):
-    """(gemm cases, every (example, params) the run may build) for precompiling."""
-    gemm_cases = [(n, d) for d in ("float16", "bfloat16") for n in (GEMM_SIZES[:1] if quick else GEMM_SIZES)]
+ALL_CASES = ("gemm", "attention", "softmax", "rmsnorm", "layernorm")
+
+
+def plan(quick: bool, cases=ALL_CASES, gemm_cases=None):
+    """(gemm cases, every (example, params) the run may build) for precompiling; `cases` picks
+    the kinds of case, `gemm_cases` the (n, dtype) GEMMs (default: both dtypes at GEMM_SIZES)."""
+    if gemm_cases is None:
+        sizes = GEMM_SIZES[:1] if quick else GEMM_SIZES
+        gemm_cases = [(n, d) for d in ("float16", "bfloat16") for n in sizes]
+    if "gemm" not in cases:
+        gemm_cases = []
     jobs = [("elementwise_add", {})]
     for n, d in gemm_cases:
         jobs += [("gemm", dict(M=n, N=n, K=n, dtype=d, **c)) for c in GEMM_CONFIGS]
-    for causal in (False, True):
-        jobs += [("flash_attention", dict(ATTN, is_causal=causal, **c)) for c in FA_CONFIGS]
+    if "attention" in cases:
+        for causal in (False, True):
+            jobs += [("flash_attention", dict(ATTN, is_causal=causal, **c)) for c in FA_CONFIGS]
     for name in ("softmax", "rmsnorm", "layernorm"):
-        eps = {} if name == "softmax" else dict(eps=1e-5 if name == "layernorm" else 1e-6)
-        jobs += [(name, dict(M=ROWS[0], N=ROWS[1], **eps, **c)) for c in ROW_CONFIGS]
+        if name in cases:
+            eps = {} if name == "softmax" else dict(eps=1e-5 if name == "layernorm" else 1e-6)
+            jobs += [(name, dict(M=ROWS[0], N=ROWS[1], **eps, **c)) for c in ROW_CONFIGS]
     return gemm_cases, jobs
 
 
@@ -421,7 +467,19 @@ def main(argv=None) -> int:
                                    "the code is compiled for the device")
     ap.add_argument("--fragment-ab", action="store_true",
                     help="also run every GEMM config with the fragment-pipeline pass off")
+    ap.add_argument("--cases", default=",".join(ALL_CASES), help="comma list of " + ",".join(ALL_CASES))
+    ap.add_argument("--gemm-cases", help="comma list of dtype:n GEMMs (default: float16 and bfloat16 at "
+                                         "4096 and 8192)")
+    ap.add_argument("--top-k", type=int, default=TOP_K,
+                    help="the first GEMM case's fastest configs the other GEMM cases run")
     ns = ap.parse_args(argv)
+    cases = tuple(c for c in ns.cases.split(",") if c)
+    bad = [c for c in cases if c not in ALL_CASES]
+    if bad:
+        ap.error(f"unknown case(s) {bad}; pick from {ALL_CASES}")
+    gemm_cases = None
+    if ns.gemm_cases:
+        gemm_cases = [(int(n), d) for d, n in (c.split(":") for c in ns.gemm_cases.split(","))]
     global LOWER_ARCH
     LOWER_ARCH = ns.arch
     import torch
@@ -433,6 +491,10 @@ def main(argv=None) -> int:
         del GEMM_CONFIGS[2:], FA_CONFIGS[2:], ROW_CONFIGS[2:]
     if os.environ.get("GPU_GEMM_CONFIGS"):  # a JSON list of GEMM tile configs replacing the above
         GEMM_CONFIGS[:] = json.loads(os.environ["GPU_GEMM_CONFIGS"])
+    if os.environ.get("GPU_FA_CONFIGS"):
+        FA_CONFIGS[:] = json.loads(os.environ["GPU_FA_CONFIGS"])
+    if os.environ.get("GPU_ROW_CONFIGS"):
+        ROW_CONFIGS[:] = json.loads(os.environ["GPU_ROW_CONFIGS"])
     if ns.fragment_ab:
         GEMM_CONFIGS[:] = [v for c in GEMM_CONFIGS for v in (c, dict(c, pass_configs=FRAGMENT_OFF))]
     t_start = time.perf_counter()
@@ -443,7 +505,7 @@ def main(argv=None) -> int:
     arch = device_arch(torch.cuda.current_device())
     print(f"device: {torch.cuda.get_device_name()} ({arch})  torch {torch.__version__}"
           f"  lowered for: {LOWER_ARCH or arch}", flush=True)
-    gemm_cases, jobs = plan(ns.quick)
+    gemm_cases, jobs = plan(ns.quick, cases, gemm_cases)
     pool = pending = None
     if not ns.no_precompile:
         pool, pending = start_precompile(jobs, arch)
@@ -452,6 +514,8 @@ def main(argv=None) -> int:
     # torch.compile warms up (its own compile) while the pool compiles tilecore's kernels
     problems, compiled = {}, {}
     for name in ("softmax", "rmsnorm", "layernorm"):
+        if name not in cases:
+            continue
         problems[name] = row_problem(torch, name)
         try:
             compiled[name] = torch.compile(problems[name][2], dynamic=False)
@@ -491,10 +555,11 @@ def main(argv=None) -> int:
     for i, (n, d) in enumerate(gemm_cases):
         done(case_gemm(torch, n, d, configs, arch))
         if i == 0 and results[-1]["timed"]:
-            configs = [c for _, c, _ in results[-1]["timed"][:TOP_K]]
-    for causal in (False, True):
-        done(case_attention(torch, causal, FA_CONFIGS, arch))
-    for name in ("softmax", "rmsnorm", "layernorm"):
+            configs = [c for _, c, _ in results[-1]["timed"][:ns.top_k]]
+    if "attention" in cases:
+        for causal in (False, True):
+            done(case_attention(torch, causal, FA_CONFIGS, arch))
+    for name in problems:
         done(case_rows(torch, name, problems[name], compiled[name], ROW_CONFIGS, copy_gbs, arch))
     total = time.perf_counter() - t_start
     for r in results:

@@ -6,7 +6,8 @@
 # usage: bash tools/gpu_check.sh [STAGE ...]     stages: tests examples conformance bench sass sanitize
 #        bench80 hopper (default: the first five). `hopper`: benchmarks/hopper_gemm.py (see its stage). `bench80`: benchmarks/gpu.py lowered for sm_80 (the
 #        mma.sync + cp.async path on this GPU) with every GEMM config also run with the
-#        fragment-pipeline pass off (GPU_GEMM_CONFIGS may give the configs as JSON). CONFORMANCE_EXAMPLES (default 600) sets the number of programs.
+#        fragment-pipeline pass off unless GPU_FRAGMENT_AB=0 (GPU_GEMM_CONFIGS / GPU_FA_CONFIGS /
+#        GPU_ROW_CONFIGS may give the configs as JSON; GPU_CASES, GPU_GEMM_CASES, GPU_TOP_K narrow it). CONFORMANCE_EXAMPLES (default 600) sets the number of programs.
 #        `sass` (after `bench`, which it reads for the chosen configs) disassembles the best GEMM,
 #        both attention kernels and the row kernels as tilecore builds them (NVRTC) and puts the
 #        instruction counts (LDGSTS, LDSM, HMMA, HGMMA, STG.E.128, LDL/STL, ...) in the summary;
@@ -118,8 +119,13 @@ for stage in $STAGES; do
       $(($(date +%s) - t0))
     ;;
   bench80)
-    timeout "${BENCH_TIMEOUT:-240}" $PY benchmarks/gpu.py --arch sm_80 --fragment-ab --out "$OUT/bench80.json" \
-      >"$OUT/bench80.log" 2>&1
+    # GPU_CASES / GPU_GEMM_CASES / GPU_TOP_K narrow the run (benchmarks/gpu.py --cases, ...);
+    # GPU_FRAGMENT_AB=0 drops the fragment-pipeline-off twin of every GEMM config
+    b80=(--arch sm_80 --out "$OUT/bench80.json" --cases "${GPU_CASES:-gemm,attention,softmax,rmsnorm,layernorm}"
+         --top-k "${GPU_TOP_K:-3}")
+    [ "${GPU_FRAGMENT_AB:-1}" = 1 ] && b80+=(--fragment-ab)
+    [ -n "${GPU_GEMM_CASES:-}" ] && b80+=(--gemm-cases "$GPU_GEMM_CASES")
+    timeout "${BENCH_TIMEOUT:-240}" $PY benchmarks/gpu.py "${b80[@]}" >"$OUT/bench80.log" 2>&1
     rc=$?
     row "benchmarks, mma.sync path (lowered for sm_80)" "$([ $rc = 0 ] && echo done || echo "FAIL (rc $rc)")" \
       "bench80.log, bench80.json" $(($(date +%s) - t0))

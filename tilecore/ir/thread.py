@@ -171,13 +171,19 @@ class MemStore(Stmt):
         _check_pred(self.pred)
 
 
+# L2 eviction priorities a global access may carry ("" = the default, evict_normal)
+CACHE_HINTS = ("", "evict_first", "evict_last")
+
+
 @dataclass(frozen=True)
 class VecMove(Stmt):
     """Copy `lanes` consecutive elements `src[src_offset:+lanes]` to `dst[dst_offset:+lanes]` as
     one access of `lanes * itemsize` bytes (<= 16, offsets aligned to it).
 
     When `pred` is false nothing is read; the destination gets zeros if `zero_fill`, else it is
-    left unchanged. Source and destination have the same dtype."""
+    left unchanged. Source and destination have the same dtype. `cache_hint` (CACHE_HINTS) is
+    the cache priority of the global side's access, from the T.copy's `eviction_policy`: a
+    performance hint only (a backend may ignore it), the values moved are the same."""
 
     dst: Buffer
     dst_offset: Expr
@@ -187,8 +193,11 @@ class VecMove(Stmt):
     pred: Expr | None = None
     zero_fill: bool = False
     loc: SourceLoc | None = None
+    cache_hint: str = ""
 
     def __post_init__(self):
+        if self.cache_hint not in CACHE_HINTS:
+            raise TypeError(f"VecMove.cache_hint {self.cache_hint!r} is not one of {CACHE_HINTS}")
         _check_expr("VecMove.dst_offset", self.dst_offset)
         _check_expr("VecMove.src_offset", self.src_offset)
         _check_pred(self.pred)
@@ -490,10 +499,6 @@ def _check_box(what: str, smem: Buffer, tensor: Buffer, coords: tuple, box: tupl
         raise TypeError(f"{what}: the shared layout {layout.describe()} is not the {rows}x{box[-1]} box")
     if tma_swizzle_bytes(layout, tensor.dtype.itemsize) is None:
         raise TypeError(f"{what}: no TMA swizzle mode writes the layout {layout.describe()}")
-
-
-# L2 eviction priorities a global read may carry ("" = the default, evict_normal)
-CACHE_HINTS = ("", "evict_first", "evict_last")
 
 
 @dataclass(frozen=True)

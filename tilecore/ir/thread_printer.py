@@ -87,7 +87,8 @@ class ThreadPrinter(Printer):
             zf = " else zero" if s.zero_fill else ""
             dst = f"{self.name(s.dst)}[{self.expr(s.dst_offset)} : +{s.lanes}]"
             src = f"{self.name(s.src)}[{self.expr(s.src_offset)} : +{s.lanes}]"
-            self.emit(depth, f"{self._pred(s.pred)}{dst} = {src}{zf}")
+            hint = f" L2::{s.cache_hint}" if s.cache_hint else ""
+            self.emit(depth, f"{self._pred(s.pred)}{dst} = {src}{zf}{hint}")
         elif isinstance(s, Barrier):
             if s.scope == "block":
                 call = "barrier()"

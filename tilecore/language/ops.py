@@ -288,7 +288,8 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
     `eviction_policy` ("evict_normal", "evict_first", "evict_last") sets the L2 priority of
     the global reads of a global -> shared copy that a pipelined loop turns into TMA stage
     copies (streamed-once operands: "evict_first", so they do not push other data out of L2);
-    other copies ignore it (the values copied are the same either way)."""
+    on CUDA, a vectorized global <-> fragment copy with "evict_first" uses the streaming
+    accesses (`ld/st.global.cs`); other copies ignore it (the values copied are the same)."""
     b = current()
     hint = _cache_hint(eviction_policy)
     if disable_tma:

@@ -175,7 +175,8 @@ def fragment_pipelines(module: Module, desc: TargetDesc) -> Module:
     values; see tilecore.lower.fragment_pipeline). Such loops carry `fragment_pipeline`."""
 
     def fn(n):
-        return fragment_pipeline(n) if isinstance(n, ThreadKernel) else None
+        return fragment_pipeline(n, desc.options.copy_interleave) if isinstance(n, ThreadKernel) \
+            else None
 
     return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
 

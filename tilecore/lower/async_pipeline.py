@@ -172,16 +172,30 @@ def _retarget(node, plan: _Plan, stage: Expr):
 
 
 def _issue(stmt: Stmt, plan: _Plan, var: Var, tile: Expr, stage: Expr, more: Expr | None,
-           bounds: dict) -> Stmt:
+           bounds: dict, where_more: dict | None = None) -> Stmt:
     """The copy statement `stmt`, for tile `tile` (substituted for `var`), as an asynchronous copy
-    into stage `stage`; predicated off (zero fill) unless `more`."""
+    into stage `stage`; predicated off (zero fill) unless `more`.
+
+    `where_more`: variable ranges that hold wherever `more` does (the loop variable bounded so
+    that tile `tile` exists). The copy's own bounds check is simplified under them: where the
+    tile is interior (K a multiple of the tile, M/N rows in range) it folds away, leaving the
+    one tile-granular, warp-uniform `more` instead of a per-thread column compare per copy."""
     stmt = substitute(stmt, {var: tile})
     guard = stmt.cond if isinstance(stmt, IfThenElse) else None
     mv = _copy_move(stmt)
     key = id(mv.dst)
-    pred = mv.pred if more is None else (more if mv.pred is None else binop("and", mv.pred, more))
-    ac: Stmt = AsyncCopy(plan.new[key], mv.dst_offset + stage * plan.stride[key], mv.src, mv.src_offset,
-                         mv.lanes, pred, mv.zero_fill, "group", mv.loc)
+    own = mv.pred
+    if own is not None and more is not None and where_more is not None:
+        own = simplify(own, where_more)
+        if isinstance(own, Const) and own.value is True:
+            own = None
+    dst_offset = mv.dst_offset + stage * plan.stride[key]
+    pred = own if more is None else (more if own is None else binop("and", own, more))
+    # only the tile check left: a tile past the end is skipped, not zero-filled (its stage is
+    # never read), so the copy needs no fallback address select (`zero_fill` False)
+    fill = mv.zero_fill and not (own is None and more is not None and where_more is not None)
+    ac: Stmt = AsyncCopy(plan.new[key], dst_offset, mv.src, mv.src_offset, mv.lanes, pred, fill, "group",
+                         mv.loc)
     if guard is not None:
         ac = IfThenElse(guard, ac, None, stmt.loc)
     return simplify(ac, bounds)
@@ -267,7 +281,14 @@ def _pipeline_loop(loop: For, kernel: ThreadKernel, facts: TargetFacts, budget: 
         head.append(ring.issue(k, k + d, write_stage, binop("lt", k + d, stop), simp))
     # the issue reads tile k + d, so its predicate is written in terms of the substituted var
     if copies:
-        head.extend(_issue(c, plan, k, k + d, write_stage, binop("lt", k + d, stop), bounds) for c in copies)
+        # where tile k + d exists, k <= stop - 1 - d (a constant trip count of more than d
+        # tiles: the copies' bounds checks then fold to the tile check; otherwise they stay)
+        where_more = None
+        if isinstance(start, Const) and isinstance(stop, Const) and stop.value - 1 - d >= start.value:
+            where_more = dict(bounds)
+            where_more[id(k)] = (int(start.value), int(stop.value) - 1 - d)
+        head.extend(_issue(c, plan, k, k + d, write_stage, binop("lt", k + d, stop), bounds, where_more)
+                    for c in copies)
         head.append(AsyncCommit("cp.async", loc))
     body = [_retarget(s, plan, read_stage) for s in rest]
     annotations = tuple(a for a in loop.annotations if a[0] != TILE_COPIES) + (("async_stages", stages),)

@@ -20,6 +20,21 @@ barrier still precedes its copies, and every read of the tile it overwrites (L_1
 iteration k) still precedes that barrier. The pass needs an even number of steps (so that
 L_0(k+1) writes the registers M_{n-1}(k) does not read) and a loop body of exactly
 `lets, H, steps` with loader intrinsics for both operands; other loops are left alone.
+
+Copy interleaving (with `interleave`, pass config `tilecore.enable_copy_interleave`; off by
+default: on the H200 the burst was as fast at 128x128x64 s2 and 3-5% faster with 3 stages and
+128x256 tiles, BENCHMARKS.md issue 9): H is split at its barrier into W (wait,
+barrier) and C (the copies of a later tile, their commit). A warp issuing C in one burst issues
+no mma for as long (16 copies and their addresses: ~90 instructions at 128x128x64), so C is
+dealt out among the mmas of the last step, as CUTLASS's mainloop spreads its copies over the
+warp-level k steps:
+
+    loop k:  ... L_{n-1} M_{n-2}  [if k + 1 < n_k: W(k+1) L_0(k+1)]
+             M_{n-1}[0] [if ..: C(k+1)[0]]  M_{n-1}[1] [if ..: C(k+1)[1]] ...
+
+C moves past mmas only (register-only), still follows W's barrier (which orders every read
+of the stage it refills), and writes a stage no loader between them reads (L_0(k+1) reads tile
+k+1's stage; C fills tile k+1+d's, d < stages).
 """
 
 from __future__ import annotations
@@ -27,7 +42,7 @@ from __future__ import annotations
 from ..ir.buffer import Buffer
 from ..ir.names import fresh_name
 from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
-from ..ir.thread import IntrinsicCall, OperandRef, ThreadKernel
+from ..ir.thread import AsyncCommit, AsyncCopy, Barrier, IntrinsicCall, OperandRef, ThreadKernel
 from ..ir.visit import rewrite, substitute, walk
 from .indexing import simplify
 from .prefetch import flat_stmts, if_any_iteration, next_iteration_exists, rewrite_loops
@@ -78,7 +93,37 @@ def _rename(stmts: list, mapping: dict) -> list:
     return [rewrite(s, fn) for s in stmts]
 
 
-def _pipeline_loop(loop: For, new_regs: list, names: set, bounds: dict) -> Stmt | None:
+# how many pieces the copies of a later tile are dealt out in among the last step's mmas
+COPY_GROUPS = 4
+
+
+def _split_head(head: list) -> tuple[list, list] | None:
+    """(W, C): the head up to its last block barrier, and the copies and commit after it, when
+    the rest is exactly asynchronous copies (maybe each under a guard) and commits."""
+    last = max((i for i, s in enumerate(head) if isinstance(s, Barrier)), default=None)
+    if last is None or last == len(head) - 1:
+        return None
+    wait, copies = head[:last + 1], head[last + 1:]
+    for s in copies:
+        inner = flat_stmts(s.then_body) if isinstance(s, IfThenElse) and s.else_body is None else [s]
+        if not all(isinstance(x, (AsyncCopy, AsyncCommit)) for x in inner):
+            return None
+    return wait, copies
+
+
+def _chunks(items: list, n: int) -> list[list]:
+    """`items` in `n` consecutive pieces of near-equal length (the first ones longer)."""
+    q, r = divmod(len(items), n)
+    out, i = [], 0
+    for j in range(n):
+        k = q + (1 if j < r else 0)
+        out.append(items[i:i + k])
+        i += k
+    return out
+
+
+def _pipeline_loop(loop: For, new_regs: list, names: set, bounds: dict,
+                   interleave: bool = False) -> Stmt | None:
     body = flat_stmts(loop.body)
     lets: list[LetStmt] = []
     while body and isinstance(body[0], LetStmt):
@@ -119,22 +164,32 @@ def _pipeline_loop(loop: For, new_regs: list, names: set, bounds: dict) -> Stmt 
     for i in range(n - 1):
         new.extend(steps[i + 1][0])
         new.extend(steps[i][1])
-    new.append(IfThenElse(next_iteration_exists(loop), SeqStmt(tuple(at(head + steps[0][0], nxt)), loop.loc),
-                          None, loop.loc))
-    new.extend(steps[n - 1][1])
+    more = next_iteration_exists(loop)
+    split = _split_head(head) if interleave else None
+    if split is None:
+        new.append(IfThenElse(more, SeqStmt(tuple(at(head + steps[0][0], nxt)), loop.loc), None, loop.loc))
+        new.extend(steps[n - 1][1])
+    else:
+        wait, copies = split
+        new.append(IfThenElse(more, SeqStmt(tuple(at(wait + steps[0][0], nxt)), loop.loc), None, loop.loc))
+        groups = min(COPY_GROUPS, len(copies), len(steps[n - 1][1]))
+        for mmas, issue in zip(_chunks(steps[n - 1][1], groups), _chunks(at(copies, nxt), groups)):
+            new.extend(mmas)
+            new.append(IfThenElse(more, SeqStmt(tuple(issue), loop.loc), None, loop.loc))
     new_loop = For(loop.var, loop.start, loop.stop, loop.step, loop.kind, SeqStmt(tuple(new), loop.loc),
                    loop.annotations + (("fragment_pipeline", n),), loop.loc)
     prologue = SeqStmt(tuple(at(head + steps[0][0], loop.start)), loop.loc)
     return SeqStmt((if_any_iteration(loop, prologue, bounds), new_loop), loop.loc)
 
 
-def fragment_pipeline(kernel: ThreadKernel) -> ThreadKernel:
-    """`kernel` with its pipelined mma loops software-pipelined by one k step (module docstring)."""
+def fragment_pipeline(kernel: ThreadKernel, interleave: bool = False) -> ThreadKernel:
+    """`kernel` with its pipelined mma loops software-pipelined by one k step, the copies of a
+    later tile dealt out among the last step's mmas when `interleave` (module docstring)."""
 
     def transform(loop: For, new_regs: list, names: set, bounds: dict):
         if loop.annotation("async_stages") and not loop.annotation("tma_stages") \
                 and not loop.annotation("fragment_pipeline"):
-            return _pipeline_loop(loop, new_regs, names, bounds)
+            return _pipeline_loop(loop, new_regs, names, bounds, interleave)
         return None
 
     return rewrite_loops(kernel, transform)

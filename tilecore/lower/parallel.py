@@ -375,12 +375,16 @@ def _vector_copy(ctx: LowerCtx, copy: Copy, layout: Layout, vec: int, guard: boo
         dpred = in_bounds(dst.buffer, didx, ctx.bounds) if dst.buffer.scope == "global" and guard \
             else None
         zero_fill = src.buffer.scope == "global" and dst.buffer.scope != "global"
+        # the T.copy's eviction_policy travels with the access of the global side
+        hint = copy.cache_hint if "global" in (src.buffer.scope, dst.buffer.scope) else ""
         group: list[Stmt] = []
         if same:
-            group.append(VecMove(dbuf, doff, sbuf, soff, vec, all_of([spred, dpred]), zero_fill, copy.loc))
+            group.append(VecMove(dbuf, doff, sbuf, soff, vec, all_of([spred, dpred]), zero_fill, copy.loc,
+                                 hint))
         else:
             if tmp_s is not None:
-                group.append(VecMove(tmp_s, const(0), sbuf, soff, vec, spred, spred is not None, copy.loc))
+                group.append(VecMove(tmp_s, const(0), sbuf, soff, vec, spred, spred is not None, copy.loc,
+                                     hint))
                 vals = [MemLoad(tmp_s, const(k)) for k in range(vec)]
             else:
                 vals = [MemLoad(sbuf, soff + k) for k in range(vec)]
@@ -388,7 +392,7 @@ def _vector_copy(ctx: LowerCtx, copy: Copy, layout: Layout, vec: int, guard: boo
             for k, v in enumerate(vals):
                 group.append(MemStore(target, const(base + k), cast(v, dst.buffer.dtype), None, copy.loc))
             if tmp_d is not None:
-                group.append(VecMove(dbuf, doff, tmp_d, const(0), vec, dpred, False, copy.loc))
+                group.append(VecMove(dbuf, doff, tmp_d, const(0), vec, dpred, False, copy.loc, hint))
         move: Stmt = group[0] if len(group) == 1 else SeqStmt(tuple(group), copy.loc)
         valid = layout.valid(ctx.tx, r)
         out.append(move if valid is None else IfThenElse(valid, move, None, copy.loc))

@@ -78,7 +78,8 @@ def _prefetch_loop(loop: For, new_regs: list, names: set, bounds: dict) -> Stmt 
     for guard, mv in lead:
         tmp = Buffer(fresh_name(f"{mv.src.name}_next", names), (mv.lanes,), mv.src.dtype, "local")
         new_regs.append(tmp)
-        ld: Stmt = VecMove(tmp, const(0), mv.src, mv.src_offset, mv.lanes, mv.pred, mv.zero_fill, mv.loc)
+        ld: Stmt = VecMove(tmp, const(0), mv.src, mv.src_offset, mv.lanes, mv.pred, mv.zero_fill, mv.loc,
+                           mv.cache_hint)
         st: Stmt = VecMove(mv.dst, mv.dst_offset, tmp, const(0), mv.lanes,
                            None if mv.zero_fill else mv.pred, False, mv.loc)
         if guard is not None:

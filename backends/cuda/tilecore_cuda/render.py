@@ -138,6 +138,37 @@ class CudaRenderer(VectorAtomicRenderMixin, MathRenderMixin, WgmmaRenderMixin, A
             lines += ["#include <cuda_fp8.h>", FP8_HELPERS]
         return lines + super().prelude()
 
+    def stmt_VecMove(self, s) -> None:
+        """As the C-style base, except that a global access carrying the "evict_first" hint
+        (T.copy's eviction_policy) goes through the streaming intrinsics `__ldcs` / `__stcs`
+        (`ld/st.global.cs`: the lines are allocated evict-first in L1 and L2, so data touched
+        once replaces itself rather than other data, e.g. dirty lines that would otherwise be
+        written back now). Other hints render as the plain access (values are the same)."""
+        side = "src" if s.src.scope == "global" else ("dst" if s.dst.scope == "global" else None)
+        if s.cache_hint != "evict_first" or side is None:
+            super().stmt_VecMove(s)
+            return
+        nbytes = s.lanes * s.src.dtype.itemsize
+        vt = self.vector_type(nbytes)
+        if side == "src":
+            ptr = self.pointer_cast(f"const {vt}", "global", "&" + self.ref(s.src, s.src_offset))
+            dst = self.bit_view(vt, self.ref(s.dst, s.dst_offset), s.dst.scope)
+            line = f"{dst} = __ldcs({ptr});"
+        else:
+            ptr = self.pointer_cast(vt, "global", "&" + self.ref(s.dst, s.dst_offset))
+            src = self.bit_view(vt, self.ref(s.src, s.src_offset), s.src.scope, const=True)
+            line = f"__stcs({ptr}, {src});"
+        if s.pred is None:
+            self.emit(line)
+            return
+        self.emit(f"if ({self.expr(s.pred)}) {{")
+        self.emit(f"{self.indent_unit}{line}")
+        if s.zero_fill:
+            self.emit("} else {")
+            self.emit(f"{self.indent_unit}{self.bit_view(vt, self.ref(s.dst, s.dst_offset), s.dst.scope)} = "
+                      f"{self.vector_zero(nbytes)};")
+        self.emit("}")
+
     def stmt_IntrinsicCall(self, s) -> None:
         """Inline PTX from the intrinsic's declaration: `asm volatile(mnemonic operands : outs : ins)`
         (wgmma, with descriptors and immediates: `WgmmaRenderMixin.wgmma_call`)."""

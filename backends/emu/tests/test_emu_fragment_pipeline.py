@@ -16,6 +16,7 @@ from tilecore.ir.thread import AsyncWait
 from tilecore.ir.visit import rewrite, walk
 
 OFF = {"tilecore.disable_fragment_pipeline": True}
+INTERLEAVE = {"tilecore.enable_copy_interleave": True}
 
 
 def _gemm(pass_configs=None, **kw):
@@ -40,13 +41,14 @@ def test_same_bits_as_written_order(shape, block_K, stages):
 
     M, N, K = shape
     kw = dict(M=M, N=N, K=K, block_M=64, block_N=64, block_K=block_K, num_stages=stages, threads=128)
-    on, off = _gemm(**kw), _gemm(OFF, **kw)
+    on, off, mixed = _gemm(**kw), _gemm(OFF, **kw), _gemm(INTERLEAVE, **kw)
     loops = _pipelined_loops(on)
     assert [lp.annotation("fragment_pipeline") for lp in loops] == [block_K // 16]
     assert not _pipelined_loops(off)
     a, b = gemm.make_inputs(np.random.default_rng(1), M=M, N=N, K=K)
     c_on, c_off = on(a, b), off(a, b)
     np.testing.assert_array_equal(c_on, c_off)
+    np.testing.assert_array_equal(mixed(a, b), c_off)  # the interleaved copies: same bits, no race
     np.testing.assert_allclose(c_on.astype(np.float32), gemm.reference(a, b).astype(np.float32),
                                rtol=1e-2, atol=1e-2)
 
@@ -59,16 +61,41 @@ def test_odd_step_count_is_left_alone():
 
 
 def test_the_moved_loads_read_the_next_stage():
-    # the loop body ends with the guarded head of iteration k + 1 (wait, barrier, copies, first
-    # loads) before the last step's mmas: printed IR shows the odd-step register twins
-    kernel = _gemm(M=64, N=64, K=256, block_M=64, block_N=64, block_K=64, num_stages=3, threads=128)
+    # the loop body ends with the guarded head of iteration k + 1 (wait, barrier, first loads)
+    # before the last step's mmas, and that step's mmas are interleaved with the guarded copies
+    # of a later tile (dealt out in COPY_GROUPS pieces, the commit in the last); printed IR shows
+    # the odd-step register twins
+    from tilecore.lower.fragment_pipeline import COPY_GROUPS
+
+    kernel = _gemm(INTERLEAVE, M=64, N=64, K=256, block_M=64, block_N=64, block_K=64, num_stages=3,
+                   threads=128)
     ir = kernel.get_ir("final")
     assert "A_frag_odd" in ir and "B_frag_odd" in ir
-    body = ir[ir.index("for k in"):]
-    last_if = body.rindex("if k + 1 < ")
-    moved = body[last_if:body.index("async_wait(cp.async, pending=0)")]
+    body = ir[ir.index("for k in"):body_end(ir)]
+    pieces = body.split("if k + 1 < ")[1:]
+    assert len(pieces) == 1 + COPY_GROUPS
+    moved = pieces[0]
     assert "async_wait" in moved and "barrier()" in moved and "ldmatrix" in moved
-    # the last step's mmas follow the moved head, reading the odd twins (4 steps: step 3 is odd)
+    assert "# cp.async" not in moved and "async_commit" not in moved
+    for i, piece in enumerate(pieces[1:]):
+        assert "# cp.async" in piece
+        assert ("async_commit" in piece) == (i == COPY_GROUPS - 1)
+    # the last step's mmas (reading the odd twins: 4 steps, step 3 is odd) sit between the pieces
+    assert all("A=A_frag_odd" in p.split("async_commit")[-1] for p in pieces[:-1])
+
+
+def body_end(ir: str) -> int:
+    """Where the pipelined loop's body ends in printed IR (the wait after the loop)."""
+    return ir.index("async_wait(cp.async, pending=0)")
+
+
+def test_by_default_the_head_stays_whole():
+    # without tilecore.enable_copy_interleave the copies stay in the moved head, in one burst
+    kernel = _gemm(M=64, N=64, K=256, block_M=64, block_N=64, block_K=64, num_stages=3, threads=128)
+    ir = kernel.get_ir("final")
+    body = ir[ir.index("for k in"):body_end(ir)]
+    moved = body[body.rindex("if k + 1 < "):]
+    assert "async_wait" in moved and "barrier()" in moved and "ldmatrix" in moved and "# cp.async" in moved
     assert "A=A_frag_odd" in moved.split("async_commit")[-1]
 
 
