@@ -57,6 +57,15 @@ class SyncClock:
         cur = self.sync[np.ix_(src, dst)]
         self.sync[np.ix_(src, dst)] = np.maximum(cur, epochs[:, None])
 
+    def known(self, tids: np.ndarray) -> np.ndarray | None:
+        """For every thread x, the epoch before which x's accesses are ordered before some
+        thread of `tids` (what those threads have acquired so far), or None when only block
+        barriers ordered anything (then everybody knows the same). An arrive carries this along
+        (happens-before is transitive: producer -> consumer A -> consumer B)."""
+        if self.sync is None or len(tids) == 0:
+            return None
+        return self.sync[:, tids].max(axis=1)
+
     def ordered(self, a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Whether accesses by threads `a` in epochs `t` are ordered before accesses by `b` now."""
         if self.sync is None:

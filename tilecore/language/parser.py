@@ -537,6 +537,8 @@ class Parser:
         loc = self.loc(node)
         then = self.block(node.body, "if")
         other = self.block(node.orelse, "if") if node.orelse else None
+        if isinstance(other, SeqStmt) and len(other.stmts) == 1 and isinstance(other.stmts[0], IfThenElse):
+            other = other.stmts[0]  # `elif`: the chain stays a chain (warpgroup branches read it)
         if not cond.dtype.is_bool:
             cond = binop("ne", cond, 0)
         self.b.emit(IfThenElse(cond, then, other, loc))
