@@ -109,6 +109,7 @@ from .ops import pow as pow  # noqa: A004
 from .ops import round_ as round  # noqa: A004
 from .parser import macro, prim_func
 from .persistent import Persistent
+from .sparse_ops import gemm_sp
 from .thread_level import (
     access_ptr,
     alloc_barrier,
@@ -170,5 +171,5 @@ __all__ = [
     "reinterpret", "alloc_buffer", "reshape", "view",
     "int", "uint", "long", "short", "double", "im2col", "tvm_warp_shuffle", "int4", "access_ptr",
     "ptx_cp_async", "ptx_commit_group", "ptx_wait_group",
-    "wgmma_gemm", "wait_wgmma", "fence_proxy_async", "cp_async_barrier_noinc",
+    "wgmma_gemm", "wait_wgmma", "fence_proxy_async", "cp_async_barrier_noinc", "gemm_sp",
 ]
