@@ -240,3 +240,110 @@ def test_mbarrier_ordering_is_transitive_on_the_emulator():
     np.testing.assert_array_equal(np.asarray(kern(a)), a[::-1] + 1)
     with pytest.raises(TileRuntimeError, match="data race|deadlock"):
         tilecore.compile(_chain(False), out_idx=[1], target="emu:sm_90")(a)
+
+
+def _same_value_writes(same=True):
+    """Every thread stores A[k] into S[k] (one value per element: TileLang's naive gemv), then
+    reads S; with `same=False` the threads store different values: a real write-write race."""
+    @T.prim_func
+    def k(A: T.Tensor((32,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            tx = T.get_thread_binding()
+            S = T.alloc_shared((32,), "float32")
+            for j in T.serial(32):
+                S[j] = A[j] if same else A[j] + tx
+            acc = T.alloc_local((1,), "float32")
+            acc[0] = 0.0
+            for j in T.serial(32):
+                acc[0] += S[j]
+            B[tx] = acc[0]
+    return k
+
+
+def test_one_value_written_by_many_threads_is_not_a_race():
+    from tilecore.errors import TileRuntimeError
+
+    a = np.arange(32, dtype=np.float32)
+    for target in THREAD_TARGETS:
+        out = tilecore.compile(_same_value_writes(), out_idx=[1], target=target)(a)
+        np.testing.assert_array_equal(np.asarray(out), np.full(64, a.sum(), np.float32))
+    with pytest.raises(TileRuntimeError, match="both write element"):
+        tilecore.compile(_same_value_writes(False), out_idx=[1], target="emu:sm_90")(a)
+
+
+def _two_readers(n=3):
+    """Warpgroups 0 and 1 each read stage S after `full` and release it on `free` (128 arrivals
+    each, at different times); warpgroup 2 refills S after waiting for both releases."""
+    @T.prim_func
+    def k(A: T.Tensor((n, 128), "float32"), B: T.Tensor((2, n, 128), "float32")):
+        with T.Kernel(1, threads=384) as bx:
+            S = T.alloc_shared((128,), "float32")
+            full = T.alloc_barrier(arrive_count=128)
+            free = T.alloc_barrier(arrive_count=256)
+            tx = T.get_thread_binding()
+            if tx < 128:
+                for t in T.serial(n):
+                    T.barrier_wait(full, t % 2)
+                    B[0, t, tx] = S[127 - tx]
+                    T.barrier_arrive(free)
+            elif tx < 256:  # another program: the emulator runs the two roles as two tasks
+                for t in T.serial(n):
+                    T.barrier_wait(full, t % 2)
+                    B[1, t, tx - 128] = S[255 - tx] * 1.0
+                    T.barrier_arrive(free)
+            else:
+                for t in T.serial(n):
+                    T.barrier_wait(free, (t % 2) ^ 1)
+                    S[tx - 256] = A[t, tx - 256]
+                    T.barrier_arrive(full)
+    return k
+
+
+def test_readers_of_two_warpgroups_released_separately():
+    a = np.arange(3 * 128, dtype=np.float32).reshape(3, 128)
+    out = tilecore.compile(_two_readers(), out_idx=[1], target="emu:sm_90")(a)
+    np.testing.assert_array_equal(np.asarray(out), np.stack([a[:, ::-1]] * 2))
+
+
+def _allreduce():
+    @T.prim_func
+    def k(A: T.Tensor((8, 4), "float32"), B: T.Tensor((8, 4), "float32")):
+        with T.Kernel(1, threads=(4, 8)) as bx:
+            tn = T.get_thread_binding(0)
+            tk = T.get_thread_binding(1)
+            acc = T.alloc_local((1,), "float32")
+            red = T.alloc_local((1,), "float32")
+            acc[0] = A[tk, tn]
+            with T.attr(T.comm_reducer(lambda x, y: T.max(x, y), [T.cast(-1e30, "float32")]),
+                        "reduce_scope", 0):
+                T.evaluate(T.tvm_thread_allreduce(T.uint32(1), acc[0], True, red[0], tk, dtype="handle"))
+            B[tk, tn] = red[0]
+    return k
+
+
+@pytest.mark.parametrize("target", THREAD_TARGETS)
+def test_tvm_thread_allreduce_over_thread_index_y(target):
+    a = np.random.default_rng(3).random((8, 4), dtype=np.float32)
+    out = tilecore.compile(_allreduce(), out_idx=[1], target=target)(a)
+    np.testing.assert_array_equal(np.asarray(out), np.broadcast_to(a.max(axis=0), (8, 4)))
+
+
+def test_tvm_thread_allreduce_cuda_source_and_mistakes():
+    from tilecore.errors import TileSyntaxError
+
+    pytest.importorskip("tilecore_cuda")
+    src = tilecore.compile(_allreduce(), out_idx=[1], target="cuda:sm_90a").get_kernel_source()
+    assert "__syncthreads()" in src and "allreduce_scratch" in src
+    with pytest.raises(TileSyntaxError, match="reduce_scope"):
+        @T.prim_func
+        def k(A: T.Tensor((32,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                tx = T.get_thread_binding()
+                r = T.alloc_local((1,), "float32")
+                T.tvm_thread_allreduce(T.uint32(1), A[tx], True, r[0], tx)
+    with pytest.raises(TileSyntaxError, match="T.attr"):
+        @T.prim_func
+        def k2(A: T.Tensor((32,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                with T.attr(0, "pragma_unroll", 1):
+                    A[0] = 1.0

@@ -18,6 +18,7 @@ from ..dtypes import (
     uint32,
 )
 from ..ir.expr import cast
+from .allreduce import attr, comm_reducer, evaluate, tvm_thread_allreduce
 from .async_ops import cp_async_barrier_noinc, fence_proxy_async, wait_wgmma, wgmma_gemm
 from .bitcast import reinterpret
 from .builder import builtin
@@ -172,4 +173,5 @@ __all__ = [
     "int", "uint", "long", "short", "double", "im2col", "tvm_warp_shuffle", "int4", "access_ptr",
     "ptx_cp_async", "ptx_commit_group", "ptx_wait_group",
     "wgmma_gemm", "wait_wgmma", "fence_proxy_async", "cp_async_barrier_noinc", "gemm_sp",
+    "attr", "comm_reducer", "evaluate", "tvm_thread_allreduce",
 ]

@@ -636,6 +636,28 @@ class Parser:
     def ev_Constant(self, node):
         return node.value
 
+    def ev_Lambda(self, node: ast.Lambda):
+        """A lambda in a kernel body (`T.comm_reducer(lambda x, y: x + y, ...)`): a function whose
+        call evaluates the body with the parameters bound, at build time, like a helper."""
+        a = node.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or a.posonlyargs:
+            raise TileSyntaxError("a lambda in a kernel takes plain positional parameters",
+                                  self.loc(node), hint="write `lambda x, y: ...`")
+        names = [p.arg for p in a.args]
+
+        def call(*vals):
+            if len(vals) != len(names):
+                raise TileSyntaxError(f"the lambda takes {len(names)} arguments, got {len(vals)}",
+                                      self.loc(node), hint="pass one value per parameter")
+            self.scopes.append(_Scope("lambda"))
+            try:
+                self.scopes[-1].vars.update(zip(names, vals))
+                return self.ev(node.body)
+            finally:
+                self.scopes.pop()
+
+        return call
+
     def ev_Name(self, node):
         v = self.lookup(node.id, node)
         if isinstance(v, Buffer) and v.is_var:
