@@ -347,3 +347,25 @@ def test_tvm_thread_allreduce_cuda_source_and_mistakes():
             with T.Kernel(1, threads=32) as bx:
                 with T.attr(0, "pragma_unroll", 1):
                     A[0] = 1.0
+
+
+def _per_thread_fragment():
+    """A fragment only per-thread code touches (a producer's prefetched indices): one copy per
+    thread, as in TileLang."""
+    @T.prim_func
+    def k(Idx: T.Tensor((64, 4), "int32"), B: T.Tensor((64, 4), "int32")):
+        with T.Kernel(1, threads=64) as bx:
+            tx = T.get_thread_binding()
+            pref = T.alloc_fragment((4,), "int32")
+            for r in T.serial(4):
+                pref[r] = Idx[tx, r]
+            for r in T.serial(4):
+                B[tx, 3 - r] = pref[r] * 2
+    return k
+
+
+@pytest.mark.parametrize("target", THREAD_TARGETS)
+def test_fragment_used_per_thread_has_a_copy_per_thread(target):
+    idx = np.arange(256, dtype=np.int32).reshape(64, 4)
+    out = tilecore.compile(_per_thread_fragment(), out_idx=[1], target=target)(idx)
+    np.testing.assert_array_equal(np.asarray(out), idx[:, ::-1] * 2)

@@ -620,9 +620,11 @@ class Parser:
             self.scopes.pop()
             body = SeqStmt(tuple(self.b.blocks.pop()))
             self.b.kernel = None
-        self.b.blocks[-1].append(KernelLaunch(spec.grid, block_vars, spec.threads, tuple(frame.allocs),
-                                              body, spec.annotations + tuple(frame.annotations),
-                                              self.loc(node)))
+        from .thread_level import per_thread_fragments
+
+        self.b.blocks[-1].append(per_thread_fragments(KernelLaunch(
+            spec.grid, block_vars, spec.threads, tuple(frame.allocs), body,
+            spec.annotations + tuple(frame.annotations), self.loc(node))))
 
     # ------------------------------------------------------------------ expressions
     def ev(self, node):
