@@ -394,8 +394,9 @@ def names_table(files: list[Path]) -> str:
     uses: dict[str, set] = {}
     for f in files:
         src = f.read_text(errors="replace")
-        found = {"T." + n for n in re.findall(r"\bT\.([A-Za-z_]\w*)", src)}
-        found |= {"tilelang." + n for n in re.findall(r"\btilelang\.([A-Za-z_][\w.]*[\w])", src)}
+        # not preceded by a name or `.`: `b.T.to(...)` is torch's transpose, not TileLang's T
+        found = {"T." + n for n in re.findall(r"(?<![\w.])T\.([A-Za-z_]\w*)", src)}
+        found |= {"tilelang." + n for n in re.findall(r"(?<![\w.])tilelang\.([A-Za-z_][\w.]*[\w])", src)}
         for mod, names in re.findall(r"^\s*from (tilelang(?:\.[\w.]+)?) import \(?([\w, ]+)",
                                      src, re.M):
             found |= {f"{mod}.{n.split(' as ')[0].strip()}" for n in names.split(",") if n.strip()}

@@ -95,7 +95,8 @@ def _thread_dim(v, b) -> int:
 
 @builtin
 def tvm_thread_allreduce(size, *args, dtype=None) -> None:
-    """`tvm_thread_allreduce(size, value, cond, out, *thread_indices)` (module docstring)."""
+    """`out` = the reduction of `value` over the threads differing only in `thread_indices`,
+    in every thread (size 1, cond True; inside `T.attr(T.comm_reducer(...), "reduce_scope")`)."""
     b = _frame("T.tvm_thread_allreduce")
     if dtype not in (None, "handle"):
         raise TileTypeError(f"T.tvm_thread_allreduce(dtype={dtype!r}): the call is a statement",

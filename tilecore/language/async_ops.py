@@ -34,7 +34,8 @@ from .thread_level import _barrier, _frame
 @builtin
 def wgmma_gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Square,
                clear_accum=False) -> None:
-    """TileLang's asynchronous Hopper gemm: `T.gemm(..., wg_wait=-1)` (module docstring)."""
+    """TileLang's asynchronous Hopper gemm: `T.gemm(..., wg_wait=-1)`, its wait placed by the
+    compiler before the result is needed (synchronous off wgmma targets)."""
     gemm(A, B, C, transpose_A=transpose_A, transpose_B=transpose_B, policy=policy,
          clear_accum=clear_accum, wg_wait=-1)
 

@@ -66,7 +66,8 @@ def _at(r: Region, dims: tuple, i: Expr, j: Expr) -> tuple:
 @builtin
 def gemm_sp(A_sparse, E, B, C, transpose_A=False, transpose_E=False, transpose_B=False,
             policy=GemmWarpPolicy.Square, clear_accum=False, k_pack=1, wg_wait=0) -> None:
-    """C (+)= dense(A_sparse, E) @ op(B) for 2:4 structured-sparse A (module docstring)."""
+    """C (+)= dense(A_sparse, E) @ op(B): 2:4 structured-sparse A with TileLang's row-major
+    metadata E (decoded into a shared tile, then T.gemm)."""
     b = current()
     for name, v in (("transpose_A", transpose_A), ("transpose_E", transpose_E)):
         if v:
