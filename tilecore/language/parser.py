@@ -387,6 +387,10 @@ class Parser:
             raise
 
     def assign_name(self, name: str, value, node):
+        if getattr(value, "kernel_lambda", False):
+            raise TileSyntaxError("a lambda in a kernel body is an argument (`T.comm_reducer(lambda "
+                                  "x, y: x + y, ...)`), not a value to name", self.loc(node),
+                                  hint="define the function before the kernel with `def`")
         idx = self._scope_of(name)
         existing = self.scopes[idx].vars[name] if idx is not None else None
         if isinstance(existing, bld.PrivateVar) and not isinstance(value, bld.PrivateVar):
@@ -658,6 +662,7 @@ class Parser:
             finally:
                 self.scopes.pop()
 
+        call.kernel_lambda = True
         return call
 
     def ev_Name(self, node):
