@@ -14,7 +14,8 @@ port it to a machine without a GPU:
 * torch's `device="cuda"` / `.cuda()` stay on the CPU (the only torch here), `torch.cuda.*`
   bookkeeping calls are no-ops;
 * shapes shrink where the example exposes them as its driver's arguments: int literals >= 1024 in
-  `main()`'s defaults, in the `if __name__ == "__main__":` block and in `argparse` defaults are
+  module-level assignments (`M, N, K = 4096, 4096, 4096`), in `main()`'s defaults, in the
+  `if __name__ == "__main__":` block and in `argparse` defaults are
   divided by 16 and rounded down to a multiple of 256 (at least 256), lists of such sizes in
   `main()`'s body (`batch_sizes = [2048, 6144]`) are divided by 16 exactly, batch-like
   arguments become at most 2 and head counts >= 32 a quarter (at least 16). Other shapes
@@ -243,9 +244,13 @@ class _Shrink(ast.NodeTransformer):
 
 
 def _shrink_tree(tree: ast.Module) -> ast.Module:
-    """Shrink main()'s defaults, the __main__ block and argparse defaults; batch args to <= 2.
+    """Shrink module-level sizes, main()'s defaults, the __main__ block and argparse defaults;
+    batch args to <= 2.
     Inside main()'s body, lists of sizes (`batch_sizes = [2048, 6144]`) shrink with them, so
     sizes that must add up to a shrunk dimension still do."""
+    for node in tree.body:  # module-level sizes (`M, N, K = 4096, 4096, 4096`)
+        if isinstance(node, ast.Assign) and all(isinstance(t, (ast.Name, ast.Tuple)) for t in node.targets):
+            _Shrink().visit(node.value)
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == "main":
             a = node.args
@@ -389,8 +394,9 @@ def names_table(files: list[Path]) -> str:
     uses: dict[str, set] = {}
     for f in files:
         src = f.read_text(errors="replace")
-        found = {"T." + n for n in re.findall(r"\bT\.([A-Za-z_]\w*)", src)}
-        found |= {"tilelang." + n for n in re.findall(r"\btilelang\.([A-Za-z_][\w.]*[\w])", src)}
+        # not preceded by a name or `.`: `b.T.to(...)` is torch's transpose, not TileLang's T
+        found = {"T." + n for n in re.findall(r"(?<![\w.])T\.([A-Za-z_]\w*)", src)}
+        found |= {"tilelang." + n for n in re.findall(r"(?<![\w.])tilelang\.([A-Za-z_][\w.]*[\w])", src)}
         for mod, names in re.findall(r"^\s*from (tilelang(?:\.[\w.]+)?) import \(?([\w, ]+)",
                                      src, re.M):
             found |= {f"{mod}.{n.split(' as ')[0].strip()}" for n in names.split(",") if n.strip()}

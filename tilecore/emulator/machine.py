@@ -217,7 +217,8 @@ class Block:
                 uninit.mark_write(self, buf, t, idx)
         else:
             if buf.scope == "shared":
-                self.trackers[id(buf)].write(idx.reshape(-1), np.repeat(t, width), self.loc_id, self.locs)
+                self.trackers[id(buf)].write(idx.reshape(-1), np.repeat(t, width), self.loc_id, self.locs,
+                                             v.reshape(-1))
             store[idx.reshape(-1)] = v.reshape(-1)
 
     # ----------------------------------------------------------------- expressions

@@ -32,6 +32,7 @@ class _Phase:
     copies: list = field(default_factory=list)  # [(buffer, idx, vals, tid, loc_id)]
     landed: bool = False
     land_epoch: int = 0
+    known: np.ndarray | None = None  # what the arriving threads had acquired (SyncClock.known)
 
 
 @dataclass
@@ -111,6 +112,10 @@ class MbarrierState:
         blk.clock.epoch += 1  # accesses before the arrive are older than this epoch
         for t in np.nonzero(mask)[0]:
             m = self._get(blk, s.bar, int(off[t]))
+            k = blk.clock.known(np.array([t], dtype=np.int64))
+            if k is not None:
+                ph = m.current
+                ph.known = k if ph.known is None else np.maximum(ph.known, k)
             m.tx += s.expect_tx
             m.pending -= 1
             if m.pending < 0:
@@ -178,6 +183,8 @@ class MbarrierState:
         src = dict(ph.arrivals)
         for _, _, _, tid, _ in ph.copies:
             src[tid] = max(src.get(tid, 0), ph.land_epoch)
+        if ph.known is not None:  # transitively: what the arrivers had acquired themselves
+            blk.clock.acquire(np.arange(blk.T, dtype=np.int64), ph.known, waiters)
         if src:
             blk.clock.acquire(np.array(list(src), dtype=np.int64),
                               np.array(list(src.values()), dtype=np.int64), waiters)

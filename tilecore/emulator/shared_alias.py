@@ -36,9 +36,12 @@ class AliasedTracker:
         """Reads of elements `idx` by threads `tid` (SharedTracker.read on their bytes)."""
         self.storage.read(*self._bytes(idx, tid), loc_id, locs)
 
-    def write(self, idx, tid, loc_id: int, locs: list) -> None:
-        """Writes of elements `idx` by threads `tid` (SharedTracker.write on their bytes)."""
-        self.storage.write(*self._bytes(idx, tid), loc_id, locs)
+    def write(self, idx, tid, loc_id: int, locs: list, vals=None) -> None:
+        """Writes of elements `idx` by threads `tid` (SharedTracker.write on their bytes; the
+        values, when given, byte by byte)."""
+        if vals is not None:
+            vals = np.ascontiguousarray(vals).reshape(-1).view(np.uint8)
+        self.storage.write(*self._bytes(idx, tid), loc_id, locs, vals)
         self.writer[np.asarray(idx, dtype=np.int64).reshape(-1)] = np.asarray(tid).reshape(-1)
 
     def async_issue(self, idx, tid, loc_id: int, locs: list, kind: str = "group") -> None:

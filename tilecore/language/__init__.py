@@ -18,6 +18,8 @@ from ..dtypes import (
     uint32,
 )
 from ..ir.expr import cast
+from .allreduce import attr, comm_reducer, evaluate, tvm_thread_allreduce
+from .async_ops import cp_async_barrier_noinc, fence_proxy_async, wait_wgmma, wgmma_gemm
 from .bitcast import reinterpret
 from .builder import builtin
 from .compat_ops import Cast, alloc_global, clamp, dtype, truncdiv, truncmod
@@ -108,6 +110,7 @@ from .ops import pow as pow  # noqa: A004
 from .ops import round_ as round  # noqa: A004
 from .parser import macro, prim_func
 from .persistent import Persistent
+from .sparse_ops import gemm_sp
 from .thread_level import (
     access_ptr,
     alloc_barrier,
@@ -169,4 +172,6 @@ __all__ = [
     "reinterpret", "alloc_buffer", "reshape", "view",
     "int", "uint", "long", "short", "double", "im2col", "tvm_warp_shuffle", "int4", "access_ptr",
     "ptx_cp_async", "ptx_commit_group", "ptx_wait_group",
+    "wgmma_gemm", "wait_wgmma", "fence_proxy_async", "cp_async_barrier_noinc", "gemm_sp",
+    "attr", "comm_reducer", "evaluate", "tvm_thread_allreduce",
 ]

@@ -41,6 +41,7 @@ class Builder:
     names: set = field(default_factory=set)
     pending: str | None = None
     scratch: list = field(default_factory=list)  # T.alloc_global buffers (hidden parameters)
+    reduce_scope: object = None  # `with T.attr(T.comm_reducer(...), "reduce_scope")` (allreduce.py)
     let_values: dict = field(default_factory=dict)  # id(let Var) -> (Var, value): proves extents
     parallel_loops: list = field(default_factory=list)  # enclosing T.Parallel (vars, extents)
 

@@ -10,7 +10,7 @@ from .. import dtypes as dt
 from ..errors import TileShapeError, TileSyntaxError, TileTypeError
 from ..ir.buffer import Buffer, Region
 from ..ir.expr import Expr, Var, as_expr, binop, cast, const_int, select, unary
-from ..ir.stmt import AtomicAdd, AtomicAddRegion, Copy, CumSum, Fill, Gemm, Reduce
+from ..ir.stmt import AtomicAdd, AtomicAddRegion, Copy, CumSum, Fill, Gemm, IfThenElse, Reduce, SeqStmt
 from .builder import builtin, current
 from .copy_extents import match_extents
 from .refs import Ref, buffer_of, region_of, shape_of, squeezed
@@ -343,6 +343,22 @@ _ACCUM_OK = {
 }
 
 
+def _clear_flag(b, clear_accum, rc) -> bool:
+    """`clear_accum` as a build-time bool. A kernel value (`clear_accum=(k == 0)` in a loop, as
+    TileLang allows) becomes `if cond: T.clear(C)` before an accumulating gemm: the same values."""
+    if isinstance(clear_accum, Ref):
+        clear_accum = clear_accum.as_expr()
+    if not isinstance(clear_accum, Expr):
+        return bool(clear_accum)
+    k = const_int(clear_accum)
+    if k is not None:
+        return bool(k)
+    cond = clear_accum if clear_accum.dtype.is_bool else binop("ne", clear_accum, 0)
+    zero = Fill(rc, cast(as_expr(0, rc.buffer.dtype), rc.buffer.dtype), b.loc)
+    b.emit(IfThenElse(cond, SeqStmt((zero,), b.loc), None, b.loc))
+    return False
+
+
 class GemmWarpPolicy:
     """How gemm splits its tile over warps (accepted on every target; a hint for GPUs)."""
 
@@ -367,6 +383,7 @@ def gemm(A, B, C, transpose_A=False, transpose_B=False, policy=GemmWarpPolicy.Sq
         ignored_hint("T.gemm(k_pack=, wg_wait=N>0)", "the lowering packs operands and places the "
                      "waits for asynchronous tensor-core results itself (wg_wait=-1 is honoured)")
     ra, rb, rc = region_of(A, None, "gemm A"), region_of(B, None, "gemm B"), region_of(C, None, "gemm C")
+    clear_accum = _clear_flag(b, clear_accum, rc)
     for r, n in ((ra, "A"), (rb, "B"), (rc, "C")):
         if len(r.squeezed_shape) != 2 and not (len(r.extents) >= 2 and len(r.squeezed_shape) < 2):
             raise TileShapeError(f"gemm {n} ({r.buffer.name}) must be a 2-D tile, got {r.extents}",

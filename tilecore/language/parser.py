@@ -387,6 +387,10 @@ class Parser:
             raise
 
     def assign_name(self, name: str, value, node):
+        if getattr(value, "kernel_lambda", False):
+            raise TileSyntaxError("a lambda in a kernel body is an argument (`T.comm_reducer(lambda "
+                                  "x, y: x + y, ...)`), not a value to name", self.loc(node),
+                                  hint="define the function before the kernel with `def`")
         idx = self._scope_of(name)
         existing = self.scopes[idx].vars[name] if idx is not None else None
         if isinstance(existing, bld.PrivateVar) and not isinstance(value, bld.PrivateVar):
@@ -537,6 +541,8 @@ class Parser:
         loc = self.loc(node)
         then = self.block(node.body, "if")
         other = self.block(node.orelse, "if") if node.orelse else None
+        if isinstance(other, SeqStmt) and len(other.stmts) == 1 and isinstance(other.stmts[0], IfThenElse):
+            other = other.stmts[0]  # `elif`: the chain stays a chain (warpgroup branches read it)
         if not cond.dtype.is_bool:
             cond = binop("ne", cond, 0)
         self.b.emit(IfThenElse(cond, then, other, loc))
@@ -618,9 +624,11 @@ class Parser:
             self.scopes.pop()
             body = SeqStmt(tuple(self.b.blocks.pop()))
             self.b.kernel = None
-        self.b.blocks[-1].append(KernelLaunch(spec.grid, block_vars, spec.threads, tuple(frame.allocs),
-                                              body, spec.annotations + tuple(frame.annotations),
-                                              self.loc(node)))
+        from .thread_level import per_thread_fragments
+
+        self.b.blocks[-1].append(per_thread_fragments(KernelLaunch(
+            spec.grid, block_vars, spec.threads, tuple(frame.allocs), body,
+            spec.annotations + tuple(frame.annotations), self.loc(node))))
 
     # ------------------------------------------------------------------ expressions
     def ev(self, node):
@@ -633,6 +641,29 @@ class Parser:
 
     def ev_Constant(self, node):
         return node.value
+
+    def ev_Lambda(self, node: ast.Lambda):
+        """A lambda in a kernel body (`T.comm_reducer(lambda x, y: x + y, ...)`): a function whose
+        call evaluates the body with the parameters bound, at build time, like a helper."""
+        a = node.args
+        if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or a.posonlyargs:
+            raise TileSyntaxError("a lambda in a kernel takes plain positional parameters",
+                                  self.loc(node), hint="write `lambda x, y: ...`")
+        names = [p.arg for p in a.args]
+
+        def call(*vals):
+            if len(vals) != len(names):
+                raise TileSyntaxError(f"the lambda takes {len(names)} arguments, got {len(vals)}",
+                                      self.loc(node), hint="pass one value per parameter")
+            self.scopes.append(_Scope("lambda"))
+            try:
+                self.scopes[-1].vars.update(zip(names, vals))
+                return self.ev(node.body)
+            finally:
+                self.scopes.pop()
+
+        call.kernel_lambda = True
+        return call
 
     def ev_Name(self, node):
         v = self.lookup(node.id, node)

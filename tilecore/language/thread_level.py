@@ -397,3 +397,29 @@ def ptx_wait_group(num) -> None:
         raise TileShapeError(f"T.ptx_wait_group({num!r}): the count of groups left in flight is a "
                              "constant >= 0", b.loc, hint="write T.ptx_wait_group(0)")
     b.emit(CpAsyncWait(n, b.loc))
+
+
+def per_thread_fragments(launch):
+    """`launch` (a thread-level kernel) with every fragment that no tile operation or
+    `T.Parallel` loop touches made a local buffer: used only by per-thread statements
+    (`pref[r] = Indices[...]` in a producer role), TileLang gives it one copy per thread, which
+    is what a local is; a fragment is laid out over the block's threads. Other kernels unchanged."""
+    from dataclasses import replace
+
+    from ..ir.stmt import TILE_OPS, For
+    from ..ir.thread_level import TmaCopy
+    from ..ir.visit import rewrite, walk
+
+    if (THREAD_LEVEL, True) not in launch.annotations:
+        return launch
+    frags = {id(b): b for b in launch.allocs if isinstance(b, Buffer) and b.scope == "fragment"}
+    if not frags:
+        return launch
+    collective: set[int] = set()
+    for n in walk(launch.body):
+        if isinstance(n, (*TILE_OPS, TmaCopy)) or (isinstance(n, For) and n.kind == "parallel"):
+            collective.update(id(x) for x in walk(n) if isinstance(x, Buffer))
+    swap = {k: replace(b, scope="local") for k, b in frags.items() if k not in collective}
+    if not swap:
+        return launch
+    return rewrite(launch, lambda n: swap.get(id(n)) if isinstance(n, Buffer) else None)

@@ -379,8 +379,17 @@ class _Inserter:
         return [self.barrier(reason, s.loc), loop], _union(clean, end)
 
     def _mark_lets(self, s: Stmt) -> None:
+        # a commit directly followed by `wait_group 0` (T.cp_async_barrier_noinc) leaves the
+        # executing thread nothing in flight, so the block's uniform waits after it still hold
+        drained = set()
         for n in walk(s):
-            if isinstance(n, (AsyncCommit, AsyncWait)) and n.queue == "cp.async":
+            if isinstance(n, SeqStmt):
+                for a, b in zip(n.stmts, n.stmts[1:]):
+                    if isinstance(a, AsyncCommit) and isinstance(b, AsyncWait) and a.queue == \
+                            b.queue == "cp.async" and b.pending == 0:
+                        drained.update((id(a), id(b)))
+        for n in walk(s):
+            if isinstance(n, (AsyncCommit, AsyncWait)) and n.queue == "cp.async" and id(n) not in drained:
                 raise TileInternalError(f"{type(n).__name__} inside per-thread control flow at "
                                         f"{loc_str(n.loc)}: group counts must stay uniform")
             if isinstance(n, LetStmt):

@@ -30,17 +30,8 @@ def stage_fragment(ctx: LowerCtx, buf: Buffer, loc) -> tuple[Buffer, list[Stmt]]
     lay = ctx.layout(buf)
     scratch = ctx.scratch_shared(("stage", id(buf)), f"{buf.name}_staged", buf.numel, buf.dtype)
     regs = ctx.regs(buf)
-    coords_t, valid_t = lay.table
-    writer = valid_t.copy()
-    if lay.replicated:
-        flat = lay.flat_index(coords_t)
-        seen = np.zeros(buf.numel, dtype=bool)
-        for r in range(lay.nregs):
-            for t in range(ctx.threads):
-                if writer[t, r]:
-                    f = flat[t, r]
-                    writer[t, r] = not seen[f]
-                    seen[f] = True
+    _, valid_t = lay.table
+    writer = lay.writers
     out: list[Stmt] = []
     for r in range(lay.nregs):
         col = writer[:, r]

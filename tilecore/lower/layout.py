@@ -78,6 +78,24 @@ class Layout:
         flat = self.flat_index(coords)[valid]
         return len(np.unique(flat)) != len(flat)
 
+    @functools.cached_property
+    def writers(self) -> np.ndarray:
+        """valid[T, nregs] keeping only the first (register, thread) holder of each element: the
+        one that writes it when the fragment is stored to memory (a replicated element written
+        by all of its holders in one statement is a write-write race)."""
+        coords, valid = self.table
+        writer = valid.copy()
+        if not self.replicated:
+            return writer
+        flat = self.flat_index(coords)
+        seen = np.zeros(int(np.prod(self.shape)), dtype=bool)
+        for r in range(self.nregs):
+            for t in range(self.threads):
+                if writer[t, r]:
+                    writer[t, r] = not seen[flat[t, r]]
+                    seen[flat[t, r]] = True
+        return writer
+
     def flat_index(self, coords: np.ndarray) -> np.ndarray:
         """Row-major flat element numbers of a coordinate array (last axis = rank)."""
         out = np.zeros(coords.shape[:-1], dtype=np.int64)
