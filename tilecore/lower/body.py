@@ -24,36 +24,33 @@ from .context import LowerCtx, all_of, flat_offset
 from .indexing import NotNumeric, evaluate
 
 
+def writer_pred(ctx: LowerCtx, lay, r: int, valid_known: bool = False) -> Expr | None:
+    """The condition that thread `tx` is register `r`'s designated writer (`Layout.writers`):
+    None when every thread is, or (`valid_known`: the caller already guards with the
+    register's validity) when every valid holder is."""
+    col = lay.writers[:, r]
+    valid = lay.table[1][:, r]
+    if col.all() or (valid_known and np.array_equal(col, valid)):
+        return None
+    if np.array_equal(col, valid):
+        return lay.valid(ctx.tx, r)
+    if col[0] and not col[1:].any():
+        return binop("eq", ctx.tx, 0)  # a fully replicated register: thread 0 writes
+    return binop("ne", LaneTable(tuple(int(x) for x in col), ctx.tx), 0)
+
+
 def stage_fragment(ctx: LowerCtx, buf: Buffer, loc) -> tuple[Buffer, list[Stmt]]:
     """A shared copy of fragment `buf` (row-major) and the stores that fill it; each element
     is written once, by the first thread holding it."""
     lay = ctx.layout(buf)
     scratch = ctx.scratch_shared(("stage", id(buf)), f"{buf.name}_staged", buf.numel, buf.dtype)
     regs = ctx.regs(buf)
-    coords_t, valid_t = lay.table
-    writer = valid_t.copy()
-    if lay.replicated:
-        flat = lay.flat_index(coords_t)
-        seen = np.zeros(buf.numel, dtype=bool)
-        for r in range(lay.nregs):
-            for t in range(ctx.threads):
-                if writer[t, r]:
-                    f = flat[t, r]
-                    writer[t, r] = not seen[f]
-                    seen[f] = True
     out: list[Stmt] = []
     for r in range(lay.nregs):
-        col = writer[:, r]
-        if not col.any():
+        if not lay.writers[:, r].any():
             continue
-        if col.all():
-            pred = None
-        elif np.array_equal(col, valid_t[:, r]):
-            pred = lay.valid(ctx.tx, r)
-        else:
-            pred = binop("ne", LaneTable(tuple(int(x) for x in col), ctx.tx), 0)
         off = flat_offset(buf, lay.coords(ctx.tx, r), ctx.bounds)
-        out.append(MemStore(scratch, off, MemLoad(regs, const(r)), pred, loc))
+        out.append(MemStore(scratch, off, MemLoad(regs, const(r)), writer_pred(ctx, lay, r), loc))
     return scratch, out
 
 
@@ -72,6 +69,16 @@ class BodyLowerer:
         # fragment -> (tile-level indices, register): the element this iteration owns
         self.owned: dict[int, tuple] = {}
         self.partition_origin = ""  # what decided the loop's distribution (for conflict errors)
+        # per-thread mode: the condition under which this iteration writes memory (one replica
+        # of a replicated layout, `writer_pred`); None: every thread running it writes
+        self.writer: Expr | None = None
+
+    def _memory_guard(self) -> Expr | None:
+        """Who performs a global/shared store or atomic: the iteration's writer in per-thread
+        mode, thread 0 in uniform code (every thread runs it), anyone at thread level."""
+        if self.per_thread:
+            return self.writer
+        return None if self.ctx.thread_level else binop("eq", self.ctx.tx, 0)
 
     def _owned_reg(self, buf: Buffer, indices) -> int | None:
         own = self.owned.get(id(buf))
@@ -192,14 +199,14 @@ class BodyLowerer:
                              hint="move tile operations (copy, gemm, reduce, ...) out of the loop")
 
     def store(self, buf: Buffer, indices, value: Expr, loc) -> Stmt:
-        """A write of `value` to `buf[indices]` (owners only for fragments; thread 0 for memory
-        in uniform code)."""
+        """A write of `value` to `buf[indices]` (owners only for fragments; for memory, one
+        replica per element in per-thread code and thread 0 in uniform code)."""
         ctx = self.ctx
         idx = tuple(self.expr(i) for i in indices)
         v = self.expr(value)
         if v.dtype != buf.dtype:
             v = cast(v, buf.dtype)
-        guard = None if self.per_thread or ctx.thread_level else binop("eq", ctx.tx, 0)
+        guard = self._memory_guard()
         if buf.scope == "global":
             return MemStore(buf, flat_offset(buf, idx, ctx.bounds), v, guard, loc, indices=idx)
         if buf.scope == "shared":
@@ -239,6 +246,6 @@ class BodyLowerer:
         if v.dtype != buf.dtype:
             v = cast(v, buf.dtype)
         target = buf if buf.scope == "global" else ctx.shared(buf)
-        guard = None if self.per_thread or ctx.thread_level else binop("eq", ctx.tx, 0)
+        guard = self._memory_guard()
         return Atomic("add", target, ctx.offset(buf, idx), v, guard, s.loc)
 

@@ -78,6 +78,25 @@ class Layout:
         flat = self.flat_index(coords)[valid]
         return len(np.unique(flat)) != len(flat)
 
+    @functools.cached_property
+    def writers(self) -> np.ndarray:
+        """(T, nregs) bool: the one (thread, register) per element that stores it to memory.
+
+        A replicated element is held by several threads; a loop iteration partitioned by the
+        layout runs in each of them, but its memory writes and atomics must happen once (an
+        atomic repeated per replica adds its value that many times). The writer is the
+        element's first holder in register-major, then thread, order; without replication
+        it is every valid holder."""
+        coords, valid = self.table
+        if not self.replicated:
+            return valid
+        flat = self.flat_index(coords).T.reshape(-1)  # register-major, then thread
+        held = np.nonzero(valid.T.reshape(-1))[0]
+        _, first = np.unique(flat[held], return_index=True)
+        out = np.zeros(flat.shape, dtype=bool)
+        out[held[first]] = True
+        return out.reshape(self.nregs, self.threads).T
+
     def flat_index(self, coords: np.ndarray) -> np.ndarray:
         """Row-major flat element numbers of a coordinate array (last axis = rank)."""
         out = np.zeros(coords.shape[:-1], dtype=np.int64)
