@@ -26,6 +26,8 @@ import numpy as np
 
 from ..errors import TileRuntimeError
 
+_NO_LOW = np.iinfo(np.int64).max
+
 
 class SyncClock:
     """Epochs and the per-pair last common barrier of one block's threads."""
@@ -96,6 +98,8 @@ class SharedTracker:
         self.pbar = np.zeros(n, dtype=bool)  # that copy completes on an mbarrier (TMA)
         self.aread = np.zeros(n, dtype=np.int64)  # in-flight asynchronous reads (wgmma operands)
         self.aloc = np.full(n, -1, dtype=np.int64)
+        self._lo_scratch: np.ndarray | None = None  # see `read`
+        self._hi_scratch: np.ndarray | None = None
 
     def _raise(self, msg: str, loc_id: int, locs: list, hint: str):
         raise TileRuntimeError(f"data race on shared buffer {self.name}: {msg}", locs[loc_id], hint=hint)
@@ -166,17 +170,30 @@ class SharedTracker:
                 f"(at {_loc(locs, self.wloc[idx[k]])}){landed} with no barrier in between", loc_id, locs,
                 "a barrier is missing between the write and the read (a wait makes an asynchronous "
                 "copy visible to its own thread only)")
-        uniq, inv = np.unique(idx, return_inverse=True)
-        lo = np.full(len(uniq), np.iinfo(np.int64).max, dtype=np.int64)
-        hi = np.full(len(uniq), -1, dtype=np.int64)
-        np.minimum.at(lo, inv, tid)
-        np.maximum.at(hi, inv, tid)
+        # each element's lowest and highest reading thread, gathered in per-buffer scratch
+        # arrays (left clean afterwards); every copy of a repeated index then computes and
+        # stores the same values, so no np.unique is needed
+        lo_s, hi_s = self._scratch()
+        np.minimum.at(lo_s, idx, tid)
+        np.maximum.at(hi_s, idx, tid)
+        lo, hi = lo_s[idx], hi_s[idx]
+        lo_s[idx] = _NO_LOW
+        hi_s[idx] = -1
         # readers ordered by a block barrier since are forgotten; others widen the range
-        fresh = (self.rlo[uniq] < 0) | (self.rtime[uniq] < self.clock.block_epoch)
-        self.rlo[uniq] = np.where(fresh, lo, np.minimum(self.rlo[uniq], lo))
-        self.rhi[uniq] = np.where(fresh, hi, np.maximum(self.rhi[uniq], hi))
-        self.rtime[uniq] = self.clock.epoch
-        self.rloc[uniq] = loc_id
+        rlo = self.rlo[idx]
+        fresh = (rlo < 0) | (self.rtime[idx] < self.clock.block_epoch)
+        self.rlo[idx] = np.where(fresh, lo, np.minimum(rlo, lo))
+        self.rhi[idx] = np.where(fresh, hi, np.maximum(self.rhi[idx], hi))
+        self.rtime[idx] = self.clock.epoch
+        self.rloc[idx] = loc_id
+
+    def _scratch(self) -> tuple[np.ndarray, np.ndarray]:
+        """The (lowest, highest) reader scratch arrays, all _NO_LOW / -1 between reads."""
+        if self._lo_scratch is None:
+            n = len(self.writer)
+            self._lo_scratch = np.full(n, _NO_LOW, dtype=np.int64)
+            self._hi_scratch = np.full(n, -1, dtype=np.int64)
+        return self._lo_scratch, self._hi_scratch
 
     def write(self, idx: np.ndarray, tid: np.ndarray, loc_id: int, locs: list) -> None:
         """Record synchronous writes; raise on a write-after-read race or a pending async write."""
