@@ -15,6 +15,7 @@ from .errors import (
     caller_loc,
 )
 from .ir.module import Module, ModuleAttrs, PrimFunc
+from .ir.static_checks import check_program
 from .kernel import Kernel, normalize_out_idx
 from .language import eager
 from .options import options_from_pass_configs
@@ -50,6 +51,9 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
         desc_once = functools.cache(functools.partial(plugins.describe, t, func, options))
         return Kernel(func, t, out_idx, artifact, lambda: _stages(func, t, options, desc_once()),
                       desc_once, diagnostics=diagnostics)
+    # the user's mistakes (a zero grid, an unbound T.dynamic) first: a target asked whether it
+    # supports the program may lower it, and must not be the one to trip over them
+    check_program(func)
     reason = plugins.unsupported(t, func)
     if reason:
         raise TileTargetError(f"target {t} cannot compile {func.name}: {reason}", func.loc,
