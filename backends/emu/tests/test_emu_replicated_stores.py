@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import tilecore
-import tilecore.language as T
 from tilecore_conformance.case import Case, Param
 from tilecore_conformance.runner import check_case
+
+import tilecore
+import tilecore.language as T
 
 TARGETS = ["emu:sm_80", "emu:sm_90", "emu:hip:gfx942"]
 
