@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import TileRuntimeError
 
-_NO_LOW = np.iinfo(np.int64).max
+READER_GROUP = 128  # threads per reader slot (a warpgroup; SharedTracker)
 
 
 class SyncClock:
@@ -59,6 +59,15 @@ class SyncClock:
         cur = self.sync[np.ix_(src, dst)]
         self.sync[np.ix_(src, dst)] = np.maximum(cur, epochs[:, None])
 
+    def known(self, tids: np.ndarray) -> np.ndarray | None:
+        """For every thread x, the epoch before which x's accesses are ordered before some
+        thread of `tids` (what those threads have acquired so far), or None when only block
+        barriers ordered anything (then everybody knows the same). An arrive carries this along
+        (happens-before is transitive: producer -> consumer A -> consumer B)."""
+        if self.sync is None or len(tids) == 0:
+            return None
+        return self.sync[:, tids].max(axis=1)
+
     def ordered(self, a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Whether accesses by threads `a` in epochs `t` are ordered before accesses by `b` now."""
         if self.sync is None:
@@ -89,17 +98,23 @@ class SharedTracker:
         self.wtime = np.zeros(n, dtype=np.int64)
         self.wloc = np.full(n, -1, dtype=np.int64)
         self.wasync = np.zeros(n, dtype=bool)  # the last write was a landed asynchronous copy
-        self.rlo = np.full(n, -1, dtype=np.int64)
-        self.rhi = np.full(n, -1, dtype=np.int64)
-        self.rtime = np.zeros(n, dtype=np.int64)
-        self.rloc = np.full(n, -1, dtype=np.int64)
+        # readers per warpgroup slot (column g: threads 128g..128g+127): a thread range and the
+        # epoch of its latest read, so one warpgroup's later reads do not make another's earlier
+        # reads look later than the arrive that released them
+        g = max(1, -(-clock.threads // READER_GROUP))
+        self.rlo = np.full((n, g), -1, dtype=np.int64)
+        self.rhi = np.full((n, g), -1, dtype=np.int64)
+        self.rtime = np.zeros((n, g), dtype=np.int64)
+        self.rloc = np.full((n, g), -1, dtype=np.int64)
+        # the threads of the last write: a contiguous range that stored one value in one
+        # statement (`flag[i // 8] = c` by 8 threads), else the writer alone
+        self.wlo = np.full(n, -1, dtype=np.int64)
+        self.whi = np.full(n, -1, dtype=np.int64)
         self.pending = np.full(n, -1, dtype=np.int64)  # thread whose async copy has not landed
         self.ploc = np.full(n, -1, dtype=np.int64)
         self.pbar = np.zeros(n, dtype=bool)  # that copy completes on an mbarrier (TMA)
         self.aread = np.zeros(n, dtype=np.int64)  # in-flight asynchronous reads (wgmma operands)
         self.aloc = np.full(n, -1, dtype=np.int64)
-        self._lo_scratch: np.ndarray | None = None  # see `read`
-        self._hi_scratch: np.ndarray | None = None
 
     def _raise(self, msg: str, loc_id: int, locs: list, hint: str):
         raise TileRuntimeError(f"data race on shared buffer {self.name}: {msg}", locs[loc_id], hint=hint)
@@ -139,20 +154,21 @@ class SharedTracker:
     # --- end asynchronous reads ---
 
     def _check_war(self, idx, tid, verb: str, loc_id: int, locs: list) -> None:
-        lo, hi = self.rlo[idx], self.rhi[idx]
-        cand = lo >= 0
-        if not cand.any():
-            return
-        ok = np.ones(len(idx), dtype=bool)
-        ok[cand] = self.clock.ordered_range(lo[cand], hi[cand], self.rtime[idx][cand], tid[cand])
-        bad = ~ok
-        if bad.any():
-            k = int(np.argmax(bad))
-            who = f"thread {int(lo[k])}" if lo[k] == hi[k] else f"threads {int(lo[k])}..{int(hi[k])}"
-            self._raise(
-                f"thread {int(tid[k])} {verb} element {int(idx[k])} that {who} read (at "
-                f"{_loc(locs, self.rloc[idx[k]])}) with no barrier in between", loc_id, locs,
-                "a barrier is missing between the read and the write")
+        for g in range(self.rlo.shape[1]):
+            lo, hi = self.rlo[idx, g], self.rhi[idx, g]
+            cand = lo >= 0
+            if not cand.any():
+                continue
+            ok = np.ones(len(idx), dtype=bool)
+            ok[cand] = self.clock.ordered_range(lo[cand], hi[cand], self.rtime[idx, g][cand], tid[cand])
+            bad = ~ok
+            if bad.any():
+                k = int(np.argmax(bad))
+                who = f"thread {int(lo[k])}" if lo[k] == hi[k] else f"threads {int(lo[k])}..{int(hi[k])}"
+                self._raise(
+                    f"thread {int(tid[k])} {verb} element {int(idx[k])} that {who} read (at "
+                    f"{_loc(locs, self.rloc[idx[k], g])}) with no barrier in between", loc_id, locs,
+                    "a barrier is missing between the read and the write")
 
     def read(self, idx: np.ndarray, tid: np.ndarray, loc_id: int, locs: list) -> None:
         """Record reads of elements `idx` by threads `tid`; raise on a race."""
@@ -160,7 +176,9 @@ class SharedTracker:
             return
         self._check_pending(idx, tid, "reads", loc_id, locs)
         w = self.writer[idx]
-        bad = (w >= 0) & ~self.clock.ordered(w, tid, self.wtime[idx])
+        # a thread that took part in a one-value write reads that value whatever the others did
+        cowrote = (self.wlo[idx] <= tid) & (tid <= self.whi[idx])
+        bad = (w >= 0) & ~cowrote & ~self.clock.ordered(w, tid, self.wtime[idx])
         if bad.any():
             k = int(np.argmax(bad))
             what = "an asynchronous copy of thread" if self.wasync[idx[k]] else "thread"
@@ -170,47 +188,54 @@ class SharedTracker:
                 f"(at {_loc(locs, self.wloc[idx[k]])}){landed} with no barrier in between", loc_id, locs,
                 "a barrier is missing between the write and the read (a wait makes an asynchronous "
                 "copy visible to its own thread only)")
-        # each element's lowest and highest reading thread, gathered in per-buffer scratch
-        # arrays (left clean afterwards); every copy of a repeated index then computes and
-        # stores the same values, so no np.unique is needed
-        lo_s, hi_s = self._scratch()
-        np.minimum.at(lo_s, idx, tid)
-        np.maximum.at(hi_s, idx, tid)
-        lo, hi = lo_s[idx], hi_s[idx]
-        lo_s[idx] = _NO_LOW
-        hi_s[idx] = -1
-        # readers ordered by a block barrier since are forgotten; others widen the range
-        rlo = self.rlo[idx]
-        fresh = (rlo < 0) | (self.rtime[idx] < self.clock.block_epoch)
-        self.rlo[idx] = np.where(fresh, lo, np.minimum(rlo, lo))
-        self.rhi[idx] = np.where(fresh, hi, np.maximum(self.rhi[idx], hi))
-        self.rtime[idx] = self.clock.epoch
-        self.rloc[idx] = loc_id
+        grp = tid // READER_GROUP
+        for g in np.unique(grp).tolist():
+            sel = grp == g
+            uniq, inv = np.unique(idx[sel], return_inverse=True)
+            lo = np.full(len(uniq), np.iinfo(np.int64).max, dtype=np.int64)
+            hi = np.full(len(uniq), -1, dtype=np.int64)
+            np.minimum.at(lo, inv, tid[sel])
+            np.maximum.at(hi, inv, tid[sel])
+            # readers ordered by a block barrier since are forgotten; others widen the range
+            fresh = (self.rlo[uniq, g] < 0) | (self.rtime[uniq, g] < self.clock.block_epoch)
+            self.rlo[uniq, g] = np.where(fresh, lo, np.minimum(self.rlo[uniq, g], lo))
+            self.rhi[uniq, g] = np.where(fresh, hi, np.maximum(self.rhi[uniq, g], hi))
+            self.rtime[uniq, g] = self.clock.epoch
+            self.rloc[uniq, g] = loc_id
 
-    def _scratch(self) -> tuple[np.ndarray, np.ndarray]:
-        """The (lowest, highest) reader scratch arrays, all _NO_LOW / -1 between reads."""
-        if self._lo_scratch is None:
-            n = len(self.writer)
-            self._lo_scratch = np.full(n, _NO_LOW, dtype=np.int64)
-            self._hi_scratch = np.full(n, -1, dtype=np.int64)
-        return self._lo_scratch, self._hi_scratch
-
-    def write(self, idx: np.ndarray, tid: np.ndarray, loc_id: int, locs: list) -> None:
-        """Record synchronous writes; raise on a write-after-read race or a pending async write."""
+    def write(self, idx: np.ndarray, tid: np.ndarray, loc_id: int, locs: list,
+              vals: np.ndarray | None = None) -> None:
+        """Record synchronous writes (of `vals`, one row per index, when given); raise on a race
+        or a pending async write."""
         if idx.size == 0:
             return
         self._check_pending(idx, tid, "overwrites", loc_id, locs)
         self._check_async_read(idx, tid, "overwrites", loc_id, locs)
         self._check_war(idx, tid, "overwrites", loc_id, locs)
-        self._check_waw(idx, tid, loc_id, locs)
+        co = self._check_waw(idx, tid, loc_id, locs, vals)
         self._set_writer(idx, tid, loc_id, False)
+        if co is not None:
+            self.wlo[co[0]], self.whi[co[0]] = co[1], co[2]
 
-    def _check_waw(self, idx, tid, loc_id: int, locs: list) -> None:
+    def _check_waw(self, idx, tid, loc_id: int, locs: list, vals=None):
         """A write-write race: two threads write one element, in one instruction or in two not
-        ordered by a barrier (which value survives depends on the hardware's schedule)."""
+        ordered by a barrier (which value survives depends on the hardware's schedule). A
+        contiguous range of threads storing one bit pattern into an element in one statement
+        (`A_s[k] = A[k]` by every thread) is not one: every schedule leaves that value. Returns
+        (elements, first thread, last thread) of such writes, or None."""
         order = np.lexsort((tid, idx))
         si, st = idx[order], tid[order]
         same = (si[1:] == si[:-1]) & (st[1:] != st[:-1])
+        co = None
+        if vals is not None and same.any():
+            bits = np.ascontiguousarray(vals).reshape(len(idx), -1).view(np.uint8)[order]
+            uniq, start, count = np.unique(si, return_index=True, return_counts=True)
+            first, last = st[start], st[start + count - 1]
+            rep_ = np.repeat(start, count)
+            equal = np.logical_and.reduceat(np.all(bits == bits[rep_], axis=1), start)
+            benign = (count > 1) & (last - first + 1 == count) & equal
+            same &= ~np.repeat(benign, count)[1:]
+            co = (uniq[benign], first[benign], last[benign]) if benign.any() else None
         if same.any():
             k = int(np.argmax(same))
             self._raise(
@@ -219,13 +244,14 @@ class SharedTracker:
                 "make each element's writer unique (guard the store with `if`, or write a "
                 "per-thread part of the tile)")
         w = self.writer[idx]
-        bad = (w >= 0) & ~self.clock.ordered(w, tid, self.wtime[idx])
+        bad = (w >= 0) & ~self._writers_ordered(idx, tid)
         if bad.any():
             k = int(np.argmax(bad))
             self._raise(
                 f"thread {int(tid[k])} overwrites element {int(idx[k])} written by thread {int(w[k])} "
                 f"(at {_loc(locs, self.wloc[idx[k]])}) with no barrier in between", loc_id, locs,
                 "a barrier is missing between the two writes, or two threads write one element")
+        return co
 
     def async_issue(self, idx: np.ndarray, tid: np.ndarray, loc_id: int, locs: list,
                     kind: str = "group") -> None:
@@ -237,7 +263,7 @@ class SharedTracker:
         self._check_async_read(idx, tid, "issues an asynchronous copy into", loc_id, locs)
         self._check_war(idx, tid, "issues an asynchronous copy into", loc_id, locs)
         w = self.writer[idx]
-        bad = (w >= 0) & ~self.clock.ordered(w, tid, self.wtime[idx])
+        bad = (w >= 0) & ~self._writers_ordered(idx, tid)
         if bad.any():
             k = int(np.argmax(bad))
             self._raise(
@@ -247,14 +273,31 @@ class SharedTracker:
         self.pending[idx] = tid
         self.ploc[idx] = loc_id
         self.pbar[idx] = kind == "mbarrier"
+        # every earlier reader is ordered before this copy (checked above), and every later
+        # write must be ordered after the copy: the old readers need no more tracking (a
+        # stage that two consumer groups read in turn would otherwise widen to both groups)
+        self.rlo[idx] = -1
+        self.rhi[idx] = -1
 
     def land(self, idx: np.ndarray, tid: np.ndarray, issue_loc_id: int) -> None:
         """Asynchronous writes into `idx` land now (their wait): ordinary writes of `tid`."""
         self.pending[idx] = -1
         self._set_writer(idx, tid, issue_loc_id, True)
 
+    def _writers_ordered(self, idx, tid) -> np.ndarray:
+        """Whether every thread of the last write of each element (all of a one-value write's
+        range: any of them may land last) is ordered before thread `tid`'s new write."""
+        lo, hi = self.wlo[idx], self.whi[idx]
+        out = self.clock.ordered(self.writer[idx], tid, self.wtime[idx])
+        multi = (lo >= 0) & (lo != hi)
+        if multi.any():
+            out[multi] = self.clock.ordered_range(lo[multi], hi[multi], self.wtime[idx][multi], tid[multi])
+        return out
+
     def _set_writer(self, idx, tid, loc_id: int, is_async: bool) -> None:
         self.writer[idx] = tid
+        self.wlo[idx] = tid
+        self.whi[idx] = tid
         self.wtime[idx] = self.clock.epoch
         self.wloc[idx] = loc_id
         self.wasync[idx] = is_async

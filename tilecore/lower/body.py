@@ -24,6 +24,30 @@ from .context import LowerCtx, all_of, flat_offset
 from .indexing import NotNumeric, evaluate
 
 
+def stage_fragment(ctx: LowerCtx, buf: Buffer, loc) -> tuple[Buffer, list[Stmt]]:
+    """A shared copy of fragment `buf` (row-major) and the stores that fill it; each element
+    is written once, by the first thread holding it."""
+    lay = ctx.layout(buf)
+    scratch = ctx.scratch_shared(("stage", id(buf)), f"{buf.name}_staged", buf.numel, buf.dtype)
+    regs = ctx.regs(buf)
+    _, valid_t = lay.table
+    writer = lay.writers
+    out: list[Stmt] = []
+    for r in range(lay.nregs):
+        col = writer[:, r]
+        if not col.any():
+            continue
+        if col.all():
+            pred = None
+        elif np.array_equal(col, valid_t[:, r]):
+            pred = lay.valid(ctx.tx, r)
+        else:
+            pred = binop("ne", LaneTable(tuple(int(x) for x in col), ctx.tx), 0)
+        off = flat_offset(buf, lay.coords(ctx.tx, r), ctx.bounds)
+        out.append(MemStore(scratch, off, MemLoad(regs, const(r)), pred, loc))
+    return scratch, out
+
+
 def writer_pred(ctx: LowerCtx, lay, r: int, valid_known: bool = False) -> Expr | None:
     """The condition that thread `tx` is register `r`'s designated writer (`Layout.writers`):
     None when every thread is, or (`valid_known`: the caller already guards with the
@@ -37,21 +61,6 @@ def writer_pred(ctx: LowerCtx, lay, r: int, valid_known: bool = False) -> Expr |
     if col[0] and not col[1:].any():
         return binop("eq", ctx.tx, 0)  # a fully replicated register: thread 0 writes
     return binop("ne", LaneTable(tuple(int(x) for x in col), ctx.tx), 0)
-
-
-def stage_fragment(ctx: LowerCtx, buf: Buffer, loc) -> tuple[Buffer, list[Stmt]]:
-    """A shared copy of fragment `buf` (row-major) and the stores that fill it; each element
-    is written once, by the first thread holding it."""
-    lay = ctx.layout(buf)
-    scratch = ctx.scratch_shared(("stage", id(buf)), f"{buf.name}_staged", buf.numel, buf.dtype)
-    regs = ctx.regs(buf)
-    out: list[Stmt] = []
-    for r in range(lay.nregs):
-        if not lay.writers[:, r].any():
-            continue
-        off = flat_offset(buf, lay.coords(ctx.tx, r), ctx.bounds)
-        out.append(MemStore(scratch, off, MemLoad(regs, const(r)), writer_pred(ctx, lay, r), loc))
-    return scratch, out
 
 
 class BodyLowerer:

@@ -80,22 +80,21 @@ class Layout:
 
     @functools.cached_property
     def writers(self) -> np.ndarray:
-        """(T, nregs) bool: the one (thread, register) per element that stores it to memory.
-
-        A replicated element is held by several threads; a loop iteration partitioned by the
-        layout runs in each of them, but its memory writes and atomics must happen once (an
-        atomic repeated per replica adds its value that many times). The writer is the
-        element's first holder in register-major, then thread, order; without replication
-        it is every valid holder."""
+        """valid[T, nregs] keeping only the first (register, thread) holder of each element: the
+        one that writes it when the fragment is stored to memory (a replicated element written
+        by all of its holders in one statement is a write-write race)."""
         coords, valid = self.table
+        writer = valid.copy()
         if not self.replicated:
-            return valid
-        flat = self.flat_index(coords).T.reshape(-1)  # register-major, then thread
-        held = np.nonzero(valid.T.reshape(-1))[0]
-        _, first = np.unique(flat[held], return_index=True)
-        out = np.zeros(flat.shape, dtype=bool)
-        out[held[first]] = True
-        return out.reshape(self.nregs, self.threads).T
+            return writer
+        flat = self.flat_index(coords)
+        seen = np.zeros(int(np.prod(self.shape)), dtype=bool)
+        for r in range(self.nregs):
+            for t in range(self.threads):
+                if writer[t, r]:
+                    writer[t, r] = not seen[flat[t, r]]
+                    seen[flat[t, r]] = True
+        return writer
 
     def flat_index(self, coords: np.ndarray) -> np.ndarray:
         """Row-major flat element numbers of a coordinate array (last axis = rank)."""
