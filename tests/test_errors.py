@@ -356,7 +356,7 @@ import tilecore.errors as tile_errors  # noqa: E402
 from tilecore import plugins  # noqa: E402
 
 MISTAKES = catalogue()
-_RUNNABLE = ("interp", "cpu", "emu", "metal-cpu")
+_RUNNABLE = ("interp", "cpu", "emu", "metal-cpu", "tvm")
 
 
 def _suite_targets() -> list[str]:

@@ -15,6 +15,7 @@ from .errors import (
     caller_loc,
 )
 from .ir.module import Module, ModuleAttrs, PrimFunc
+from .ir.static_checks import check_program
 from .kernel import Kernel, normalize_out_idx
 from .language import eager
 from .options import options_from_pass_configs
@@ -39,6 +40,9 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
         raise e.with_loc(caller_loc()) from None
     _one_kernel_unless_interp(func, t)
     subbyte.check_kernel(func, t, out_idx)  # int4: the targets that run it, inputs only
+    # the user's mistakes (a zero grid, an unbound T.dynamic) first: a target asked whether it
+    # supports the program may lower it, and must not be the one to trip over them
+    check_program(func)
     key = compile_cache.key_or_none(func, t, options)
     hit = compile_cache.lookup(key, t) if key is not None else None
     if hit is not None:

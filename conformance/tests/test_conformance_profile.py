@@ -32,3 +32,15 @@ def test_examples_option_keeps_fixed_seeds_only_up_to_the_ci_count():
         from_options(0, False, None, None)
     with pytest.raises(ValueError, match="--tile-shards"):
         from_options(10, False, 0, None)
+
+
+def test_ci_keeps_300_programs_per_target_and_the_long_profile_10000():
+    """Issue 16, item 16: CI's speed is bought by sharding and faster targets, never by fewer
+    programs (>= 300 per target, also where a target declares its own count), and the long
+    profile runs >= 10,000."""
+    from tilecore import plugins
+
+    assert CI_EXAMPLES >= 300 and LONG_EXAMPLES >= 10_000
+    low = {k: i.ci_programs for k, i in plugins.target_infos().items()
+           if i.ci_programs is not None and i.ci_programs < 300}
+    assert not low, f"targets below 300 generated programs in CI: {low}"

@@ -18,7 +18,7 @@ from .. import semantics as S
 from ..errors import SourceLoc, TileRuntimeError
 from ..ir.buffer import Buffer
 from ..ir.debug import DeviceAssert, Print
-from ..ir.expr import BinOp, Cast, Const, Expr, Select, Unary, Var
+from ..ir.expr import Expr, Var
 from ..ir.grid_sync import phases as grid_phases
 from ..ir.loops import While
 from ..ir.module import Module
@@ -31,13 +31,10 @@ from ..ir.thread import (
     Atomic,
     Barrier,
     IntrinsicCall,
-    LaneTable,
     MbarrierArrive,
     MbarrierInit,
     MbarrierWait,
-    MemLoad,
     MemStore,
-    Shuffle,
     ThreadKernel,
     TmaLoad,
     TmaStore,
@@ -49,6 +46,7 @@ from ..ir.thread_printer import print_thread_func
 from ..ir.visit import walk
 from . import debug, divergence, shared_alias, uninit
 from .asyncops import AsyncState
+from .evaluate import Evaluator, lanes_of
 from .intrinsics import run_intrinsic
 from .mbarrier import MbarrierState
 from .race import SyncClock
@@ -79,6 +77,16 @@ class EmuArtifact:
         Block(self.kernel, mem, env, func.params).run_grid()
 
 
+def _invariant_vars(k: ThreadKernel, env: dict) -> set[int]:
+    """Ids of the variables whose value is fixed for a whole block: the thread and block
+    indices and the dynamic sizes bound before the run (`env`), unless the body rebinds one."""
+    out = set(env) | {id(v) for v in k.block_vars} | {id(k.thread_var)}
+    for n in walk(k.body):
+        if isinstance(n, (LetStmt, For)):
+            out.discard(id(n.var))
+    return out
+
+
 class Block:
     """The state of one block's execution: registers, shared memory, race trackers."""
 
@@ -99,6 +107,10 @@ class Block:
         self.wg: WgmmaState | None = None
         self.check_uninit = uninit.enabled()
         self.has_waits = any(isinstance(n, MbarrierWait) for n in walk(k.body))
+        self.all_lanes = np.ones(self.T, dtype=bool)
+        self.all_lanes.flags.writeable = False  # shared by every caller, as is tid
+        self.tid.flags.writeable = False
+        self.evaluator = Evaluator(self, _invariant_vars(k, env))
 
     def _locid(self, loc) -> int:
         key = id(loc)
@@ -131,6 +143,7 @@ class Block:
                 self.env[id(v)] = np.int64(rest % n)
                 rest //= n
             self.env[id(k.thread_var)] = self.tid
+            self.evaluator.new_block()
             self.shared = {}
             self.trackers = {}
             self.clock = SyncClock(self.T)
@@ -157,6 +170,8 @@ class Block:
         return self.regs[id(buf)]
 
     def _check(self, buf: Buffer, off: np.ndarray, lanes: np.ndarray, n: int, what: str, width: int = 1):
+        if off.min() >= 0 and off.max() + width <= n:
+            return  # every lane inside: the common case, two reductions
         bad = lanes & ((off < 0) | (off + width > n))
         if bad.any():
             t = int(np.argmax(bad))
@@ -168,7 +183,7 @@ class Block:
     def _check_indices(self, buf: Buffer, indices, lanes: np.ndarray, what: str) -> None:
         """Each of the user's indices inside the tensor's shape, for the active lanes."""
         for dim, (i, n) in enumerate(zip(indices, buf.shape)):
-            v = np.broadcast_to(np.asarray(self.eval(i, lanes), dtype=np.int64), (self.T,))
+            v = lanes_of(np.asarray(self.eval(i, lanes), dtype=np.int64), self.T)
             size = int(np.asarray(self.eval(n, None))) if isinstance(n, Var) else int(n)
             bad = lanes & ((v < 0) | (v >= size))
             if bad.any():
@@ -180,7 +195,7 @@ class Block:
 
     def read(self, buf: Buffer, off, lanes: np.ndarray, width: int = 1) -> np.ndarray:
         """Values (T, width) in storage dtype at offsets off..off+width of active lanes (0 elsewhere)."""
-        off = np.broadcast_to(np.asarray(off, dtype=np.int64), (self.T,))
+        off = lanes_of(np.asarray(off, dtype=np.int64), self.T)
         store = self._storage(buf)
         n = store.shape[-1]
         self._check(buf, off, lanes, n, "read", width)
@@ -200,9 +215,41 @@ class Block:
                                             self.loc_id, self.locs)
         return np.where(lanes[:, None], vals, np.zeros((), dtype=vals.dtype))
 
+    def read1(self, buf: Buffer, off, lanes: np.ndarray) -> np.ndarray:
+        """`read(buf, off, lanes)[:, 0]`: one element per lane, (T,), with fast paths for a
+        register at one offset in every thread and for fully active lanes."""
+        T = self.T
+        if buf.scope == "local" and self.wg is None and np.ndim(off) == 0:
+            store = self.regs[id(buf)]
+            o = int(off)
+            if not 0 <= o < store.shape[1]:
+                self._check(buf, lanes_of(np.int64(o), T), lanes, store.shape[1], "read")
+                return np.zeros(T, dtype=store.dtype)  # no active lane: nothing is read
+            if self.check_uninit:
+                uninit.check_register(self, buf, o, lanes)
+            col = store[:, o]
+            return col.copy() if lanes.all() else np.where(lanes, col, np.zeros((), dtype=col.dtype))
+        off = lanes_of(np.asarray(off, dtype=np.int64), T)
+        store = self._storage(buf)
+        self._check(buf, off, lanes, store.shape[-1], "read")
+        full = bool(lanes.all())
+        idx = off if full else np.where(lanes, off, 0)
+        if self.check_uninit:
+            uninit.check_read(self, buf, idx[:, None], lanes)
+        if buf.scope == "local":
+            if self.wg is not None:
+                self.wg.reg_access(self, buf, self.tid[lanes], idx[lanes][:, None], write=False)
+            vals = store[self.tid, idx]
+        else:
+            vals = store[idx]
+            if buf.scope == "shared":
+                self.trackers[id(buf)].read(idx if full else idx[lanes],
+                                            self.tid if full else self.tid[lanes], self.loc_id, self.locs)
+        return vals if full else np.where(lanes, vals, np.zeros((), dtype=vals.dtype))
+
     def write(self, buf: Buffer, off, vals: np.ndarray, lanes: np.ndarray, width: int = 1) -> None:
         """Store vals (T, width) (storage dtype) at offsets of the active lanes."""
-        off = np.broadcast_to(np.asarray(off, dtype=np.int64), (self.T,))
+        off = lanes_of(np.asarray(off, dtype=np.int64), self.T)
         store = self._storage(buf)
         n = store.shape[-1]
         self._check(buf, off, lanes, n, "write", width)
@@ -223,83 +270,15 @@ class Block:
 
     # ----------------------------------------------------------------- expressions
     def eval(self, e: Expr, mask):
-        """Value(s) of `e` for the lanes in `mask` (None: all); compute representation."""
-        if isinstance(e, Const):
-            if e.dtype.is_int:
-                return np.int64(e.value)
-            if e.dtype.is_bool:
-                return np.bool_(e.value)
-            return S.round_to(e.value, e.dtype)
-        if isinstance(e, Var):
-            try:
-                return self.env[id(e)]
-            except KeyError:
-                raise TileRuntimeError(f"variable {e.name} used before it is bound", self.loc,
-                                       hint="define the name before this statement") from None
-        if isinstance(e, MemLoad):
-            lanes = self._mask(mask)
-            if e.pred is not None:
-                lanes = lanes & np.broadcast_to(self.eval(e.pred, lanes), (self.T,))
-            if e.indices:
-                self._check_indices(e.buffer, e.indices, lanes, "read")
-            off = self.eval(e.offset, lanes)
-            return S.from_storage(self.read(e.buffer, off, lanes)[:, 0], e.buffer.dtype)
-        if isinstance(e, BinOp):
-            return self._binop(e, mask)
-        if isinstance(e, Unary):
-            return self._unary(e, mask)
-        if isinstance(e, Cast):
-            return S.cast_value(self.eval(e.value, mask), e.value.dtype, e.dtype)
-        if isinstance(e, Select):
-            c = np.broadcast_to(self.eval(e.cond, mask), (self.T,))
-            m = self._mask(mask)
-            mt, mf = m & c, m & ~c
-            a = self.eval(e.true_value, mt) if mt.any() else None
-            b = self.eval(e.false_value, mf) if mf.any() else None
-            if a is None:
-                return b if b is not None else self.eval(e.true_value, mt)
-            if b is None:
-                return a
-            return np.where(c, a, b)
-        if isinstance(e, Shuffle):
-            return self._shuffle(e, mask)
-        if isinstance(e, LaneTable):
-            idx = np.asarray(self.eval(e.index, mask), dtype=np.int64)
-            table = np.asarray(e.values, dtype=np.int64)
-            return table[np.clip(idx, 0, len(table) - 1)]
-        raise TileRuntimeError(f"emu cannot evaluate {type(e).__name__}", self.loc,
-                               hint="a lowering produced a node the emulator lacks: report it")
+        """Value(s) of `e` for the lanes in `mask` (None: all); compute representation
+        (`evaluate.py`: each node is compiled to a closure on first use)."""
+        f = self.evaluator.fns.get(id(e))
+        if f is None:
+            f = self.evaluator.fn(e)
+        return f(mask)
 
     def _mask(self, mask) -> np.ndarray:
-        return np.ones(self.T, dtype=bool) if mask is None else mask
-
-    def _binop(self, e: BinOp, mask):
-        a, b = self.eval(e.a, mask), self.eval(e.b, mask)
-        op, t = e.op, e.a.dtype
-        if op in ("div", "mod", "floordiv", "floormod") and (t.is_int or t.is_bool):
-            bz = np.broadcast_to(np.asarray(b) == 0, (self.T,)) & self._mask(mask)
-            if bz.any():
-                raise TileRuntimeError("integer division by zero", self.loc,
-                                       hint="guard the division (`if d != 0:`) or check the divisor")
-            b = np.where(np.asarray(b) == 0, 1, b)  # inactive lanes may divide by zero
-        if op in S.SHIFT_OPS:
-            b = self._shift_count(b, t, mask)
-        return S.binop(op, a, b, t)
-
-    def _shift_count(self, b, t, mask):
-        """Shift counts with inactive lanes' made valid; an active lane's count outside
-        [0, compute width) is a TileRuntimeError (undefined in C, see tilecore.semantics)."""
-        width = S.int_compute_dtype(t).bits
-        bad = (np.asarray(b) < 0) | (np.asarray(b) >= width)
-        active = np.broadcast_to(bad, (self.T,)) & self._mask(mask)
-        if active.any():
-            count = int(np.broadcast_to(np.asarray(b), (self.T,))[active][0])
-            raise TileRuntimeError(f"shift count {count} is outside [0, {width}) for {t}", self.loc,
-                                   hint="shift by a count in [0, bit width)")
-        return np.where(bad, 0, b)
-
-    def _unary(self, e: Unary, mask):
-        return S.unary(e.op, self.eval(e.a, mask), e.dtype)
+        return self.all_lanes if mask is None else mask
 
     def _whole_warps(self, mask, what: str) -> np.ndarray:
         m = self._mask(mask)
@@ -312,15 +291,6 @@ class Block:
                                    hint="keep the operation outside branches that split a warp")
         return m
 
-    def _shuffle(self, e: Shuffle, mask):
-        self._whole_warps(mask, "a warp shuffle")
-        v = np.broadcast_to(self.eval(e.value, mask), (self.T,))
-        arg = np.broadcast_to(np.asarray(self.eval(e.arg, mask), dtype=np.int64), (self.T,))
-        lane = self.tid % e.width
-        src = (lane ^ arg) if e.mode == "xor" else arg
-        src = self.tid - lane + (src % e.width)
-        return v[src]
-
     # ----------------------------------------------------------------- statements
     def exec(self, s: Stmt, mask: np.ndarray) -> None:
         """Execute `s` for the threads in `mask`."""
@@ -330,9 +300,9 @@ class Block:
             for x in s.stmts:
                 self.exec(x, mask)
         elif isinstance(s, MemStore):
-            lanes = mask if s.pred is None else mask & np.broadcast_to(self.eval(s.pred, mask), (self.T,))
+            lanes = mask if s.pred is None else mask & lanes_of(self.eval(s.pred, mask), self.T)
             if lanes.any():
-                v = np.broadcast_to(self.eval(s.value, lanes), (self.T,))
+                v = lanes_of(self.eval(s.value, lanes), self.T)
                 v = S.cast_value(v, s.value.dtype, s.buffer.dtype) if s.value.dtype != s.buffer.dtype else v
                 if s.indices:
                     self._check_indices(s.buffer, s.indices, lanes, "write")
@@ -343,7 +313,7 @@ class Block:
         elif isinstance(s, IfThenElse):
             if self.has_waits and divergence.run_if_divergent(self, s, mask):
                 return  # roles that wait on each other ran concurrently
-            c = np.broadcast_to(self.eval(s.cond, mask), (self.T,))
+            c = lanes_of(self.eval(s.cond, mask), self.T)
             mt = mask & c
             if mt.any():
                 self.exec(s.then_body, mt)
@@ -358,7 +328,7 @@ class Block:
             # in the body then runs for part of the block or warp, which those checks report
             live = mask
             while True:
-                live = live & np.broadcast_to(self.eval(s.cond, live), (self.T,))
+                live = live & lanes_of(self.eval(s.cond, live), self.T)
                 if not live.any():
                     break
                 self.exec(s.body, live)
@@ -462,8 +432,8 @@ class Block:
                 self.env[id(s.var)] = np.int64(i)
                 self.exec(s.body, mask)
             return
-        start = np.broadcast_to(np.asarray(start, dtype=np.int64), (self.T,))
-        stop = np.broadcast_to(np.asarray(stop, dtype=np.int64), (self.T,))
+        start = lanes_of(np.asarray(start, dtype=np.int64), self.T)
+        stop = lanes_of(np.asarray(stop, dtype=np.int64), self.T)
         if not mask.any():
             return
         if s.step > 0:
@@ -480,9 +450,9 @@ class Block:
                 self.exec(s.body, on)
 
     def _vecmove(self, s: VecMove, mask: np.ndarray) -> None:
-        pred = mask if s.pred is None else mask & np.broadcast_to(self.eval(s.pred, mask), (self.T,))
+        pred = mask if s.pred is None else mask & lanes_of(self.eval(s.pred, mask), self.T)
         for side, off_e in ((s.src, s.src_offset), (s.dst, s.dst_offset)):
-            off = np.broadcast_to(np.asarray(self.eval(off_e, pred), dtype=np.int64), (self.T,))
+            off = lanes_of(np.asarray(self.eval(off_e, pred), dtype=np.int64), self.T)
             if np.any(pred & (off % s.lanes != 0)):
                 raise TileRuntimeError(f"misaligned {s.lanes}-element vector access to {side.name}",
                                        self.loc, hint="a lowering chose a vector width the offsets "
@@ -496,12 +466,12 @@ class Block:
             self.write(s.dst, self.eval(s.dst_offset, zero), vals, zero, s.lanes)
 
     def _atomic(self, s: Atomic, mask: np.ndarray) -> None:
-        lanes = mask if s.pred is None else mask & np.broadcast_to(self.eval(s.pred, mask), (self.T,))
+        lanes = mask if s.pred is None else mask & lanes_of(self.eval(s.pred, mask), self.T)
         if not lanes.any():
             return
         d = s.buffer.dtype
-        off = np.broadcast_to(np.asarray(self.eval(s.offset, lanes), dtype=np.int64), (self.T,))
-        v = np.broadcast_to(self.eval(s.value, lanes), (self.T,))
+        off = lanes_of(np.asarray(self.eval(s.offset, lanes), dtype=np.int64), self.T)
+        v = lanes_of(self.eval(s.value, lanes), self.T)
         store = self._storage(s.buffer)
         self._check(s.buffer, off, lanes, store.shape[-1], "atomic update")
         for t in np.nonzero(lanes)[0]:

@@ -38,12 +38,23 @@ def check_read(blk, buf, idx: np.ndarray, lanes: np.ndarray) -> None:
     bad = ~seen & lanes[:, None]
     if bad.any():
         t, k = (int(x) for x in np.argwhere(bad)[0])
-        where = "register" if buf.scope == "local" else "shared"
-        raise TileRuntimeError(
-            f"read of uninitialized {where} buffer {buf.name}: thread {t} reads element "
-            f"{int(idx[t, k])}, which no statement of this block wrote", blk.loc,
-            hint=f"initialize {buf.name} before reading it (T.clear / T.fill / T.copy into it, "
-            "or gemm(..., clear_accum=True) for an accumulator)")
+        _report(blk, buf, t, int(idx[t, k]))
+
+
+def check_register(blk, buf, element: int, lanes: np.ndarray) -> None:
+    """`check_read` of register element `element` read by every active lane."""
+    bad = ~blk.reg_init[id(buf)][:, element] & lanes
+    if bad.any():
+        _report(blk, buf, int(np.argmax(bad)), element)
+
+
+def _report(blk, buf, t: int, element: int) -> None:
+    where = "register" if buf.scope == "local" else "shared"
+    raise TileRuntimeError(
+        f"read of uninitialized {where} buffer {buf.name}: thread {t} reads element "
+        f"{element}, which no statement of this block wrote", blk.loc,
+        hint=f"initialize {buf.name} before reading it (T.clear / T.fill / T.copy into it, "
+        "or gemm(..., clear_accum=True) for an accumulator)")
 
 
 def mark_write(blk, buf, t: np.ndarray, idx: np.ndarray) -> None:

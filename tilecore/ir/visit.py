@@ -48,11 +48,35 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return names
 
 
+_KIDS = "_ir_kids"  # instance attribute caching a frozen node's child list (see `_kids`)
+_FROZEN: dict[type, bool] = {}
+
+
 def _kids(node) -> list:
+    """The child nodes of `node`, in field order. Frozen nodes are immutable, so the list is
+    computed once and kept in the instance's `__dict__` (dataclass equality, hashing, repr and
+    `replace` see declared fields only): passes walk the same subtrees many times."""
+    cls = type(node)
+    frozen = _FROZEN.get(cls)
+    if frozen is None:
+        params = getattr(cls, "__dataclass_params__", None)
+        frozen = _FROZEN[cls] = bool(params is not None and params.frozen and hasattr(node, "__dict__"))
+    if frozen:
+        d = node.__dict__
+        out = d.get(_KIDS)
+        if out is None:
+            out = d[_KIDS] = _find_kids(node, cls)
+        return out
+    return _find_kids(node, cls)
+
+
+def _find_kids(node, cls) -> list:
     out = []
-    for name in _field_names(type(node)):
+    node_class = _NODE_CLASS
+    for name in _field_names(cls):
         v = getattr(node, name)
-        if isinstance(v, tuple):
+        t = type(v)
+        if t is tuple or isinstance(v, tuple):
             for x in v:
                 if _is_node(x):
                     out.append(x)
@@ -60,8 +84,12 @@ def _kids(node) -> list:
                     for y in x:
                         if _is_node(y):
                             out.append(y)
-        elif _is_node(v):
-            out.append(v)
+        else:
+            is_node = node_class.get(t)
+            if is_node is None:
+                is_node = _classify(t)
+            if is_node:
+                out.append(v)
     return out
 
 
@@ -74,15 +102,15 @@ def children(node) -> Iterator:
 def walk(node, *, into_buffers: bool = False) -> Iterator:
     """Every node below and including `node`, pre-order. Buffers are leaves unless asked."""
     stack = [node]
+    pop, extend = stack.pop, stack.extend
     while stack:
-        n = stack.pop()
+        n = pop()
         yield n
         if not into_buffers and isinstance(n, Buffer):
             continue
         kids = _kids(n)
         if kids:
-            kids.reverse()
-            stack.extend(kids)
+            extend(reversed(kids))  # the cached list itself is never reordered
 
 
 def rewrite(node, fn: Callable, *, into_buffers: bool = False):
@@ -93,19 +121,25 @@ def rewrite(node, fn: Callable, *, into_buffers: bool = False):
     """
     memo: dict[int, object] = {}
     node_class = _NODE_CLASS
+    leaves: dict[type, bool] = {}  # per class: rewritten as a whole, never entered
 
     def go(n):
         key = id(n)
         res = memo.get(key)
         if res is not None:
             return res
-        if (isinstance(n, Buffer) and not into_buffers) or getattr(n, "IR_LEAF", False):
+        cls = type(n)
+        leaf = leaves.get(cls)
+        if leaf is None:
+            leaf = leaves[cls] = (issubclass(cls, Buffer) and not into_buffers) or \
+                bool(getattr(cls, "IR_LEAF", False))
+        if leaf:
             out = fn(n)
             res = n if out is None else out
             memo[key] = res
             return res
         changes = None
-        for name in _field_names(type(n)):
+        for name in _FIELDS.get(cls) or _field_names(cls):
             v = getattr(n, name)
             t = type(v)
             if t is tuple or isinstance(v, tuple):

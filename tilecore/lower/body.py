@@ -48,6 +48,21 @@ def stage_fragment(ctx: LowerCtx, buf: Buffer, loc) -> tuple[Buffer, list[Stmt]]
     return scratch, out
 
 
+def writer_pred(ctx: LowerCtx, lay, r: int, valid_known: bool = False) -> Expr | None:
+    """The condition that thread `tx` is register `r`'s designated writer (`Layout.writers`):
+    None when every thread is, or (`valid_known`: the caller already guards with the
+    register's validity) when every valid holder is."""
+    col = lay.writers[:, r]
+    valid = lay.table[1][:, r]
+    if col.all() or (valid_known and np.array_equal(col, valid)):
+        return None
+    if np.array_equal(col, valid):
+        return lay.valid(ctx.tx, r)
+    if col[0] and not col[1:].any():
+        return binop("eq", ctx.tx, 0)  # a fully replicated register: thread 0 writes
+    return binop("ne", LaneTable(tuple(int(x) for x in col), ctx.tx), 0)
+
+
 class BodyLowerer:
     """Rewrites element statements/expressions; collects staging stores to run first (`pre`)."""
 
@@ -63,6 +78,16 @@ class BodyLowerer:
         # fragment -> (tile-level indices, register): the element this iteration owns
         self.owned: dict[int, tuple] = {}
         self.partition_origin = ""  # what decided the loop's distribution (for conflict errors)
+        # per-thread mode: the condition under which this iteration writes memory (one replica
+        # of a replicated layout, `writer_pred`); None: every thread running it writes
+        self.writer: Expr | None = None
+
+    def _memory_guard(self) -> Expr | None:
+        """Who performs a global/shared store or atomic: the iteration's writer in per-thread
+        mode, thread 0 in uniform code (every thread runs it), anyone at thread level."""
+        if self.per_thread:
+            return self.writer
+        return None if self.ctx.thread_level else binop("eq", self.ctx.tx, 0)
 
     def _owned_reg(self, buf: Buffer, indices) -> int | None:
         own = self.owned.get(id(buf))
@@ -183,14 +208,14 @@ class BodyLowerer:
                              hint="move tile operations (copy, gemm, reduce, ...) out of the loop")
 
     def store(self, buf: Buffer, indices, value: Expr, loc) -> Stmt:
-        """A write of `value` to `buf[indices]` (owners only for fragments; thread 0 for memory
-        in uniform code)."""
+        """A write of `value` to `buf[indices]` (owners only for fragments; for memory, one
+        replica per element in per-thread code and thread 0 in uniform code)."""
         ctx = self.ctx
         idx = tuple(self.expr(i) for i in indices)
         v = self.expr(value)
         if v.dtype != buf.dtype:
             v = cast(v, buf.dtype)
-        guard = None if self.per_thread or ctx.thread_level else binop("eq", ctx.tx, 0)
+        guard = self._memory_guard()
         if buf.scope == "global":
             return MemStore(buf, flat_offset(buf, idx, ctx.bounds), v, guard, loc, indices=idx)
         if buf.scope == "shared":
@@ -230,6 +255,6 @@ class BodyLowerer:
         if v.dtype != buf.dtype:
             v = cast(v, buf.dtype)
         target = buf if buf.scope == "global" else ctx.shared(buf)
-        guard = None if self.per_thread or ctx.thread_level else binop("eq", ctx.tx, 0)
+        guard = self._memory_guard()
         return Atomic("add", target, ctx.offset(buf, idx), v, guard, s.loc)
 

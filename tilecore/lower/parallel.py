@@ -18,7 +18,7 @@ from ..ir.expr import Const, Expr, Load, Var, binop, cast, const, linear
 from ..ir.stmt import AtomicAddRegion, Copy, Fill, For, IfThenElse, SeqStmt, Stmt, Store
 from ..ir.thread import Atomic, LaneTable, MemLoad, MemStore, VecMove
 from ..ir.visit import walk
-from .body import BodyLowerer
+from .body import BodyLowerer, writer_pred
 from .context import LowerCtx, all_of, flat_offset
 from .epilogue import split_interior, stage_epilogue
 from .indexing import simplify
@@ -108,6 +108,7 @@ def partition(ctx: LowerCtx, vars_, layout: Layout, body: Stmt, loc, origin: str
         bl = BodyLowerer(ctx, True, loc, active=valid_t[:, r],
                          subst={id(v): c for v, c in zip(vars_, coords)}, staged=staged)
         bl.partition_origin = origin
+        bl.writer = writer_pred(ctx, layout, r, valid_known=True)
         bodies.append(fold_selects(bl.stmt(body)))
         pre.extend(bl.pre)
     vec = layout.vec if isinstance(layout, StridedLayout) else 1
@@ -161,6 +162,7 @@ def owner_partition(ctx: LowerCtx, vars_, exts, body: Stmt, frag: Buffer, idx, l
         bl = BodyLowerer(ctx, True, loc, active=valid_t[:, r],
                          subst={id(vars_[k]): c[d] for k, d in pos.items()}, staged=staged)
         bl.owned[id(frag)] = (tuple(idx), r)
+        bl.writer = writer_pred(ctx, lay, r, valid_known=True)
         conds = [lay.valid(ctx.tx, r)]
         conds += [binop("eq", c[d], bl.expr(idx[d])) for d in fixed]
         conds += [binop("lt", c[d], exts[k]) for k, d in pos.items() if exts[k] < frag.shape[d]]
@@ -403,7 +405,9 @@ def _vector_copy(ctx: LowerCtx, copy: Copy, layout: Layout, vec: int, guard: boo
             if tmp_d is not None:
                 group.append(VecMove(dbuf, doff, tmp_d, const(0), vec, dpred, False, copy.loc, hint))
         move: Stmt = group[0] if len(group) == 1 else SeqStmt(tuple(group), copy.loc)
-        valid = layout.valid(ctx.tx, r)
+        # a replicated source fragment: one replica stores each run to memory
+        valid = all_of([layout.valid(ctx.tx, r), writer_pred(ctx, layout, r, valid_known=True)
+                        if dst.buffer.scope in ("global", "shared") else None])
         out.append(move if valid is None else IfThenElse(valid, move, None, copy.loc))
     return SeqStmt(tuple(out), copy.loc)
 
@@ -463,7 +467,7 @@ def lower_atomic_region(ctx: LowerCtx, s: AtomicAddRegion) -> Stmt:
         sidx, didx = region_index(src, coords), region_index(dst, coords)
         v = cast(bl.expr(Load(src.buffer, sidx)), dst.buffer.dtype)
         target = dst.buffer if dst.buffer.scope == "global" else ctx.shared(dst.buffer)
-        conds = [layout.valid(ctx.tx, r)]
+        conds = [layout.valid(ctx.tx, r), writer_pred(ctx, layout, r, valid_known=True)]
         if dst.buffer.scope == "global":
             conds.append(in_bounds(dst.buffer, didx, ctx.bounds))
         out.extend(bl.pre)
