@@ -152,7 +152,7 @@ class _KernelChecker:
         v = try_evaluate(e, self.env)
         if v is None:
             return None
-        return np.broadcast_to(np.asarray(v), (self.k.num_threads,))
+        return np.broadcast_to(np.asarray(v), self.env[id(self.k.thread_var)].shape)
 
     def divergence(self, e) -> int:
         """UNIFORM, WARP_UNIFORM or DIVERGENT (the latter also when it cannot be decided)."""
@@ -164,7 +164,7 @@ class _KernelChecker:
         if np.all(v == v[0]):
             return UNIFORM
         ws = self.k.warp_size
-        n = self.k.num_threads
+        n = len(v)
         if n % ws == 0 and np.all(v.reshape(n // ws, ws) == v.reshape(n // ws, ws)[:, :1]):
             return WARP_UNIFORM
         return DIVERGENT
@@ -241,8 +241,15 @@ class _KernelChecker:
                 raise TileInternalError(f"{where}: warp specialization must split the block once "
                                         f"({s.split} of {self.k.num_threads} threads)")
             self.in_roles = True
+            # each side is evaluated over the threads that run it: a lane table built for the
+            # consumers' `split` threads is never read by a producer thread
+            # (lets computed before the split are sliced the same way)
+            block = self.env
+            self.env = {k: v[s.split:] for k, v in block.items()}
             self.stmt(s.producer)
+            self.env = {k: v[:s.split] for k, v in block.items()}
             self.stmt(s.consumer)
+            self.env = block
             self.in_roles = False
         elif isinstance(s, Barrier):
             if self.in_roles and s.scope == "block":
