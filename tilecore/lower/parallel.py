@@ -10,13 +10,11 @@ outside the tensor give 0 and global writes outside it are dropped.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import TileShapeError
 from ..ir.buffer import Buffer, Region
 from ..ir.expr import Const, Expr, Load, Var, binop, cast, const, linear
 from ..ir.stmt import AtomicAddRegion, Copy, Fill, For, IfThenElse, SeqStmt, Stmt, Store
-from ..ir.thread import Atomic, LaneTable, MemLoad, MemStore, VecMove
+from ..ir.thread import Atomic, MemLoad, MemStore, VecMove
 from ..ir.visit import walk
 from .body import BodyLowerer, writer_pred
 from .context import LowerCtx, all_of, flat_offset
@@ -90,13 +88,10 @@ def loop_layout(ctx: LowerCtx, vars_, exts, body) -> tuple[Layout, str]:
     return default_layout(tuple(exts), ctx.threads, item, ctx.facts.vector_bytes), "a strided layout"
 
 
-def partition(ctx: LowerCtx, vars_, layout: Layout, body: Stmt, loc, origin: str = "",
-              unique: bool = False) -> Stmt:
-    """One copy of `body` per register of `layout`, loop variables bound to its coordinates.
-    `unique`: `body` stores to memory, so of the holders of a replicated element only the first
-    runs it (`Layout.writers`)."""
+def partition(ctx: LowerCtx, vars_, layout: Layout, body: Stmt, loc, origin: str = "") -> Stmt:
+    """One copy of `body` per register of `layout`, loop variables bound to its coordinates;
+    its memory stores and atomics run in one holder of a replicated element (`writer_pred`)."""
     _, valid_t = layout.table
-    writers = layout.writers if unique else valid_t
     staged: dict = {}
     pre: list[Stmt] = []
     bodies: list[Stmt | None] = []
@@ -123,10 +118,7 @@ def partition(ctx: LowerCtx, vars_, layout: Layout, body: Stmt, loc, origin: str
         for k, s in enumerate(group):
             if s is None:
                 continue
-            r = r0 + k
-            valid = layout.valid(ctx.tx, r)
-            if not np.array_equal(writers[:, r], valid_t[:, r]):  # (vector layouts never replicate)
-                valid = binop("ne", LaneTable(tuple(int(x) for x in writers[:, r]), ctx.tx), 0)
+            valid = layout.valid(ctx.tx, r0 + k)
             out.append(s if valid is None else IfThenElse(valid, s, None, loc))
     return SeqStmt(tuple(pre + out), loc)
 
@@ -350,7 +342,7 @@ def _lower_copy(ctx: LowerCtx, copy: Copy, guard: bool) -> Stmt:
         cond = in_bounds(dst.buffer, didx, _loop_bounds(ctx, vars_, layout.shape))
         if cond is not None:
             body = IfThenElse(cond, body, None, copy.loc)
-    return partition(ctx, vars_, layout, body, copy.loc, unique=dst.buffer.scope != "fragment")
+    return partition(ctx, vars_, layout, body, copy.loc)
 
 
 def _guarded_load(buf: Buffer, idx, bounds: dict | None = None) -> Expr:
