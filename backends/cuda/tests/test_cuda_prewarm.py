@@ -74,3 +74,26 @@ def test_the_hook_starts_it_for_cuda_on_a_gpu_machine_only(monkeypatch):
     monkeypatch.delenv("TILECORE_CUDA_COMPILER")
     plugin.tile_build_begin(target=Target("cuda", "sm_90a"))
     assert started == ["sm_90a"]
+
+
+def test_an_nvrtc_compile_waits_for_the_thread(monkeypatch):
+    """NVRTC has one user at a time: a compile beside the thread broke the kernel's compile on
+    the H200 (its builtin macros missing), so `build` waits for the thread before compiling."""
+    from tilecore_cuda import build
+
+    order = []
+
+    def slow_run():
+        time.sleep(0.2)
+        order.append("thread done")
+
+    monkeypatch.setattr(prewarm, "_state", {})
+    monkeypatch.setattr(prewarm, "_run", slow_run)
+    monkeypatch.setattr(build, "_nvrtc", lambda: order.append("nvrtc used") or (_ for _ in ()).throw(
+        RuntimeError("stop here")))
+    assert prewarm.start("sm_90a") is True
+    try:
+        build._compile_nvrtc("", "sm_90a", (), "k")
+    except RuntimeError:
+        pass
+    assert order == ["thread done", "nvrtc used"]

@@ -161,6 +161,9 @@ def _check_nvrtc(nvrtc, res, what: str) -> None:
 
 
 def _compile_nvrtc(source: str, arch: str, options: tuple[str, ...], name: str) -> bytes:
+    from . import prewarm
+
+    prewarm.wait()  # never beside the prewarm thread's NVRTC loading (one NVRTC user at a time)
     nvrtc = _nvrtc()
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], [])
     _check_nvrtc(nvrtc, err, "program creation")

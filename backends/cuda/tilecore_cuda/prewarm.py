@@ -1,6 +1,6 @@
 """Overlap NVRTC's first use with the lowering: on a compile-cache miss for a cuda target, a
-daemon thread reads NVRTC's shared libraries and the CUDA headers from disk, loads NVRTC and
-compiles a header-only program for the build's arch while the main thread runs the tile
+daemon thread reads NVRTC's shared libraries and the CUDA headers from disk and loads NVRTC
+while the main thread runs the tile
 pipeline (hundreds of milliseconds of Python), so `tilecore_cuda.build` finds NVRTC loaded and
 its files in the page cache when it compiles the kernel.
 
@@ -9,7 +9,8 @@ process on an empty compile cache (H200 sessions 3 and 4: 2071 / 1991 ms against
 1057 ms); with the files read beside the pipeline (session 5) the first process's remaining
 extra was NVRTC's first compile (445 ms against 65 ms in a later process). Reading releases
 the GIL (`readinto`); loading NVRTC is work the main thread would otherwise do itself at
-compile time; the header-only compile is the one extra (tens of ms where everything is warm).
+compile time. A header-only NVRTC compile in the thread (to pay the first compile's 0.45 s
+beside the pipeline) was tried and removed: concurrent with the kernel's compile it broke it.
 The thread imports cuda-bindings' NVRTC only when torch is already imported (the order
 `toolchain.cuda_bindings` needs), so it never imports torch off the main thread. Nothing it
 reads is trusted or executed: loading stays with the dynamic loader, as without it; any error
@@ -37,10 +38,6 @@ _WHEEL_DIRS = ("cu13", "cu12", "cuda_nvrtc", "cuda_runtime")
 _HEADERS = ("cuda_fp16.h", "cuda_fp16.hpp", "cuda_bf16.h", "cuda_bf16.hpp", "cuda_fp8.h", "cuda_fp8.hpp",
             "vector_types.h", "vector_functions.h", "vector_functions.hpp", "nv/target",
             "nv/detail/__target_macros", "nv/detail/__preprocessor")
-# a first NVRTC compile costs more than later ones (0.45 s against 0.07 s in the H200's first
-# process): this one, of the headers alone, pays that beside the pipeline
-_WARM_SOURCE = ('#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n'
-                'extern "C" __global__ void tilecore_prewarm() {}\n')
 _EXIT_WAIT_S = 10.0
 _CHUNK = 4 << 20
 _MAX_BYTES = 1 << 30  # a safety bound: never read more than this
@@ -51,17 +48,27 @@ _state: dict = {}
 
 def start(arch: str | None = None) -> bool:
     """Start the reader thread once per process (on the first cuda compile-cache miss; `arch`:
-    the build's, for a first compile of the headers); False when it had already started."""
+    the build's, recorded in the report); False when it had already started."""
     with _lock:
         if _state:
             return False
         _state.update(started=time.perf_counter(), files=[], done=None, arch=arch)
     thread = threading.Thread(target=_run, name="tilecore-nvrtc-prewarm", daemon=True)
+    _state["thread"] = thread
     thread.start()
     # a process that ends right after its jit waits for the thread (seconds at most) rather than
     # unloading NVRTC under a compile still running in it
     atexit.register(thread.join, _EXIT_WAIT_S)
     return True
+
+
+def wait(timeout: float = _EXIT_WAIT_S) -> None:
+    """Block until the thread (if one started) has finished: NVRTC is only ever used by one
+    thread at a time (`build` calls this before it compiles)."""
+    with _lock:
+        thread = _state.get("thread")
+    if thread is not None and thread is not threading.current_thread():
+        thread.join(timeout)
 
 
 def report() -> dict:
@@ -72,7 +79,7 @@ def report() -> dict:
             return {}
         t0 = _state["started"]
         out = {k: (v - t0 if isinstance(v, float) else v)
-               for k, v in _state.items() if k not in ("started", "files")}
+               for k, v in _state.items() if k not in ("started", "files", "thread")}
         out["files"] = [(p, n, round(t, 4)) for p, n, t in _state["files"]]
         out["bytes"] = sum(n for _, n, _ in _state["files"])
         return out
@@ -134,13 +141,12 @@ def _run() -> None:
         if "torch" in sys.modules or _no_torch():
             from . import build
 
-            if build.default_compiler() == "nvrtc":  # imports cuda.bindings.nvrtc, dlopens libnvrtc
-                build.cuda_include_dirs()
-                _mark("loaded")
-                if _state.get("arch"):
-                    build.compile_cuda(_WARM_SOURCE, _state["arch"], name="tilecore_prewarm",
-                                       use_cache=False)
-                    _mark("compiled")
+            # no NVRTC compile here: one running in this thread beside the kernel's own compile
+            # broke the kernel's (NVRTC "Compilation terminated.", its builtin macros such as
+            # __forceinline__ / __align__ missing: every NVRTC-built example failed on the H200)
+            build.default_compiler()  # imports cuda.bindings.nvrtc, dlopens libnvrtc
+            build.cuda_include_dirs()
+            _mark("loaded")
     except Exception as e:  # a failed warm-up changes nothing: the compile does the real work
         with _lock:
             _state["error"] = f"{type(e).__name__}: {e}"
