@@ -102,3 +102,17 @@ def tile_artifact_load(target, meta, blobs):
     from .artifact import CudaArtifact
 
     return CudaArtifact.from_cache_entry(meta, blobs)
+
+
+@hookimpl
+def tile_tolerance(target, dtype):
+    """(rtol, atol) promised against interp for inexact outputs: the thread-lowered program sums
+    in another order than the oracle (tensor-core tiles, per-thread fp16 accumulators), so
+    narrow floats get the same fp16-sized tolerance as `emu`, which executes this very program
+    (a conformance case with an fp16 accumulator under exp2 came out identical on emu:sm_90a
+    and the H200, 3% from interp, past the default fp16 atol)."""
+    if target.kind != "cuda":
+        return None
+    if dtype.is_float and dtype.bits <= 16:
+        return (2e-2, 2e-2)
+    return None  # wider floats: the suite's defaults, under which 800 programs passed here
