@@ -157,7 +157,7 @@ def _varying_locals(body, varying: set) -> None:
         elif isinstance(s, AtomicAdd) and s.prev is not None and id(s.prev) not in varying:
             varying.add(id(s.prev))
             changed = True
-        elif hasattr(s, "body") and isinstance(getattr(s, "body"), Stmt):
+        elif hasattr(s, "body") and isinstance(s.body, Stmt):
             changed |= visit(s.body, why)
         return changed
 
