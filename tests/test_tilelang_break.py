@@ -121,3 +121,37 @@ def test_break_in_parallel_or_pipelined_is_located():
                 for i in T.Pipelined(8, num_stages=2):
                     if A[i] < 0:
                         break
+
+
+def _tile_op_after_break(per_thread_limit: bool):
+    """A tile operation after a `break` in a thread-level kernel: allowed when the exit
+    condition is uniform (read from memory at a uniform address), refused when it varies."""
+    @T.prim_func
+    def k(A: T.Tensor((64,), "int32"), B: T.Tensor((64,), "int32")):
+        with T.Kernel(1, threads=64) as bx:
+            tx = T.get_thread_binding()
+            s = T.alloc_shared([64], T.int32)
+            lim = T.alloc_var(T.int32)
+            lim = A[tx] if per_thread_limit else A[0]
+            T.fill(s, -1)
+            for r in T.serial(8):
+                if r >= lim:
+                    break
+                T.fill(s, r)
+            T.sync_threads()
+            B[tx] = s[tx]
+    return k
+
+
+@pytest.mark.parametrize("target", ["interp", pytest.param("emu:sm_80", marks=TARGETS[2].marks)])
+def test_tile_op_after_a_uniform_break(target):
+    a = np.full(64, 5, np.int32)
+    b = np.asarray(tilecore.compile(_tile_op_after_break(False), out_idx=[1], target=target)(a))
+    np.testing.assert_array_equal(b, np.full(64, 4, np.int32))
+
+
+def test_tile_op_after_a_thread_varying_break_is_refused():
+    from tilecore.errors import TileShapeError
+
+    with pytest.raises(TileShapeError, match="thread-varying"):
+        tilecore.compile(_tile_op_after_break(True), out_idx=[1], target="interp")
