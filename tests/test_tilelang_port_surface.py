@@ -267,7 +267,7 @@ def test_reinterpret_reads_every_bit_pattern_exactly(target):
     np.testing.assert_array_equal(e, d.view(np.int8))
 
 
-def test_reinterpret_refuses_other_widths_and_float_bits():
+def test_reinterpret_refuses_other_widths_and_fp8_bits():
     with pytest.raises(TileError, match="widths differ") as e:
         @T.prim_func
         def k(A: T.Tensor((4,), "uint8"), B: T.Tensor((4,), "float16")):
@@ -277,10 +277,10 @@ def test_reinterpret_refuses_other_widths_and_float_bits():
     assert "test_tilelang_port_surface.py" in str(e.value)
     with pytest.raises(TileError, match="not provided"):
         @T.prim_func
-        def k2(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "uint32")):
+        def k2(A: T.Tensor((4,), "float8_e4m3"), B: T.Tensor((4,), "uint8")):
             with T.Kernel(1, threads=32) as bx:
                 for i in T.Parallel(4):
-                    B[i] = T.reinterpret(A[i], "uint32")
+                    B[i] = T.reinterpret(A[i], "uint8")
 
 
 @needs_interp

@@ -19,7 +19,8 @@ def _whole(name, error, src, match=""):
 
 MISTAKES = [
     _k("while_loop", "TileSyntaxError", "while True:  # <- here\n    A[0] = 1.0", "while"),
-    _k("break", "TileSyntaxError", "for i in T.serial(4):\n    break  # <- here", "break"),
+    _k("break_in_parallel", "TileSyntaxError", "for i in T.Parallel(4):\n    break  # <- here",
+       "break"),
     _k("continue", "TileSyntaxError", "for i in T.serial(4):\n    continue  # <- here", "continue"),
     _k("return_in_kernel", "TileSyntaxError", "return 1  # <- here", "return"),
     _k("try_block", "TileSyntaxError", "try:  # <- here\n    A[0] = 1.0\nexcept ValueError:\n    pass",

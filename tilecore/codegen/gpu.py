@@ -24,7 +24,7 @@ here when its structure is shared by every GPU dialect, else in the dialect.
 from __future__ import annotations
 
 from ..dtypes import DType
-from ..errors import TileInternalError
+from ..errors import TileInternalError, TileTargetError
 from ..ir.expr import Var, binop, const, const_int
 from ..ir.thread import AsyncCopy, IntrinsicCall
 from ..ir.visit import walk
@@ -226,6 +226,14 @@ class GPURenderer(CStyleRenderer):
         if d.is_bool:
             raise TileInternalError(f"atomic add on bool buffer {s.buffer.name}")
         ref, value = self.ref(s.buffer, s.offset), self.converted(s.value, d)
+        if s.prev is not None:  # return_prev: the native atomic's result is the old value
+            if self.narrow_atomic(d):
+                raise TileTargetError(f"T.atomic_add(return_prev=True) on {d} is not provided on "
+                                      "this target", s.loc, hint="accumulate in int32 or float32")
+            dst = self.ref(s.prev, s.prev_offset)
+            self.guarded(s.pred, f"{dst} = ({self.type_name(s.prev.dtype)})"
+                                 f"({self.atomic_add_call(ref, value, d)});")
+            return
         if self.narrow_atomic(d):
             self.guarded(s.pred, f"{self.narrow_atomic_helper(d)}(&{ref}, {value});")
         else:

@@ -474,9 +474,17 @@ class Block:
         v = lanes_of(self.eval(s.value, lanes), self.T)
         store = self._storage(s.buffer)
         self._check(s.buffer, off, lanes, store.shape[-1], "atomic update")
-        for t in np.nonzero(lanes)[0]:
+        old = np.zeros(self.T, dtype=store.dtype)
+        for t in np.nonzero(lanes)[0]:  # one thread after another: each sees the previous sums
+            old[t] = store[off[t]]
             cur = S.from_storage(store[off[t]], d)
             if d.is_int:
                 store[off[t]] = S.to_storage(S.wrap_int(cur + int(v[t]), d), d)
             else:
                 store[off[t]] = S.to_storage(S.round_to(cur + S.round_to(v[t], d), d), d)
+        if s.prev is not None:  # return_prev: the value each thread's update found
+            vals = S.from_storage(old, d)
+            if s.prev.dtype != d:
+                vals = S.cast_value(vals, d, s.prev.dtype)
+            self.write(s.prev, self.eval(s.prev_offset, lanes), S.to_storage(vals, s.prev.dtype)[:, None],
+                       lanes)

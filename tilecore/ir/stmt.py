@@ -59,12 +59,15 @@ class Store(Stmt):
 
 @dataclass(frozen=True)
 class AtomicAdd(Stmt):
-    """`T.atomic_add(buffer[indices], value)`: an element-wise atomic accumulation."""
+    """`T.atomic_add(buffer[indices], value)`: an element-wise atomic accumulation; with
+    `prev` (a local `T.alloc_var` buffer, thread-level kernels only) the element's value before
+    the addition is written to `prev[0]` (`return_prev=True`)."""
 
     buffer: Buffer
     indices: tuple
     value: Expr
     loc: SourceLoc | None = None
+    prev: Buffer | None = None
 
 
 @dataclass(frozen=True)

@@ -338,7 +338,9 @@ class AsyncFence(Stmt):
 
 @dataclass(frozen=True)
 class Atomic(Stmt):
-    """Atomic read-modify-write `buffer[offset] op= value`; skipped when `pred` is false."""
+    """Atomic read-modify-write `buffer[offset] op= value`; skipped when `pred` is false. With
+    `prev`, the executing thread's register `prev[prev_offset]` receives the element's value
+    before its update (`T.atomic_add(..., return_prev=True)`)."""
 
     op: str
     buffer: Buffer
@@ -346,6 +348,8 @@ class Atomic(Stmt):
     value: Expr
     pred: Expr | None = None
     loc: SourceLoc | None = None
+    prev: Buffer | None = None
+    prev_offset: Expr | None = None
 
     def __post_init__(self):
         if self.op not in ATOMIC_OPS:

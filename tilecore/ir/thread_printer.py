@@ -120,7 +120,8 @@ class ThreadPrinter(Printer):
             self.emit(depth, self._hopper(s))
         elif isinstance(s, Atomic):
             ref = f"{self.name(s.buffer)}[{self.expr(s.offset)}]"
-            self.emit(depth, f"{self._pred(s.pred)}atomic_{s.op}({ref}, {self.expr(s.value)})")
+            got = "" if s.prev is None else f"{self.name(s.prev)}[{self.expr(s.prev_offset)}] = "
+            self.emit(depth, f"{self._pred(s.pred)}{got}atomic_{s.op}({ref}, {self.expr(s.value)})")
         elif isinstance(s, IntrinsicCall):
             args = ", ".join(f"{o.name}={self.name(r.buffer)}[{self.expr(r.offset)}]"
                              for o, r in zip(s.intrinsic.operands, s.operands))

@@ -226,6 +226,9 @@ class _KernelChecker:
             self.pred(s.pred, where)
         elif isinstance(s, Atomic):
             self.buffer(s.buffer, where)
+            if s.prev is not None:
+                self.buffer(s.prev, where)
+                self.expr(s.prev_offset, where)
             for e in (s.offset, s.value, s.pred):
                 self.expr(e, where)
             self.pred(s.pred, where)

@@ -10,14 +10,22 @@ every target already has, exactly:
   float32 and rounded to the target type, which holds it exactly. On a target that flushes
   subnormals (fast math), a subnormal pattern may decode to zero.
 
-Reading a float's bits as an integer (`float32` -> `uint32`) is refused with a TileTypeError.
+- float -> integer bits (`float32` -> `uint32` / `int32`, `float16` / `bfloat16` -> `uint16` /
+  `int16`): the fields are computed from the value in float32, exactly: the exponent is
+  `floor(log2(|x|))` corrected by comparing `|x|` with the powers of two next to it, the
+  mantissa `(|x| * 2^-e - 1) * 2^M` (the scaling split in two so no intermediate is subnormal);
+  subnormals, zero and infinities get their patterns. Two values have no arithmetic identity:
+  `-0.0` gives the pattern of `+0.0`, and every NaN the canonical quiet NaN (`0x7FC00000`,
+  `0x7E00`, `0x7FC0`). On a target with integer bit operations only (not `cpu`).
 """
 
 from __future__ import annotations
 
 from .. import dtypes as dt
 from ..errors import TileTypeError
-from ..ir.expr import Expr, as_expr, binop, cast, select, unary
+from ..ir.expr import Const, Expr, Var, as_expr, binop, cast, select, unary
+from ..ir.stmt import LetStmt
+from .builder import current
 
 # float type -> (exponent bits, mantissa bits, bias)
 _FIELDS = {"float16": (5, 10, 15), "bfloat16": (8, 7, 127), "float32": (8, 23, 127)}
@@ -49,6 +57,70 @@ def _decode(bits: Expr, d) -> Expr:
     return cast(val, d)
 
 
+def _let(value: Expr, name: str) -> Expr:
+    """`value` bound to a fresh kernel name (a LetStmt), so the encoding's intermediates are
+    computed once instead of copied into every use (the expression would grow exponentially)."""
+    if isinstance(value, Const):
+        return value
+    b = current()
+    var = Var(b.unique_name(name), value.dtype)
+    b.let_values[id(var)] = (var, value)
+    b.emit(LetStmt(var, value, b.loc))
+    return var
+
+
+def _pow2(h: Expr) -> Expr:
+    """2^h in float32 for an int32 `h` with |h| <= 64, exactly: a product of the constants
+    2^(+-2^k) the bits of |h| select (a math library's exp2 need not be exact there)."""
+    f32 = dt.float32
+    h = _let(h, "pow2_h")
+    mag = _let(select(binop("lt", h, as_expr(0)), unary("neg", h), h), "pow2_mag")
+    neg = binop("lt", h, as_expr(0))
+    out = as_expr(1.0, f32)
+    for k in range(7):
+        bit = binop("ne", binop("bitand", binop("shr", mag, as_expr(k)), as_expr(1)), as_expr(0))
+        c = select(neg, as_expr(2.0 ** -(1 << k), f32), as_expr(2.0 ** (1 << k), f32))
+        out = binop("mul", out, select(bit, c, as_expr(1.0, f32)))
+    return _let(out, "pow2")
+
+
+def _encode(x: Expr, s) -> Expr:
+    """The unsigned integer whose IEEE bit pattern is the float `x` of type `s` (see the
+    module docstring for -0.0 and NaN)."""
+    e_bits, m_bits, bias = _FIELDS[s.name]
+    u, f32, i32 = _uint(s.bits), dt.float32, dt.int32
+    xf = _let(cast(x, f32), "bits_x")  # float16 / bfloat16 widen exactly
+    a = _let(unary("abs", xf), "bits_abs")
+    inf = as_expr(float("inf"), f32)
+    nan = binop("ne", xf, xf)
+    finite_nz = binop("and", binop("gt", a, as_expr(0.0, f32)), binop("lt", a, inf))
+    finite_nz = _let(finite_nz, "bits_finite")
+    safe = _let(select(finite_nz, a, as_expr(1.0, f32)), "bits_safe")
+    e0 = _let(cast(unary("floor", unary("log2", safe)), i32), "bits_e0")
+    # log2 may be off by one next to a power of two: compare with 2^e and 2^(e+1) exactly
+    h0 = binop("div", e0, as_expr(2))
+    p = _let(binop("mul", _pow2(h0), _pow2(binop("sub", e0, h0))), "bits_p")
+    e = _let(binop("add", binop("sub", e0, cast(binop("gt", p, safe), i32)),
+                   cast(binop("le", binop("mul", p, as_expr(2.0, f32)), safe), i32)), "bits_e")
+    h1 = _let(binop("div", e, as_expr(2)), "bits_h")  # |h1|, |e - h1| <= 64: both scalings stay normal
+    scaled = binop("mul", binop("mul", safe, _pow2(unary("neg", h1))), _pow2(binop("sub", h1, e)))
+    m_norm = cast(binop("mul", binop("sub", scaled, as_expr(1.0, f32)),
+                        as_expr(float(1 << m_bits), f32)), i32)
+    sub_scale = m_bits + bias - 1  # a subnormal's mantissa is |x| * 2^(M + bias - 1)
+    half = sub_scale // 2
+    m_sub = cast(binop("mul", binop("mul", safe, as_expr(2.0 ** half, f32)),
+                       as_expr(2.0 ** (sub_scale - half), f32)), i32)
+    is_sub = binop("lt", binop("add", e, as_expr(bias)), as_expr(1))
+    emax = (1 << e_bits) - 1
+    big_e = select(finite_nz, select(is_sub, as_expr(0), binop("add", e, as_expr(bias))),
+                   select(binop("eq", a, as_expr(0.0, f32)), as_expr(0), as_expr(emax)))
+    mant = select(finite_nz, select(is_sub, m_sub, m_norm),
+                  select(nan, as_expr(1 << (m_bits - 1)), as_expr(0)))
+    sign = select(binop("lt", xf, as_expr(0.0, f32)), as_expr(1, u), as_expr(0, u))  # NaN: 0
+    return binop("bitor", binop("bitor", binop("shl", sign, as_expr(s.bits - 1, u)),
+                                binop("shl", cast(big_e, u), as_expr(m_bits, u))), cast(mant, u))
+
+
 def reinterpret(value, dtype) -> Expr:
     """`value`'s bits as `dtype` (TileLang's `T.reinterpret(value, dtype)`; see the module
     docstring). TVM's argument order (`tirx.reinterpret(dtype, value)`) is
@@ -68,7 +140,8 @@ def reinterpret(value, dtype) -> Expr:
         return cast(src, d)
     if s.is_int and d.name in _FIELDS:
         return _decode(cast(src, _uint(s.bits)), d)
-    raise TileTypeError(f"T.reinterpret from {s} to {d} is not provided (tilecore reads integer "
-                        "bits as an integer or a float16/bfloat16/float32, not a float's bits)",
-                        hint="compute the field you need arithmetically (e.g. the exponent with "
-                             "T.floor(T.log2(x))), or keep the value as an integer")
+    if s.name in _FIELDS and (d.is_int and not d.is_bool):
+        return cast(_encode(src, s), d)
+    raise TileTypeError(f"T.reinterpret from {s} to {d} is not provided (tilecore reads bits "
+                        "between integers and float16/bfloat16/float32 of one width)",
+                        hint="convert with T.cast to a type of that list first")

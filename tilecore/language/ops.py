@@ -518,8 +518,8 @@ def cumsum(src, dst=None, dim=0, reverse=False):
 def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
     """Atomically add `value` into `dst`: an element (scalar form) or a tile (region form).
     TileLang's `use_tma=True` and `memory_order=` are accepted with a one-time warning (the
-    lowering chooses how the additions are issued; they stay atomic); `return_prev=True` (the
-    old value) is not provided."""
+    lowering chooses how the additions are issued; they stay atomic); `return_prev=True`
+    returns the element's value before the addition, in thread-level kernels (element form)."""
     b = current()
     from .hints import ignored_hint
 
@@ -529,10 +529,10 @@ def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
     if memory_order is not None:
         ignored_hint(f"T.atomic_add(memory_order={memory_order!r})", "tilecore's atomic additions "
                      "are relaxed; kernels order them with the barriers tile ops insert")
-    if return_prev:
-        raise TileTypeError("T.atomic_add(return_prev=True) is not provided",
-                            hint="read the old value in a separate step (the sum itself is exact)")
     if isinstance(value, (Buffer,)) or (isinstance(value, Ref) and not value.is_element):
+        if return_prev:
+            raise TileTypeError("T.atomic_add(return_prev=True) of a tile is not provided (one old "
+                                "value per element)", hint="use the element form in thread-level code")
         src = region_of(value, None, "atomic_add value")
         dr = region_of(dst, src.squeezed_shape, "atomic_add destination")
         if dr.squeezed_shape != src.squeezed_shape:
@@ -544,7 +544,31 @@ def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
         raise TileTypeError("atomic_add destination must be an element like C[i, j] or a region "
                             "matched by a tile value", hint="write T.atomic_add(C[i, j], value)")
     v = cast(as_expr(value, dst.buffer.dtype), dst.buffer.dtype)
+    if return_prev:
+        return _atomic_add_prev(b, dst, v)
     b.emit(AtomicAdd(dst.buffer, tuple(as_expr(i) for i in dst.items), v, b.loc))
+
+
+def _atomic_add_prev(b, dst, v):
+    """`T.atomic_add(dst, v, return_prev=True)`: the element's value before this thread's
+    addition, as a kernel value (read from a hidden per-thread variable the atomic writes).
+    Thread-level kernels only: in a tile program the scalar code is the block's, with no
+    thread whose addition it would be."""
+    from ..ir.expr import Load
+    from .thread_level import THREAD_LEVEL
+
+    if b.kernel is None or (THREAD_LEVEL, True) not in b.kernel.annotations or b.parallel_depth:
+        raise TileTypeError("T.atomic_add(return_prev=True) needs a thread-level kernel (outside "
+                            "T.Parallel): the old value is the executing thread's",
+                            hint="bind the thread index first (tx = T.get_thread_binding()); in "
+                                 "tile programs read the old value in a separate step")
+    if dst.buffer.scope not in ("global", "shared"):
+        raise TileTypeError(f"T.atomic_add(return_prev=True) on {dst.buffer.scope} buffer "
+                            f"{dst.buffer.name}: only global and shared memory is shared by threads",
+                            hint="use a plain update for per-thread storage")
+    prev = b.allocate(Buffer(b.unique_name("atomic_prev"), (1,), dst.buffer.dtype, "local", is_var=True))
+    b.emit(AtomicAdd(dst.buffer, tuple(as_expr(i) for i in dst.items), v, b.loc, prev))
+    return Load(prev, (as_expr(0),))
 
 
 @builtin

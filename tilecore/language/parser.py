@@ -31,7 +31,7 @@ from ..ir.loops import While
 from ..ir.module import PrimFunc
 from ..ir.stmt import For, IfThenElse, KernelLaunch, LetStmt, SeqStmt, Store
 from . import builder as bld
-from . import intops, persistent
+from . import intops, loop_exit, persistent
 from .global_views import view_ref
 from .ops import KernelSpec, LoopSpec, TensorSpec
 from .persistent import PersistentSpec
@@ -55,7 +55,6 @@ _PY_SAFE = {builtins.int, builtins.float, builtins.bool, builtins.len, builtins.
             builtins.hasattr, builtins.getattr, builtins.callable, builtins.map, builtins.filter,
             builtins.slice, builtins.type}
 _UNSUPPORTED = {
-    ast.Break: ("`break` is not supported in kernels", "guard the loop body with `if`"),
     ast.Continue: ("`continue` is not supported in kernels", "guard the loop body with `if`"),
     ast.Return: ("`return` is not supported inside a kernel", "outputs are written to tensors"),
     ast.Try: ("`try` is not supported in kernels",
@@ -116,6 +115,7 @@ class Parser:
         self.scopes: list[_Scope] = [_Scope("function")]
         self.b = builder or bld.Builder()
         self.let_vars = let_vars if let_vars is not None else set()
+        self.breaks: list = []  # exit flags of the enclosing loops (None: no `break`; loop_exit.py)
         self.kernel_seen = False
 
     # ------------------------------------------------------------------ helpers
@@ -249,8 +249,7 @@ class Parser:
         self.b.blocks.append([])
         self.scopes.append(_Scope(kind))
         try:
-            for s in stmts:
-                self.stmt(s)
+            loop_exit.stmts(self, stmts)
         finally:
             self.scopes.pop()
             out = self.b.blocks.pop()
@@ -312,6 +311,8 @@ class Parser:
             self.with_(node)
         elif isinstance(node, ast.Pass):
             return
+        elif isinstance(node, ast.Break):
+            loop_exit.do_break(self, node)
         else:
             raise TileSyntaxError(f"`{type(node).__name__}` statements are not supported in kernels",
                                   self.loc(node),
@@ -456,6 +457,7 @@ class Parser:
             it = LoopSpec("serial", (as_expr(it.start),), (as_expr(it.stop),), it.step)
         if isinstance(it, (tuple, list)):
             # A loop over a Python sequence unrolls now (meta-programming).
+            loop_exit.enter(self, node, "sequence")  # refuses a `break`
             for v in it:
                 self.scopes.append(_Scope("static"))
                 try:
@@ -471,6 +473,7 @@ class Parser:
             if not names or not all(isinstance(n, ast.Name) for n in names):
                 raise TileSyntaxError("loop variables must be plain names", self.loc(node.target),
                                       hint="write `for bx, by in T.Persistent([m, n], sms, bid)`")
+            loop_exit.enter(self, node, "persistent")  # refuses a `break`
             persistent.lower(self, node, it, names, _Scope)
             return
         if not isinstance(it, LoopSpec):
@@ -500,23 +503,26 @@ class Parser:
             if shadows:
                 self.b.names.add(outer.name)  # so the fresh name differs from the outer one
             vars_.append(Var(self.b.unique_name(n.id) if shadows else n.id, dt.int32))
+        flag = loop_exit.enter(self, node, it.kind)
         self.b.blocks.append([])
         self.scopes.append(_Scope("loop"))
+        self.breaks.append(flag)
         if it.kind == "parallel":
             self.b.parallel_depth += 1
             self.b.parallel_loops.append((tuple(vars_), tuple(it.stops)))
         try:
             for n, v in zip(names, vars_):
                 self.scopes[-1].vars[n.id] = v
-            for s in node.body:
-                self.stmt(s)
+            loop_exit.stmts(self, node.body)
         finally:
+            self.breaks.pop()
             if it.kind == "parallel":
                 self.b.parallel_depth -= 1
                 self.b.parallel_loops.pop()
             self.scopes.pop()
             body = SeqStmt(tuple(self.b.blocks.pop()))
         loc = self.loc(node)
+        body = loop_exit.guard_body(flag, body, loc)
         for v, start, stop in reversed(list(zip(vars_, it.starts, it.stops))):
             if not (start.dtype.is_int and stop.dtype.is_int):
                 raise TileTypeError("loop bounds must be integers", loc,
@@ -530,13 +536,11 @@ class Parser:
             cond = cond.as_expr()
         if not isinstance(cond, Expr):
             taken = node.body if cond else node.orelse
-            for s in taken:
-                self.stmt(s)
+            loop_exit.stmts(self, taken)
             return
         if isinstance(cond, Const):
             taken = node.body if cond.value else node.orelse
-            for s in taken:
-                self.stmt(s)
+            loop_exit.stmts(self, taken)
             return
         loc = self.loc(node)
         then = self.block(node.body, "if")
@@ -564,9 +568,16 @@ class Parser:
                 self.loc(node), hint="make the condition read a kernel value the body changes "
                 "(a `T.alloc_var` or a local buffer element)")
         loc = self.loc(node)
-        body = self.block(node.body, "loop")
+        flag = loop_exit.enter(self, node, "while")
+        self.breaks.append(flag)
+        try:
+            body = self.block(node.body, "loop")
+        finally:
+            self.breaks.pop()
         if not cond.dtype.is_bool:
             cond = binop("ne", cond, 0)
+        if flag is not None:
+            cond = binop("and", loop_exit.running(flag), cond)
         self.b.emit(While(cond, body, loc))
 
     def with_(self, node: ast.With):

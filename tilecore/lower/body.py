@@ -256,5 +256,8 @@ class BodyLowerer:
             v = cast(v, buf.dtype)
         target = buf if buf.scope == "global" else ctx.shared(buf)
         guard = self._memory_guard()
+        if s.prev is not None:  # the frontend allows it in thread-level kernels only
+            return Atomic("add", target, ctx.offset(buf, idx), v, guard, s.loc,
+                          prev=ctx.regs(s.prev), prev_offset=const(0))
         return Atomic("add", target, ctx.offset(buf, idx), v, guard, s.loc)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from ..errors import TileShapeError, TileTargetError
 from ..ir.expr import Expr, Load, Var, binop, const
+from ..ir.loops import While
 from ..ir.stmt import TILE_OPS, For, IfThenElse, KernelLaunch, LetStmt, SeqStmt, Stmt
 from ..ir.thread import (
     AsyncCommit,
@@ -104,13 +105,64 @@ def bind_thread_index(launch: KernelLaunch, ctx) -> KernelLaunch:
 
 
 def _varying(e, varying: set) -> bool:
-    """Whether `e` may differ between the threads (thread index, per-thread values)."""
+    """Whether `e` may differ between the threads (thread index, per-thread values): a Var or
+    local buffer in `varying` (ids), or a load at a varying address. `varying` holds the local
+    buffers `_varying_locals` found; without that analysis every local load is varying."""
     for n in walk(e):
         if isinstance(n, ThreadIndex) or (isinstance(n, Var) and id(n) in varying):
             return True
-        if isinstance(n, Load) and (n.buffer.scope == "local" or _varying_indices(n, varying)):
+        if isinstance(n, Load) and n.buffer.scope == "local" and id(n.buffer) in varying:
+            return True
+        if isinstance(n, Load) and _varying_indices(n, varying):
             return True
     return False
+
+
+def _varying_locals(body, varying: set) -> None:
+    """Add to `varying` the local buffers (per-thread variables) that may differ between the
+    threads, by divergence analysis to a fixed point: one is varying when a store to it has a
+    varying value or address, or happens under varying control flow, or it receives an atomic's
+    old value (`return_prev`). A load at a uniform address of shared or global memory is
+    uniform (every thread reads the same element; the emulator reports a racing write). Loop
+    exit flags and counters assigned from such values stay uniform, so tile operations after
+    a uniform `break` remain allowed."""
+    from ..ir.stmt import AtomicAdd, Store
+
+    def visit(s, why: bool) -> bool:
+        changed = False
+        if isinstance(s, SeqStmt):
+            for x in s.stmts:
+                changed |= visit(x, why)
+        elif isinstance(s, LetStmt):
+            if id(s.var) not in varying and (why or _varying(s.value, varying)):
+                varying.add(id(s.var))
+                changed = True
+        elif isinstance(s, IfThenElse):
+            inner = why or _varying(s.cond, varying)
+            changed |= visit(s.then_body, inner)
+            if s.else_body is not None:
+                changed |= visit(s.else_body, inner)
+        elif isinstance(s, For):
+            inner = why or _varying(s.start, varying) or _varying(s.stop, varying)
+            if inner and id(s.var) not in varying:
+                varying.add(id(s.var))
+                changed = True
+            changed |= visit(s.body, inner)
+        elif isinstance(s, While):
+            changed |= visit(s.body, why or _varying(s.cond, varying))
+        elif isinstance(s, Store) and s.buffer.scope == "local" and id(s.buffer) not in varying:
+            if why or _varying(s.value, varying) or any(_varying(i, varying) for i in s.indices):
+                varying.add(id(s.buffer))
+                changed = True
+        elif isinstance(s, AtomicAdd) and s.prev is not None and id(s.prev) not in varying:
+            varying.add(id(s.prev))
+            changed = True
+        elif hasattr(s, "body") and isinstance(s.body, Stmt):
+            changed |= visit(s.body, why)
+        return changed
+
+    while visit(body, False):
+        pass
 
 
 def _varying_indices(n: Load, varying: set) -> bool:
@@ -121,6 +173,7 @@ def check_uniform_tile_ops(launch: KernelLaunch) -> None:
     """Raise a located TileError for a tile operation or T.Parallel loop under thread-varying
     control flow (a branch on the thread index, a `T.ws` region) of a thread-level kernel."""
     varying: set[int] = set()
+    _varying_locals(launch.body, varying)
 
     def visit(s, why):
         if isinstance(s, SeqStmt):

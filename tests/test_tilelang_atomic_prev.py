@@ -1,0 +1,91 @@
+"""`T.atomic_add(..., return_prev=True)` (issue 14, TileLang's radix top-k): the old value in
+thread-level kernels on interp (the core emulator) and emu, the generated CUDA, and the
+located refusals (tile programs, tile form, cpu, which runs no thread-level kernels)."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+import tilecore
+import tilecore.language as T
+from tilecore.errors import TileTargetError, TileTypeError
+
+HAVE = {n: importlib.util.find_spec(m) is not None
+        for n, m in (("interp", "tilecore_interp"), ("cpu", "tilecore_cpu"), ("emu", "tilecore_emu"),
+                     ("cuda", "tilecore_cuda"))}
+THREADS = 64
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILECORE_CACHE_DIR", str(tmp_path))
+
+
+def _compaction():
+    """Stream compaction by a shared counter: each thread with a positive value claims a slot
+    (`pos = old count`) and writes its index there; a global counter's old values (+1, in an
+    expression) are recorded per thread."""
+    @T.prim_func
+    def k(X: T.Tensor((THREADS,), "float32"), Out: T.Tensor((THREADS,), "int32"),
+          N: T.Tensor((1,), "int32"), G: T.Tensor((1,), "int32"), Old: T.Tensor((THREADS,), "int32")):
+        with T.Kernel(1, threads=THREADS) as bx:
+            tx = T.get_thread_binding()
+            cnt = T.alloc_shared([1], T.int32)
+            pos = T.alloc_var(T.int32)
+            if tx == 0:
+                cnt[0] = 0
+            T.sync_threads()
+            if X[tx] > 0:
+                pos = T.atomic_add(cnt[0], 1, return_prev=True)
+                Out[pos] = tx
+            Old[tx] = T.atomic_add(G[0], 3, return_prev=True) + 1
+            T.sync_threads()
+            if tx == 0:
+                N[0] = cnt[0]
+    return k
+
+
+@pytest.mark.parametrize("target", [pytest.param(t, marks=pytest.mark.skipif(not HAVE[t.split(":")[0]],
+                                                                               reason=f"no {t}"))
+                                    for t in ("interp", "emu:sm_80")])
+def test_return_prev_gives_each_thread_a_distinct_old_value(target):
+    x = np.random.default_rng(2).standard_normal(THREADS).astype(np.float32)
+    out = np.full(THREADS, -1, np.int32)
+    n, g = np.zeros(1, np.int32), np.array([5], np.int32)
+    old = np.zeros(THREADS, np.int32)
+    tilecore.compile(_compaction(), target=target)(x, out, n, g, old)
+    want = np.nonzero(x > 0)[0]
+    assert n[0] == len(want)
+    # any order of the additions is correct: the claimed slots hold each positive index once
+    assert sorted(out[:n[0]].tolist()) == want.tolist() and (out[n[0]:] == -1).all()
+    assert g[0] == 5 + 3 * THREADS
+    assert sorted(old.tolist()) == [5 + 3 * t + 1 for t in range(THREADS)]
+
+
+@pytest.mark.skipif(not HAVE["cuda"], reason="no cuda backend")
+def test_return_prev_renders_atomic_adds_result():
+    src = tilecore.compile(_compaction(), target="cuda:sm_80").get_kernel_source()
+    assert src.count("= (int)(atomicAdd(&") == 2, src
+
+
+def test_return_prev_refusals_are_located():
+    with pytest.raises(TileTypeError, match="thread-level") as e:
+        @T.prim_func
+        def k(A: T.Tensor((4,), "int32"), B: T.Tensor((4,), "int32")):
+            with T.Kernel(1, threads=32) as bx:
+                B[0] = T.atomic_add(A[0], 1, return_prev=True)
+    assert "test_tilelang_atomic_prev.py" in str(e.value) and e.value.hint
+    with pytest.raises(TileTypeError, match="of a tile"):
+        @T.prim_func
+        def k2(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                tx = T.get_thread_binding()
+                f = T.alloc_fragment((4,), "float32")
+                T.atomic_add(A[0:4], f, return_prev=True)
+
+
+@pytest.mark.skipif(not HAVE["cpu"], reason="no cpu backend")
+def test_cpu_refuses_the_thread_level_kernel():
+    with pytest.raises(TileTargetError, match="thread-level"):
+        tilecore.compile(_compaction(), target="cpu")
