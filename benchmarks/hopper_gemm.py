@@ -45,6 +45,7 @@ sys.path.insert(0, HERE)
 import gemm  # noqa: E402
 import gemm_fp8  # noqa: E402
 import gemv  # noqa: E402
+import gpu  # noqa: E402  (benchmarks/gpu.py: its read-flushed timing)
 
 import tilecore  # noqa: E402
 
@@ -272,19 +273,8 @@ def main():
         return ms, t_torch, err
 
     def bench_clean(fn, reps: int = 40) -> float:
-        """Median ms of `fn` after L2 was flushed by *reading* 256 MB (do_bench zeroes its flush
-        buffer, leaving L2 full of dirty lines whose write-back a bandwidth-bound kernel pays)."""
-        flush = torch.empty(128 << 20, dtype=torch.float16, device="cuda").fill_(1)
-        ev = [tuple(torch.cuda.Event(enable_timing=True) for _ in range(2)) for _ in range(reps)]
-        for _ in range(5):
-            fn()
-        for s, e in ev:
-            flush.sum()
-            s.record()
-            fn()
-            e.record()
-        torch.cuda.synchronize()
-        return sorted(s.elapsed_time(e) for s, e in ev)[reps // 2]
+        """Median ms of `fn` after L2 was flushed by *reading* 256 MB (gpu.bench_read_flushed)."""
+        return gpu.bench_read_flushed(torch, fn, reps)
 
     def record(case, cfg, ms, t_torch, err, flops, nbytes=0):
         row = dict(case=case, cfg=cfg, ms=ms, torch_ms=t_torch, tflops=flops / ms / 1e9,
