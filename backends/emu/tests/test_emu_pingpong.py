@@ -18,7 +18,7 @@ from tilecore.ir.thread import MbarrierWait
 from tilecore.ir.visit import rewrite
 
 pytest.importorskip("tilecore_cuda")
-from test_emu_tma_store import PersistentOnTwo  # noqa: E402
+from test_emu_tma import PersistentOnTwo  # noqa: E402
 from tilecore_cuda.build import nvcc_path  # noqa: E402
 
 gemm = importlib.import_module("gemm")

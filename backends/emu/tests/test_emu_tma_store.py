@@ -2,7 +2,6 @@
 ragged and persistent GEMMs correct, the wait / fence / barrier order around the stores, and the
 cases that keep the per-thread staged epilogue."""
 
-import dataclasses
 import importlib
 
 import numpy as np
@@ -10,26 +9,12 @@ import pytest
 
 import tilecore
 from tilecore import plugins
-from tilecore.hookspec import hookimpl
 
 pytest.importorskip("tilecore_cuda")
-from tilecore_cuda.lowering import tile_target_facts as cuda_facts  # noqa: E402
+from test_emu_tma import PersistentOnTwo  # noqa: E402  (producer always, 2 multiprocessors)
 
 gemm = importlib.import_module("gemm")
 STORE = "tma_store C["
-
-
-class PersistentOnTwo:
-    """The CUDA facts with a producer warpgroup always and 2 multiprocessors, so a small grid
-    runs persistently (each block stores several tiles through one staging tile)."""
-
-    @hookimpl(tryfirst=True)
-    def tile_target_facts(self, target):
-        facts = cuda_facts(target=target)
-        if facts is None:
-            return None
-        extra = tuple((k, "always" if k == "warp_specialize" and v else v) for k, v in facts.extra)
-        return dataclasses.replace(facts, extra=extra + (("multiprocessors", 2),))
 
 
 @pytest.fixture
