@@ -229,6 +229,34 @@ class Load(Expr):
             )
 
 
+def _cache_hash(cls: type) -> type:
+    """Make `cls`'s dataclass hash computed once per node. Expressions are immutable trees used
+    as dict keys over and over (linear forms, memo tables of the lowering passes); the generated
+    hash walks the whole tree each time, which made hashing a tenth of a cold GEMM's lowering.
+    The cached value is dropped from copies and pickles: `str` hashes differ between processes."""
+    tree_hash = cls.__hash__
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = tree_hash(self)
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
+
+    cls.__hash__ = __hash__  # type: ignore[method-assign]
+    cls.__getstate__ = __getstate__  # type: ignore[attr-defined]
+    return cls
+
+
+for _composite in (BinOp, Unary, Cast, Select):
+    _cache_hash(_composite)
+
+
 # --------------------------------------------------------------------------- construction helpers
 
 

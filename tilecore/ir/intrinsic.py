@@ -78,14 +78,26 @@ class LaneMap:
         t[lane * self.elems + elem] = rc
         return replace(self, table=tuple(t))
 
+    def _axis_terms(self, elem: int, axis: int) -> tuple[tuple[int, ...], tuple | None]:
+        """(the values of `elem`'s `axis` over the lanes, their bit fields or None), computed once
+        per map: lowering asks for them for every register of every fragment."""
+        memo = self.__dict__.get("_terms_memo")
+        if memo is None:
+            memo = {}
+            object.__setattr__(self, "_terms_memo", memo)
+        got = memo.get((elem, axis))
+        if got is None:
+            values = tuple(self.at(lane_i, elem)[axis] for lane_i in range(self.lanes))
+            got = memo[(elem, axis)] = (values, _bit_linear(list(values)))
+        return got
+
     def coord(self, lane: Expr, elem: int, axis: int) -> Expr:
         """The row (axis 0) or col (axis 1) held by element `elem` of lane `lane` (0 <= lane < lanes),
         as an index expression: a sum of bit fields of `lane` when the table is linear in the
         lane's bits (all tensor-core maps are), else a `LaneTable` lookup."""
-        values = [self.at(lane_i, elem)[axis] for lane_i in range(self.lanes)]
-        terms = _bit_linear(values)
+        values, terms = self._axis_terms(elem, axis)
         if terms is None:
-            return LaneTable(tuple(values), lane)
+            return LaneTable(values, lane)
         base, fields = terms
         out: Expr = const(base)
         nbits = (self.lanes - 1).bit_length()

@@ -113,49 +113,58 @@ class _Footprint:
 
 
 def _accesses(node, tx: Var, threads: int, want: str) -> list:
-    """[(buffer, (elements, threads) or None)] of the shared reads ('r'), writes ('w') or
-    asynchronous copies' writes ('a') in node."""
-    out = []
+    """[(buffer, (elements, threads) or None)] of the shared reads ('r'), writes ('w'),
+    asynchronous copies' writes ('a') or TMA loads' writes ('t') in node."""
+    return _all_accesses(node, tx, threads)[want]
+
+
+def _all_accesses(node, tx: Var, threads: int) -> dict[str, list]:
+    """Every kind of `_accesses` of node, from one walk (the inserter asks for all four of
+    every leaf statement; walking it four times was a tenth of a GEMM's lowering)."""
+    reads: list = []
+    writes: list = []
+    asyncs: list = []
+    tmas: list = []
     for n in walk(node):
-        if want == "r":
-            if isinstance(n, MemLoad) and n.buffer.scope == "shared":
-                out.append((n.buffer, _tab(n.offset, 1, tx, threads, n.buffer)))
-            elif isinstance(n, VecMove) and n.src.scope == "shared":
-                out.append((n.src, _tab(n.src_offset, n.lanes, tx, threads, n.src)))
-            elif isinstance(n, IntrinsicCall):
-                for spec, ref in zip(n.intrinsic.operands, n.operands):
-                    if ref.buffer.scope == "shared" and spec.space == "desc":
-                        out.append((ref.buffer, _tab_desc(spec, n.intrinsic.lanes, ref.offset, tx, threads,
-                                                          ref.buffer)))
-                    elif ref.buffer.scope == "shared" and spec.role == "in":
-                        width = n.intrinsic.shape[-1] if n.intrinsic.kind == "ldmatrix" else 1
-                        out.append((ref.buffer, _tab(ref.offset, width, tx, threads, ref.buffer)))
-            elif isinstance(n, Atomic) and n.buffer.scope == "shared":
-                out.append((n.buffer, None))
-            elif isinstance(n, (MbarrierArrive, MbarrierWait)):
-                out.append((n.bar, _tab(n.offset, 1, tx, threads, n.bar)))
-            elif isinstance(n, TmaLoad):
-                out.append((n.bar, _tab(n.bar_offset, 1, tx, threads, n.bar)))
-            elif isinstance(n, TmaStore):
-                out.append((n.src, _tab(n.src_offset, n.layout.size, tx, threads, n.src)))
-        elif want == "t":
-            if isinstance(n, TmaLoad):
-                out.append((n.dst, _tab(n.dst_offset, n.layout.size, tx, threads, n.dst)))
-        elif want == "a":
-            if isinstance(n, AsyncCopy):
-                out.append((n.dst, _tab(n.dst_offset, n.lanes, tx, threads, n.dst)))
-        else:
-            if isinstance(n, (MemStore, Atomic)) and n.buffer.scope == "shared":
-                out.append((n.buffer, _tab(n.offset, 1, tx, threads, n.buffer)))
-            elif isinstance(n, VecMove) and n.dst.scope == "shared":
-                out.append((n.dst, _tab(n.dst_offset, n.lanes, tx, threads, n.dst)))
-            elif isinstance(n, MbarrierInit):
-                out.append((n.bar, _tab(n.offset, 1, tx, threads, n.bar)))
-            elif isinstance(n, IntrinsicCall):
-                for spec, ref in zip(n.intrinsic.operands, n.operands):
-                    if ref.buffer.scope == "shared" and spec.role == "out":
-                        out.append((ref.buffer, None))
-    return out
+        if isinstance(n, MemLoad):
+            if n.buffer.scope == "shared":
+                reads.append((n.buffer, _tab(n.offset, 1, tx, threads, n.buffer)))
+        elif isinstance(n, VecMove):
+            if n.src.scope == "shared":
+                reads.append((n.src, _tab(n.src_offset, n.lanes, tx, threads, n.src)))
+            if n.dst.scope == "shared":
+                writes.append((n.dst, _tab(n.dst_offset, n.lanes, tx, threads, n.dst)))
+        elif isinstance(n, IntrinsicCall):
+            for spec, ref in zip(n.intrinsic.operands, n.operands):
+                if ref.buffer.scope != "shared":
+                    continue
+                if spec.space == "desc":
+                    reads.append((ref.buffer, _tab_desc(spec, n.intrinsic.lanes, ref.offset, tx, threads,
+                                                        ref.buffer)))
+                elif spec.role == "in":
+                    width = n.intrinsic.shape[-1] if n.intrinsic.kind == "ldmatrix" else 1
+                    reads.append((ref.buffer, _tab(ref.offset, width, tx, threads, ref.buffer)))
+                if spec.role == "out":
+                    writes.append((ref.buffer, None))
+        elif isinstance(n, Atomic):
+            if n.buffer.scope == "shared":
+                reads.append((n.buffer, None))
+                writes.append((n.buffer, _tab(n.offset, 1, tx, threads, n.buffer)))
+        elif isinstance(n, MemStore):
+            if n.buffer.scope == "shared":
+                writes.append((n.buffer, _tab(n.offset, 1, tx, threads, n.buffer)))
+        elif isinstance(n, (MbarrierArrive, MbarrierWait)):
+            reads.append((n.bar, _tab(n.offset, 1, tx, threads, n.bar)))
+        elif isinstance(n, MbarrierInit):
+            writes.append((n.bar, _tab(n.offset, 1, tx, threads, n.bar)))
+        elif isinstance(n, TmaLoad):
+            reads.append((n.bar, _tab(n.bar_offset, 1, tx, threads, n.bar)))
+            tmas.append((n.dst, _tab(n.dst_offset, n.layout.size, tx, threads, n.dst)))
+        elif isinstance(n, TmaStore):
+            reads.append((n.src, _tab(n.src_offset, n.layout.size, tx, threads, n.src)))
+        elif isinstance(n, AsyncCopy):
+            asyncs.append((n.dst, _tab(n.dst_offset, n.lanes, tx, threads, n.dst)))
+    return {"r": reads, "w": writes, "a": asyncs, "t": tmas}
 
 
 def _tab(offset, width: int, tx: Var, threads: int, buf):
@@ -228,10 +237,12 @@ class _Inserter:
     def leaf(self, s: Stmt, st, reads=None, writes=None, asyncs=None, tmas=None):
         """(statements, state) for a statement taken as a whole: a wait first when it touches
         in-flight data, a barrier first on a hazard."""
-        reads = _accesses(s, self.tx, self.threads, "r") if reads is None else reads
-        writes = _accesses(s, self.tx, self.threads, "w") if writes is None else writes
-        asyncs = _accesses(s, self.tx, self.threads, "a") if asyncs is None else asyncs
-        tmas = _accesses(s, self.tx, self.threads, "t") if tmas is None else tmas
+        if reads is None or writes is None or asyncs is None or tmas is None:
+            found = _all_accesses(s, self.tx, self.threads)
+            reads = found["r"] if reads is None else reads
+            writes = found["w"] if writes is None else writes
+            asyncs = found["a"] if asyncs is None else asyncs
+            tmas = found["t"] if tmas is None else tmas
         out: list[Stmt] = []
         w, r, fl = st
         for q, (groups, open_) in fl.items():

@@ -20,8 +20,9 @@ from .indexing import evaluate, simplify
 _TX = Var("tx")
 
 
-def unravel(e: Expr, shape: tuple[int, ...], bounds: dict) -> tuple[Expr, ...]:
-    """Row-major coordinates of flat element index `e` in `shape` (the first one unbounded)."""
+def unravel(e: Expr, shape: tuple[int, ...], bounds: dict | None) -> tuple[Expr, ...]:
+    """Row-major coordinates of flat element index `e` in `shape` (the first one unbounded),
+    simplified with `bounds` (left as built when None)."""
     out = []
     stride = 1
     strides = []
@@ -33,7 +34,7 @@ def unravel(e: Expr, shape: tuple[int, ...], bounds: dict) -> tuple[Expr, ...]:
         c = e if st == 1 else e // st
         if k > 0:
             c = c % s
-        out.append(simplify(c, bounds))
+        out.append(c if bounds is None else simplify(c, bounds))
     return tuple(out)
 
 
@@ -55,6 +56,11 @@ class Layout:
         """When register `r` holds no element for some threads, the condition that it does."""
         return None
 
+    def raw_coords(self, tx: Var, r: int) -> tuple[Expr, ...]:
+        """`coords` before range simplification: the same values for every thread, cheaper to
+        build; `table` evaluates these numerically, where simplifying first would be wasted."""
+        return self.coords(tx, r)
+
     @functools.cached_property
     def table(self) -> tuple[np.ndarray, np.ndarray]:
         """(coords[T, nregs, rank], valid[T, nregs]) for every thread and register."""
@@ -64,7 +70,7 @@ class Layout:
         coords = np.zeros((self.threads, self.nregs, rank), dtype=np.int64)
         valid = np.ones((self.threads, self.nregs), dtype=bool)
         for r in range(self.nregs):
-            for k, c in enumerate(self.coords(_TX, r)):
+            for k, c in enumerate(self.raw_coords(_TX, r)):
                 coords[:, r, k] = np.broadcast_to(evaluate(c, env), (self.threads,))
             v = self.valid(_TX, r)
             if v is not None:
@@ -142,6 +148,9 @@ class StridedLayout(Layout):
         bounds = {id(tx): (0, self.threads - 1)}
         return unravel(self._flat(tx, r), self.shape, bounds)
 
+    def raw_coords(self, tx: Var, r: int) -> tuple[Expr, ...]:
+        return unravel(self._flat(tx, r), self.shape, None)
+
     def valid(self, tx: Var, r: int) -> Expr | None:
         base = (r // self.vec) * self.threads * self.vec + r % self.vec
         if base + self.vec * (self.threads - 1) < self.numel:
@@ -185,6 +194,10 @@ class MmaLayout(Layout):
         return (mi * self.tiles[1] + ni) * self.cmap.elems + e
 
     def coords(self, tx: Var, r: int) -> tuple[Expr, ...]:
+        bounds = {id(tx): (0, self.threads - 1)}
+        return tuple(simplify(c, bounds) for c in self.raw_coords(tx, r))
+
+    def raw_coords(self, tx: Var, r: int) -> tuple[Expr, ...]:
         m, n = self.shape
         wm, wn = self.warps
         ws = self.warp_size
@@ -194,8 +207,7 @@ class MmaLayout(Layout):
         mi, ni, e = self.split(r)
         row = warp_m * (m // wm) + mi * self.cmap.rows + self.cmap.coord(lane, e, 0)
         col = warp_n * (n // wn) + ni * self.cmap.cols + self.cmap.coord(lane, e, 1)
-        bounds = {id(tx): (0, self.threads - 1)}
-        return simplify(row, bounds), simplify(col, bounds)
+        return row, col
 
 
 @dataclass(frozen=True)
@@ -250,6 +262,10 @@ class SliceLayout(Layout):
 
     def coords(self, tx: Var, r: int) -> tuple[Expr, ...]:
         c = self.parent.coords(tx, self.groups[r][0])
+        return tuple(x for k, x in enumerate(c) if k != self.dim)
+
+    def raw_coords(self, tx: Var, r: int) -> tuple[Expr, ...]:
+        c = self.parent.raw_coords(tx, self.groups[r][0])
         return tuple(x for k, x in enumerate(c) if k != self.dim)
 
 
