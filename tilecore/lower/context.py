@@ -78,6 +78,7 @@ class LowerCtx:
         self.tx = Var("tx")
         self.thread_level = False  # a thread-level kernel: block code is per-thread (thread_level.py)
         self.var_bounds: dict[int, tuple] = block_bounds(launch)
+        self._simp_memo: dict[tuple, Expr] = {}
         self.layouts = layouts
         self.plans = plans
         self._shared: dict[int, Buffer] = {}
@@ -101,7 +102,14 @@ class LowerCtx:
 
     def simp(self, e: Expr) -> Expr:
         """`e` simplified with the known variable ranges."""
-        return simplify(e, self.bounds)
+        bounds = self.bounds
+        # the epilogue and copy lowerings simplify the same offsets again and again (a TMA-store
+        # epilogue asks for about 250, 105 of them distinct); expressions hash in O(1)
+        key = (e, tuple(sorted(bounds.items())))
+        got = self._simp_memo.get(key)
+        if got is None:
+            got = self._simp_memo[key] = simplify(e, bounds)
+        return got
 
     def fresh(self, base: str) -> str:
         """A name not used yet in this kernel."""
