@@ -57,9 +57,16 @@ def _atom_range(atom, bounds: dict):
 
 
 def _build(terms: dict, const: int, dtype) -> Expr:
+    """The affine form `const + sum(c * atom)`, largest coefficients first. Atoms of `dtype`
+    are combined into BinOps directly (what `+` and `*` would build, without their promotion
+    and folding checks: this runs for every affine node the simplifier visits)."""
     out: Expr = Const(const, dtype)
     for atom, c in sorted(terms.items(), key=lambda kv: -abs(kv[1])):
-        out = out + (atom if c == 1 else atom * c)
+        if atom.dtype != dtype or isinstance(atom, Const) or c == 0:
+            out = out + (atom if c == 1 else atom * c)
+            continue
+        term = atom if c == 1 else BinOp("mul", atom, Const(c, dtype), dtype)
+        out = term if isinstance(out, Const) and out.value == 0 else BinOp("add", out, term, dtype)
     return out
 
 
