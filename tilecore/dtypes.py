@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -71,6 +72,8 @@ class DType(str):
     def __eq__(self, other) -> bool:
         """A DType equals itself and its spellings: `T.float16 == "float16"` (TileLang's dtype
         objects compare with strings; `"half"` and torch.float16 are equal too)."""
+        if self is other:  # dtypes are module singletons: the common case is one object
+            return True
         if isinstance(other, DType):
             return self.name == other.name and self.kind == other.kind and self.bits == other.bits
         if isinstance(other, str) or type(other).__module__ in ("torch", "numpy"):
@@ -82,6 +85,8 @@ class DType(str):
 
     def __ne__(self, other) -> bool:
         """The negation of __eq__ (str's own __ne__ would compare the raw names)."""
+        if self is other:
+            return False
         eq = self.__eq__(other)
         return eq if eq is NotImplemented else not eq
 
@@ -222,22 +227,27 @@ def promote(a: DType, b: DType) -> DType:
     return a if a.kind == "int" else b
 
 
+@functools.cache
+def _limits(d: DType) -> tuple:
+    """(min, max) finite values of `d`; cached because constant folding asks for them on every
+    folded integer (building an `iinfo` each time was measurable)."""
+    if d.is_float:
+        info = ml_dtypes.finfo(d.np)
+        return float(info.min), float(info.max)
+    if d.is_bool:
+        return False, True
+    info = ml_dtypes.iinfo(d.np)
+    return int(info.min), int(info.max)
+
+
 def max_value(d: DType):
     """The largest finite value of `d` as a Python number."""
-    if d.is_float:
-        return float(ml_dtypes.finfo(d.np).max)
-    if d.is_bool:
-        return True
-    return int(ml_dtypes.iinfo(d.np).max)
+    return _limits(d)[1]
 
 
 def min_value(d: DType):
     """The most negative finite value of `d` as a Python number."""
-    if d.is_float:
-        return float(ml_dtypes.finfo(d.np).min)
-    if d.is_bool:
-        return False
-    return int(ml_dtypes.iinfo(d.np).min)
+    return _limits(d)[0]
 
 
 def has_infinity(d: DType) -> bool:
