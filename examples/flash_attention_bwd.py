@@ -50,13 +50,17 @@ def preprocess_program(batch=1, heads=8, seq_len=1024, dim=64, dtype="float16", 
 
 
 def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=32, block_N=64,
-            num_stages=2, threads=256, dtype="float16", kv_heads=None, sm_scale=None, stagger=False):
+            num_stages=2, threads=256, dtype="float16", kv_heads=None, sm_scale=None, stagger=False,
+            dq_tma=False):
     """dQ (atomics), dK, dV: one block per (KV tile, KV head, batch). Scores are computed
     transposed (S^T = K Q^T) so that P^T and dS^T are the A operands of dV += P^T dO and
     dK += dS^T Q without a transpose; dQ += dS K reads dS^T from shared memory transposed.
     `stagger=True` starts each block's walk over the query tiles at its own offset (key tile
     bx at query tile bx, wrapping around): the blocks running together then add into different
-    dQ tiles instead of all into the same one (the same sums, in another order)."""
+    dQ tiles instead of all into the same one (the same sums, in another order).
+    `dq_tma=True` adds each dQ tile with one bulk TMA reduce-add through shared memory
+    (`T.atomic_add(use_tma=True)`, tilecore.lower.tma_reduce; TMA targets only) instead of a
+    global atomic per element pair and thread."""
     kv_heads = kv_heads or heads
     if heads % kv_heads:
         raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
@@ -150,7 +154,7 @@ def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=32,
                 T.gemm(dS_shared, K_shared, dq, transpose_A=True)
                 T.atomic_add(dQ[bz, qt(t, bx, q_first, count) * block_M:
                                 (qt(t, bx, q_first, count) + 1) * block_M,
-                                by * groups + t // count, :], dq)
+                                by * groups + t // count, :], dq, use_tma=dq_tma)
             T.copy(dv, dV[bz, bx * block_N:(bx + 1) * block_N, by, :])
             T.copy(dk, dK[bz, bx * block_N:(bx + 1) * block_N, by, :])
 
