@@ -69,7 +69,8 @@ def test_backward_with_bulk_dq(causal, early):
     the previous reduction before anybody writes the tile (the dS barrier earlier in the loop
     does not order it)."""
     sizes = dict(batch=1, heads=2, kv_heads=1, seq_len=150, dim=64)
-    tiles = dict(block_M=64, block_N=128, num_stages=2, threads=256, dq_tma=True, dq_early=early, stagger=True)
+    tiles = dict(block_M=64, block_N=128, num_stages=2, threads=256, dq_tma=True, dq_early=early,
+                 stagger=True)
     src = tilecore.compile(flash_attention_bwd.program(**sizes, is_causal=causal, **tiles),
                            target="emu:sm_90").get_kernel_source().splitlines()
     wait = next(i for i, x in enumerate(src) if "async_wait(bulk, pending=0)" in x)
