@@ -38,7 +38,8 @@ _HOPPER = {
     # "attention: dQ by TMA reduce-add"). stagger: each key tile starts its walk over the query
     # tiles at its own one, so blocks running together add into different dQ tiles (3.544 ->
     # 3.449 ms with atomics; 11.08 -> 10.97 ms at s=16384 with TMA)
-    ("bwd", False): dict(block_M=64, block_N=128, num_stages=2, threads=256, stagger=True, dq_tma=True),
+    ("bwd", False): dict(block_M=64, block_N=128, num_stages=2, threads=256, stagger=True, dq_tma=True,
+                         dq_early=True),
     ("bwd", True): dict(block_M=64, block_N=128, num_stages=2, threads=256, dq_tma=True),
     # one launch, no combine: batch x KV heads blocks (256 at 32 x 8) fill the GPU; short caches:
     # the query heads padded to one wgmma tile (block_H=64), K/V by TMA read evict_first
