@@ -24,7 +24,8 @@ def test_hopper_gets_the_tuned_tiles_other_targets_the_defaults():
     assert tuned_config("fwd", "cuda:sm_90", 64, True, "float16", seq_len=4096)["block_M"] == 128
     assert tuned_config("fwd", "cuda:sm_90", 64, True, "float16", seq_len=16384)["block_M"] == 192
     assert tuned_config("bwd", "cuda:sm_90a", 128, True, "bfloat16")["dq_tma"] is True
-    assert tuned_config("bwd", "cuda:sm_90a", 128, False, "bfloat16")["stagger"] is True
+    bwd = tuned_config("bwd", "cuda:sm_90a", 128, False, "bfloat16")
+    assert bwd["stagger"] is True and bwd["dq_tma"] is True and bwd["dq_early"] is True
     assert tuned_config("decode", "cuda:sm_90a")["direct"] is True
     assert tuned_config("decode", "cuda:sm_90a", seq_len=1024)["kv_eviction"] == "evict_first"
     assert "kv_eviction" not in tuned_config("decode", "cuda:sm_90a", seq_len=16384)
