@@ -60,9 +60,11 @@ CONFIGS = {
     # 128 keys per block (two warpgroups of 64), 64 queries per step: every product a wgmma
     # tile (the 32x64 tile of the mma.sync era ran dQ on mma.sync and staged P through shared)
     "bwd": [
+        # dQ by TMA reduce-add (dq_tma), its product issued with dV/dK (dq_early): the measured
+        # best non-causal and causal (BENCHMARKS.md, "attention backward, dQ by TMA reduce-add")
+        dict(block_M=64, block_N=128, num_stages=2, threads=256, stagger=True, dq_tma=True, dq_early=True),
+        dict(block_M=64, block_N=128, num_stages=2, threads=256, dq_tma=True),
         dict(block_M=64, block_N=128, num_stages=2, threads=256, stagger=True),
-        dict(block_M=64, block_N=128, num_stages=2, threads=256),
-        dict(block_M=64, block_N=128, num_stages=3, threads=256),
     ],
     "decode": [
         # one launch, no combine: 256 blocks (batch 32 x 8 KV heads) fill 132 SMs, two resident

@@ -1,7 +1,10 @@
 """Where the attention backward's time goes, measured by ablation on the GPU (timing only: the
 ablated kernels compute wrong gradients on purpose and are never checked or used).
 
-    python benchmarks/attention_ablate.py [seq_len] [causal]
+    python benchmarks/attention_ablate.py [seq_len] [causal] [tma]
+
+(`tma` = 1: the kernel with dQ added by TMA reduce-add, `dq_tma=True`; the ablations then
+take out that reduction instead of the atomics.)
 
 Builds `examples/flash_attention_bwd.program` (the default statement order) and variants of its
 source with one part of the loop body taken out, and times each like benchmarks/attention.py
@@ -35,7 +38,7 @@ import tilecore  # noqa: E402
 CONFIG = dict(block_M=64, block_N=128, num_stages=2, threads=256)
 # the dQ step of flash_attention_bwd.program's loop: dS to shared
 # memory, dQ = dS K, the atomic add of dQ (two source lines)
-_ATOMIC = re.compile(r"T\.atomic_add\((dQ\[[^\]]*\]), dq\)", re.S)
+_ATOMIC = re.compile(r"T\.atomic_add\((dQ\[[^\]]*\]), dq(?:, use_tma=dq_tma)?\)", re.S)
 _DQ_STEP = ("T.copy(ds_cast, dS_shared)", "T.clear(dq)", "T.gemm(dS_shared, K_shared, dq, transpose_A=True)")
 
 
@@ -78,6 +81,8 @@ def main(argv=None) -> int:
     s = int(args[0]) if args else 4096
     causal = bool(int(args[1])) if len(args) > 1 else False
     cfg = dict(CONFIG, num_stages=3) if causal else CONFIG
+    if len(args) > 2 and int(args[2]):
+        cfg = dict(CONFIG, dq_tma=True)  # 2 stages causal too: 3 fit worse beside the staging tile
     arch = device_arch(torch.cuda.current_device())
     d = 128
     b, h = cases.fwd_shape(d, s)

@@ -50,13 +50,18 @@ def preprocess_program(batch=1, heads=8, seq_len=1024, dim=64, dtype="float16", 
 
 
 def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=32, block_N=64,
-            num_stages=2, threads=256, dtype="float16", kv_heads=None, sm_scale=None, stagger=False):
+            num_stages=2, threads=256, dtype="float16", kv_heads=None, sm_scale=None, stagger=False,
+            dq_tma=False, dq_early=False):
     """dQ (atomics), dK, dV: one block per (KV tile, KV head, batch). Scores are computed
     transposed (S^T = K Q^T) so that P^T and dS^T are the A operands of dV += P^T dO and
     dK += dS^T Q without a transpose; dQ += dS K reads dS^T from shared memory transposed.
     `stagger=True` starts each block's walk over the query tiles at its own offset (key tile
     bx at query tile bx, wrapping around): the blocks running together then add into different
-    dQ tiles instead of all into the same one (the same sums, in another order)."""
+    dQ tiles instead of all into the same one (the same sums, in another order).
+    `dq_tma=True` adds each dQ tile with one bulk TMA reduce-add through shared memory
+    (`T.atomic_add(use_tma=True)`, tilecore.lower.tma_reduce; TMA targets only) instead of a
+    global atomic per element pair and thread. `dq_early=True` stores dS before the dV and dK
+    products, so that dQ's product is issued with them instead of after them."""
     kv_heads = kv_heads or heads
     if heads % kv_heads:
         raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
@@ -143,14 +148,23 @@ def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=32,
                 T.copy(s_t, p_cast)
                 for i, j in T.Parallel(block_N, block_M):
                     ds_cast[i, j] = s_t[i, j] * (dp_t[i, j] - delta_shared[j]) * sm
-                T.gemm(p_cast, dO_shared, dv, policy=T.GemmWarpPolicy.FullRow)
-                T.gemm(ds_cast, Q_shared, dk, policy=T.GemmWarpPolicy.FullRow)
-                T.copy(ds_cast, dS_shared)
-                T.clear(dq)
-                T.gemm(dS_shared, K_shared, dq, transpose_A=True)
+                if not dq_early:
+                    T.gemm(p_cast, dO_shared, dv, policy=T.GemmWarpPolicy.FullRow)
+                    T.gemm(ds_cast, Q_shared, dk, policy=T.GemmWarpPolicy.FullRow)
+                    T.copy(ds_cast, dS_shared)
+                    T.clear(dq)
+                    T.gemm(dS_shared, K_shared, dq, transpose_A=True)
+                else:
+                    # dS to shared memory first: the three products in flight together (one
+                    # wgmma wait on sm_90, tilecore.lower.wgmma_groups)
+                    T.copy(ds_cast, dS_shared)
+                    T.clear(dq)
+                    T.gemm(p_cast, dO_shared, dv, policy=T.GemmWarpPolicy.FullRow)
+                    T.gemm(ds_cast, Q_shared, dk, policy=T.GemmWarpPolicy.FullRow)
+                    T.gemm(dS_shared, K_shared, dq, transpose_A=True)
                 T.atomic_add(dQ[bz, qt(t, bx, q_first, count) * block_M:
                                 (qt(t, bx, q_first, count) + 1) * block_M,
-                                by * groups + t // count, :], dq)
+                                by * groups + t // count, :], dq, use_tma=dq_tma)
             T.copy(dv, dV[bz, bx * block_N:(bx + 1) * block_N, by, :])
             T.copy(dk, dK[bz, bx * block_N:(bx + 1) * block_N, by, :])
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 # Hopper (TMA + wgmma + a producer warpgroup): two consumer warpgroups of 64 query rows each.
 # fwd: 128x128 for d=128, 128x64 for d=64 (the faster of the two in each case's sweep).
 # bwd (d=128, the measured width): 128 keys per block (two warpgroups of 64), 64 queries per
-# step, 3 stages when causal.
+# step, dQ reduced by TMA.
 # decode: one split per (sequence, KV head) over 64-key tiles, the output written directly
 # (`direct=True`: callers skip the combine); mla: 64 heads per block, split 2.
 _HOPPER = {
@@ -32,11 +32,15 @@ _HOPPER = {
     # "attention: d64 on three warpgroups")
     ("fwd", 64): dict(block_M=192, block_N=128, num_stages=4, threads=384),
     ("fwd", 64, "short causal"): dict(block_M=128, block_N=64, num_stages=2, threads=256),
-    # stagger: each key tile starts its walk over the query tiles at its own one, so blocks
-    # running together add into different dQ tiles (3.544 -> 3.449 ms at s=4096; causal not
-    # measured with it)
-    ("bwd", False): dict(block_M=64, block_N=128, num_stages=2, threads=256, stagger=True),
-    ("bwd", True): dict(block_M=64, block_N=128, num_stages=3, threads=256),
+    # dq_tma: each dQ tile added by TMA reduce-add from a shared staging tile (tilecore.lower.
+    # tma_reduce), not by per-thread atomics: 3.509 -> 2.889 ms at s=4096, causal (then 3 stages)
+    # 2.021 -> 1.554 ms with 2 stages, the staging tile's 32 KB beside them (BENCHMARKS.md,
+    # "attention: dQ by TMA reduce-add"). stagger: each key tile starts its walk over the query
+    # tiles at its own one, so blocks running together add into different dQ tiles (3.544 ->
+    # 3.449 ms with atomics; 11.08 -> 10.97 ms at s=16384 with TMA)
+    ("bwd", False): dict(block_M=64, block_N=128, num_stages=2, threads=256, stagger=True, dq_tma=True,
+                         dq_early=True),
+    ("bwd", True): dict(block_M=64, block_N=128, num_stages=2, threads=256, dq_tma=True),
     # one launch, no combine: batch x KV heads blocks (256 at 32 x 8) fill the GPU; short caches:
     # the query heads padded to one wgmma tile (block_H=64), K/V by TMA read evict_first
     ("decode",): dict(num_split=1, direct=True, block_N=64, num_stages=2, threads=128),

@@ -10,7 +10,8 @@ thread. A wait orders, for the waiting threads, every arriving thread's accesses
 arrive, and the landed copies (`SyncClock.acquire`). Threads run in lock step, so a wait whose
 phase is not complete when every thread of the block reaches it can never complete: that is a
 deadlock (a GPU hangs), reported with the wait's line and what the phase still misses.
-`TmaStore` reads its box at issue and writes the tensor, clipped to its bounds.
+`TmaStore` reads its box at issue and writes (`reduce="add"`: adds into) the tensor, clipped
+to its bounds.
 """
 
 from __future__ import annotations
@@ -234,4 +235,7 @@ class MbarrierState:
             self._inside(blk, s.src, idx, "TMA read")
             blk.trackers[id(s.src)].read(idx, np.full(len(idx), t, dtype=np.int64), blk.loc_id, blk.locs)
             vals = blk.shared[id(s.src)][idx]
-            out[flat[inside]] = vals[inside]
+            if s.reduce:  # float32 only (tilecore.lower.tma_reduce): storage is the value
+                np.add.at(out, flat[inside], vals[inside])
+            else:
+                out[flat[inside]] = vals[inside]

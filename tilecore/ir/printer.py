@@ -170,7 +170,8 @@ class Printer:
             idx = ", ".join(self.expr(i) for i in s.indices)
             self.emit(depth, f"T.atomic_add({self.name(s.buffer)}[{idx}], {self.expr(s.value)})")
         elif isinstance(s, AtomicAddRegion):
-            self.emit(depth, f"T.atomic_add({self.region(s.dst)}, {self.region(s.src)})")
+            tma = ", use_tma=True" if s.use_tma else ""  # part of the compile-cache key
+            self.emit(depth, f"T.atomic_add({self.region(s.dst)}, {self.region(s.src)}{tma})")
         elif isinstance(s, While):
             self.emit(depth, f"while {self.expr(s.cond)}:")
             self.stmt(s.body, depth + 1)

@@ -72,11 +72,14 @@ class AtomicAdd(Stmt):
 
 @dataclass(frozen=True)
 class AtomicAddRegion(Stmt):
-    """`T.atomic_add(dst[...], src_tile)`: atomically add a whole tile into a region."""
+    """`T.atomic_add(dst[...], src_tile)`: atomically add a whole tile into a region.
+    `use_tma`: the program asked for one bulk reduce-add of the tile (TileLang's
+    `use_tma=True`; tilecore.lower.tma_reduce, per-element atomics where it does not apply)."""
 
     dst: Region
     src: Region
     loc: SourceLoc | None = None
+    use_tma: bool = False
 
 
 @dataclass(frozen=True)

@@ -553,7 +553,9 @@ class TmaStore(Stmt):
     Joins the issuing thread's open "bulk" group: `AsyncCommit("bulk")` closes it and
     `AsyncWait("bulk", n)` waits until the older groups have finished reading shared memory
     (the source may be reused after it). The writes of every thread to `src` must be ordered
-    before the issue by a barrier, after an `AsyncFence("proxy_async")` in the writing threads."""
+    before the issue by a barrier, after an `AsyncFence("proxy_async")` in the writing threads.
+    `reduce="add"`: the box is added into the tensor instead (`cp.reduce.async.bulk.tensor`,
+    each element atomically; tilecore.lower.tma_reduce), same groups and ordering rules."""
 
     src: Buffer
     src_offset: Expr
@@ -562,10 +564,13 @@ class TmaStore(Stmt):
     box: tuple
     layout: object
     loc: SourceLoc | None = None
+    reduce: str = ""  # "" stores the box, "add" adds it
 
     def __post_init__(self):
         _check_expr("TmaStore.src_offset", self.src_offset)
         _check_box("TmaStore", self.src, self.tensor, self.coords, self.box, self.layout)
+        if self.reduce not in ("", "add"):
+            raise TypeError(f"TmaStore.reduce is '' or 'add', got {self.reduce!r}")
 
     @property
     def swizzle(self) -> int:

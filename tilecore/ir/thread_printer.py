@@ -54,7 +54,8 @@ class ThreadPrinter(Printer):
     def _hopper(self, s) -> str:
         """One line for an mbarrier, TMA or fence statement."""
         if isinstance(s, TmaStore):
-            return (f"tma_store {_box(self, s.tensor, s.coords, s.box)} <- {self.name(s.src)}"
+            op = f"tma_reduce_{s.reduce}" if s.reduce else "tma_store"
+            return (f"{op} {_box(self, s.tensor, s.coords, s.box)} <- {self.name(s.src)}"
                     f"[{self.expr(s.src_offset)}] {s.layout.describe()}  # bulk, clipped")
         bar = f"{self.name(s.bar)}[{self.expr(s.bar_offset if isinstance(s, TmaLoad) else s.offset)}]"
         if isinstance(s, MbarrierInit):

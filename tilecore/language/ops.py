@@ -517,19 +517,22 @@ def cumsum(src, dst=None, dim=0, reverse=False):
 @builtin
 def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
     """Atomically add `value` into `dst`: an element (scalar form) or a tile (region form).
-    TileLang's `use_tma=True` and `memory_order=` are accepted with a one-time warning (the
-    lowering chooses how the additions are issued; they stay atomic); `return_prev=True`
-    returns the element's value before the addition, in thread-level kernels (element form)."""
+    TileLang's `use_tma=True` on a tile asks for one bulk reduce-add of the whole tile through
+    shared memory (on TMA targets; tilecore.lower.tma_reduce warns and falls back to per-element
+    atomics where it does not apply); on an element, and `memory_order=`, it is accepted with a
+    one-time warning (they stay atomic); `return_prev=True` returns the element's value before
+    the addition, in thread-level kernels (element form)."""
     b = current()
     from .hints import ignored_hint
 
-    if use_tma:
-        ignored_hint("T.atomic_add(use_tma=True)", "the lowering chooses how atomic additions are "
-                     "issued (they stay atomic)")
+    tile_form = isinstance(value, (Buffer,)) or (isinstance(value, Ref) and not value.is_element)
+    if use_tma and not tile_form:
+        ignored_hint("T.atomic_add(use_tma=True)", "an element's atomic addition has no bulk form "
+                     "(it stays a per-element atomic)")
     if memory_order is not None:
         ignored_hint(f"T.atomic_add(memory_order={memory_order!r})", "tilecore's atomic additions "
                      "are relaxed; kernels order them with the barriers tile ops insert")
-    if isinstance(value, (Buffer,)) or (isinstance(value, Ref) and not value.is_element):
+    if tile_form:
         if return_prev:
             raise TileTypeError("T.atomic_add(return_prev=True) of a tile is not provided (one old "
                                 "value per element)", hint="use the element form in thread-level code")
@@ -538,7 +541,7 @@ def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
         if dr.squeezed_shape != src.squeezed_shape:
             raise TileShapeError(f"atomic_add region {dr.extents} does not match the tile {src.extents}",
                                  hint="make the destination region the tile's shape")
-        b.emit(AtomicAddRegion(dr, src, b.loc))
+        b.emit(AtomicAddRegion(dr, src, b.loc, bool(use_tma)))
         return
     if not isinstance(dst, Ref) or not dst.is_element:
         raise TileTypeError("atomic_add destination must be an element like C[i, j] or a region "

@@ -283,8 +283,32 @@ class _Inserter:
             open_ = dict(open_)
             _record(open_, asyncs, s.loc)
             fl[queue] = (groups, open_)
+        if isinstance(s, IfThenElse):
+            w, r, fl = self._bulk_reads(s, (w, r, fl))
         out.append(s)
         return out, (w, r, fl)
+
+    def _bulk_reads(self, s: Stmt, st):
+        """The state after the bulk-queue statements inside per-thread code `s` (the one
+        thread that issues TMA stores): each `TmaStore`'s shared read stays in flight in the
+        "bulk" queue until that thread's `AsyncWait("bulk")` lands it as its access, so a
+        barrier follows the wait before other threads overwrite the staging tile (the read
+        at issue alone let an earlier barrier, before the wait, pass as the guard)."""
+        for n in walk(s):
+            if isinstance(n, TmaStore):
+                w, r, fl = st
+                groups, open_ = fl.get("bulk", ((), {}))
+                open_ = dict(open_)
+                _record(open_, [(n.src, _tab(n.src_offset, n.layout.size, self.tx, self.threads, n.src))],
+                        n.loc)
+                st = (w, r, {**fl, "bulk": (groups, open_)})
+            elif isinstance(n, AsyncCommit) and n.queue == "bulk":
+                w, r, fl = st
+                groups, open_ = fl.get("bulk", ((), {}))
+                st = (w, r, {**fl, "bulk": (_cap(tuple(groups) + (open_,)), {})})
+            elif isinstance(n, AsyncWait) and n.queue == "bulk":
+                st = _land(st, "bulk", n.pending)
+        return st
 
     def visit(self, s: Stmt, st):
         """(statements replacing s, state after it)."""

@@ -48,6 +48,7 @@ from .thread_level import (
 )
 from .tile_roles import branches_as_regions
 from .tma_pipeline import tile_copies
+from .tma_reduce import tma_reduce_add
 
 
 def _with_pre(pre: list, s: Stmt) -> Stmt:
@@ -103,7 +104,8 @@ def lower_block(ctx: LowerCtx, s: Stmt) -> Stmt:
     if isinstance(s, CumSum):
         return lower_cumsum(ctx, s)
     if isinstance(s, AtomicAddRegion):
-        return lower_atomic_region(ctx, s)
+        bulk = tma_reduce_add(ctx, s) if s.use_tma else None  # `use_tma=True`: tma_reduce.py
+        return bulk if bulk is not None else lower_atomic_region(ctx, s)
     if isinstance(s, THREAD_LEVEL_STMTS):  # T.sync_threads, mbarriers, T.ws (thread_level.py)
         return lower_thread_stmt(ctx, s, lower_block)
     if isinstance(s, KernelLaunch):

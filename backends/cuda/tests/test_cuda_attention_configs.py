@@ -23,8 +23,9 @@ def test_hopper_gets_the_tuned_tiles_other_targets_the_defaults():
     assert (d64["block_M"], d64["threads"]) == (192, 384)  # three consumer warpgroups
     assert tuned_config("fwd", "cuda:sm_90", 64, True, "float16", seq_len=4096)["block_M"] == 128
     assert tuned_config("fwd", "cuda:sm_90", 64, True, "float16", seq_len=16384)["block_M"] == 192
-    assert tuned_config("bwd", "cuda:sm_90a", 128, True, "bfloat16")["num_stages"] == 3
-    assert tuned_config("bwd", "cuda:sm_90a", 128, False, "bfloat16")["stagger"] is True
+    assert tuned_config("bwd", "cuda:sm_90a", 128, True, "bfloat16")["dq_tma"] is True
+    bwd = tuned_config("bwd", "cuda:sm_90a", 128, False, "bfloat16")
+    assert bwd["stagger"] is True and bwd["dq_tma"] is True and bwd["dq_early"] is True
     assert tuned_config("decode", "cuda:sm_90a")["direct"] is True
     assert tuned_config("decode", "cuda:sm_90a", seq_len=1024)["kv_eviction"] == "evict_first"
     assert "kv_eviction" not in tuned_config("decode", "cuda:sm_90a", seq_len=16384)
@@ -45,3 +46,17 @@ def test_tuned_forward_lowers_with_asynchronous_waits():
                            out_idx=[-1], target="cuda:sm_90a").get_kernel_source()
     assert "wgmma.wait_group.sync.aligned 1;" in src  # the softmax waits for S only
     assert src.count("fence.acq_rel.cta;") == 1  # the order fence before the wait for P V
+
+
+def test_tuned_backward_reduces_dq_with_tma():
+    """dQ leaves each step as TMA reduce-adds of a staging tile (tilecore.lower.tma_reduce),
+    not as per-thread atomics; the staging tile is waited for before it is rewritten."""
+    import flash_attention_bwd as fb
+
+    cfg = tuned_config("bwd", "cuda:sm_90a", 128, False, "bfloat16")
+    src = tilecore.compile(fb.program(batch=1, heads=2, seq_len=512, dim=128, dtype="bfloat16", **cfg),
+                           target="cuda:sm_90a").get_kernel_source()
+    # 4 boxes of 64 rows x 32 float32 (the 128-byte swizzle span) per 64x128 dQ tile
+    assert src.count("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group") == 4
+    assert "red.global" not in src and "atomicAdd" not in src
+    assert "cp.async.bulk.wait_group.read 0;" in src

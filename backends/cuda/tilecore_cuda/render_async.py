@@ -141,11 +141,13 @@ class AsyncRenderMixin:
                 f': "=l"(p)); return p; }}())')
 
     def stmt_TmaStore(self, s) -> None:
-        """`cp.async.bulk.tensor.<n>d.global.shared::cta.bulk_group` (clipped to the tensor)."""
+        """`cp.async.bulk.tensor.<n>d.global.shared::cta.bulk_group` (clipped to the tensor);
+        `reduce="add"`: `cp.reduce.async.bulk.tensor.<n>d.global.shared::cta.add.tile.bulk_group`."""
         i = spec_of(self.tmaps, s, self._func_params)
         args, rank = self._coords(s)
         slots = ", ".join(f"%{k + 2}" for k in range(len(s.coords)))
-        op = f"cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group"
+        op = (f"cp.reduce.async.bulk.tensor.{rank}d.global.shared::cta.add.tile.bulk_group" if s.reduce
+              else f"cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group")
         self.emit(f'asm volatile("{op} [%0, {{{slots}}}], [%1];"')
         self.emit(f'    :: "l"(reinterpret_cast<unsigned long long>(&tilecore_tmap{i})), '
                   f'"r"({self._smem(s.src, s.src_offset)}), {args} : "memory");')
