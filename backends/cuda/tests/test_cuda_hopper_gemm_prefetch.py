@@ -33,8 +33,9 @@ def test_every_tensor_map_is_prefetched_once_by_one_thread():
                    if w.startswith("tilecore_tmap") and w[len("tilecore_tmap"):].isdigit()})
     assert maps  # the small-M GEMM is a TMA pipeline
     for name in maps:
-        assert src.count(f'asm volatile("prefetch.tensormap [%0];" :: "l"(reinterpret_cast<unsigned long long>'
-                         f'(&{name})) : "memory");') == 1
+        stmt = ('asm volatile("prefetch.tensormap [%0];" :: '
+                f'"l"(reinterpret_cast<unsigned long long>(&{name})) : "memory");')
+        assert src.count(stmt) == 1
     head = src.index("if (threadIdx.x == 0) {\n    asm volatile(\"prefetch.tensormap")
     assert head < src.index("cp.async.bulk.tensor")  # before the first copy can be issued
     assert "prefetch.tensormap" not in _source("sm_80", **SMALL_M)
@@ -46,7 +47,7 @@ def test_prefetch_is_a_descriptor_cache_op_in_sass(tmp_path):
     src = _source("sm_90a", **SMALL_M)
     cu, cubin = tmp_path / "k.cu", tmp_path / "k.cubin"
     cu.write_text(src)
-    subprocess.run([nvcc_path(), "-cubin", "-gencode=arch=compute_90a,code=sm_90a", "-o", str(cubin), str(cu)],
-                   capture_output=True, text=True, check=True)
+    subprocess.run([nvcc_path(), "-cubin", "-gencode=arch=compute_90a,code=sm_90a", "-o", str(cubin),
+                    str(cu)], capture_output=True, text=True, check=True)
     sass = subprocess.run([CUOBJDUMP, "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
     assert sass.count("UTMACCTL.PF") == src.count("prefetch.tensormap") >= 2
