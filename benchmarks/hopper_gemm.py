@@ -22,7 +22,8 @@ Times are `triton.testing.do_bench` medians (L2 flushed before each repetition, 
 Kernels are compiled ahead in a process pool (the cubins land in the on-disk cache).
 HOPPER_CONFIGS='[[gemm configs], [fp8 configs]]' (JSON) replaces the two config lists;
 HOPPER_LLM_CONFIGS / HOPPER_SMALL_CONFIGS (JSON lists) replace LLM_CONFIGS / SMALL_CONFIGS;
-HOPPER_TOP_K: how many sweep winners "large" runs (default 2).
+HOPPER_TOP_K: how many sweep winners "large" runs (default 2). "auto" in any list is
+examples/gemm.py's `config(M, N, K)` for the case's shape (the shipped choice by shape).
 Every timed row also gets an interleaved A/B against torch (gpu_paired.bench_pair: alternate
 calls after the same flush, the median of per-pair ratios: robust to the board's clock drift)
 and the SM clock / power each kernel sustains (NVML); HOPPER_PAIRED=0 leaves them out.
@@ -147,12 +148,13 @@ def precompile(jobs, arch):
 
 
 def small_cfg(c, m: int, n: int, k: int, sms: int = 132) -> dict:
-    """A small-M config: "auto" is examples/gemm.py's small_m_config for the shape (the
-    config it picks by shape), "auto:no-tma-store" the same without the TMA-store epilogue."""
+    """A config of any list: "auto" is examples/gemm.py's `config` for the shape (the config it
+    picks by shape: small_m_config for M <= 64), "auto:no-tma-store" the same without the
+    TMA-store epilogue; a dict is itself."""
     if c == "auto":
-        return gemm.small_m_config(m, n, k, sms)
+        return gemm.config(m, n, k, sms)
     if c == "auto:no-tma-store":
-        return dict(gemm.small_m_config(m, n, k, sms), tma_store=False)
+        return dict(gemm.config(m, n, k, sms), tma_store=False)
     return c
 
 
@@ -234,12 +236,13 @@ def main():
     t_start = time.perf_counter()
     jobs = []
     if "sweep" in sections or "large" in sections:
-        jobs += [("gemm", dict(M=4096, N=4096, K=4096, dtype="float16", **c)) for c in CONFIGS]
+        jobs += [("gemm", dict(M=4096, N=4096, K=4096, dtype="float16", **small_cfg(c, 4096, 4096, 4096)))
+                 for c in CONFIGS]
     if "large" in sections:  # every config: the winners of the sweep are not known yet
-        jobs += [("gemm", dict(M=m, N=m, K=m, dtype=d, **c)) for c in CONFIGS
+        jobs += [("gemm", dict(M=m, N=m, K=m, dtype=d, **small_cfg(c, m, m, m))) for c in CONFIGS
                  for m, d in ((4096, "bfloat16"), (8192, "float16"), (8192, "bfloat16"))]
     if "llm" in sections:
-        jobs += [("gemm", dict(M=m, N=n, K=k, dtype="bfloat16", **c)) for c in LLM_CONFIGS
+        jobs += [("gemm", dict(M=m, N=n, K=k, dtype="bfloat16", **small_cfg(c, m, n, k))) for c in LLM_CONFIGS
                  for m in LLM_M for n, k in LLM_NK]
     if "small" in sections:
         jobs += [("gemm", dict(M=m, N=n, K=k, dtype="float16", **small_cfg(c, m, n, k)))
@@ -324,7 +327,7 @@ def main():
     timed = []
     if "sweep" in sections or "large" in sections:
         for cfg in CONFIGS:
-            ms = run("gemm fp16 4096^3", 4096, 4096, 4096, "float16", cfg)
+            ms = run("gemm fp16 4096^3", 4096, 4096, 4096, "float16", small_cfg(cfg, 4096, 4096, 4096))
             if ms is not None:
                 timed.append((ms, cfg))
     timed.sort(key=lambda t: t[0])
@@ -333,12 +336,12 @@ def main():
         for m, n, k, d in [(4096, 4096, 4096, "bfloat16"), (8192, 8192, 8192, "float16"),
                            (8192, 8192, 8192, "bfloat16")]:
             for cfg in best:
-                run(f"gemm {d} {m}x{n}x{k}", m, n, k, d, cfg)
+                run(f"gemm {d} {m}x{n}x{k}", m, n, k, d, small_cfg(cfg, m, n, k))
     if "llm" in sections:
         for m in LLM_M:
             for n, k in LLM_NK:
                 for cfg in LLM_CONFIGS:
-                    run(f"gemm bf16 {m}x{n}x{k} (LLM)", m, n, k, "bfloat16", cfg)
+                    run(f"gemm bf16 {m}x{n}x{k} (LLM)", m, n, k, "bfloat16", small_cfg(cfg, m, n, k))
     if "small" in sections:
         copy_gbs = None
         try:
