@@ -30,7 +30,8 @@ and the SM clock / power each kernel sustains (NVML); HOPPER_PAIRED=0 leaves the
 A config's "tma_store": false compiles it with `tilecore.disable_tma_store` (the per-thread
 staged epilogue instead of TMA stores, tilecore/lower/tma_store.py: an A/B of that lowering);
 "pingpong": true with `tilecore.ws_pingpong` (tilecore/lower/pingpong.py; e.g. block 128x128,
-threads=128: two consumer warpgroups on alternate tiles).
+threads=128: two consumer warpgroups on alternate tiles); "suspend_hint": true with
+`tilecore.mbarrier_suspend_hint` (mbarrier waits parked by a suspend-time hint).
 """
 
 from __future__ import annotations
@@ -112,6 +113,8 @@ def split_cfg(params: dict) -> tuple[dict, dict | None]:
         configs["tilecore.disable_tma_store"] = True
     if params.pop("pingpong", False):
         configs["tilecore.ws_pingpong"] = True
+    if params.pop("suspend_hint", False):
+        configs["tilecore.mbarrier_suspend_hint"] = True
     return params, configs or None
 
 
@@ -165,7 +168,7 @@ def _cfg_str(c: dict) -> str:
         (f" p{c['panel']}" if c.get("panel") else "") + \
         (f" split{c['split_k']}" if c.get("split_k", 1) > 1 else "") + \
         (" ef" if c.get("b_eviction") else "") + ("" if c.get("tma_store", True) else " no-tma-store") + \
-        (" pingpong" if c.get("pingpong") else "")
+        (" pingpong" if c.get("pingpong") else "") + (" hint" if c.get("suspend_hint") else "")
 
 
 def _paired_str(row: dict) -> str:

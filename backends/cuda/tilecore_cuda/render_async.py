@@ -116,10 +116,12 @@ class AsyncRenderMixin:
         self.emit("{")
         self.emit("  unsigned tc_ok = 0;")
         self.emit("  do {")
-        self.emit('    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; '
-                  'selp.u32 %0, 1, 0, p; }"')
+        hint = ", %3" if s.suspend_ns else ""  # the suspend-time hint (ns), MbarrierWait.suspend_ns
+        self.emit('    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], '
+                  f'%2{hint}; selp.u32 %0, 1, 0, p; }}"')
         phase = f"(unsigned)({self.expr(s.phase)})"
-        self.emit(f'                 : "=r"(tc_ok) : "r"({bar}), "r"({phase}) : "memory");')
+        extra = f', "r"({int(s.suspend_ns)}u)' if s.suspend_ns else ""
+        self.emit(f'                 : "=r"(tc_ok) : "r"({bar}), "r"({phase}){extra} : "memory");')
         self.emit("  } while (!tc_ok);")
         self.emit("}")
 
