@@ -44,8 +44,8 @@ class Options:
     - ``disable_tma_store`` (tilecore's own key ``tilecore.disable_tma_store``): accumulator
       epilogues keep the per-thread staged copy instead of TMA stores (tilecore.lower.tma_store;
       for A/B comparisons in benchmarks);
-    - ``ws_pingpong`` (tilecore's own key ``tilecore.ws_pingpong``, off by default, not yet
-      measured on a GPU): persistent warp-specialized GEMMs of one consumer warpgroup get a
+    - ``ws_pingpong`` (tilecore's own key ``tilecore.ws_pingpong``, off by default: 3-5% slower
+      than the same tile without it on the H200, BENCHMARKS.md): persistent warp-specialized GEMMs of one consumer warpgroup get a
       second one on alternate tiles (tilecore.lower.pingpong).
     - ``mbarrier_suspend_hint`` (``tilecore.mbarrier_suspend_hint``, off): every mbarrier wait of
       a warp-specialized kernel passes a suspend-time hint (tilecore.lower.pingpong.SUSPEND_NS),
