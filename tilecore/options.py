@@ -45,8 +45,9 @@ class Options:
       epilogues keep the per-thread staged copy instead of TMA stores (tilecore.lower.tma_store;
       for A/B comparisons in benchmarks);
     - ``ws_pingpong`` (tilecore's own key ``tilecore.ws_pingpong``, off by default: 3-5% slower
-      than the same tile without it on the H200, BENCHMARKS.md): persistent warp-specialized GEMMs of one consumer warpgroup get a
-      second one on alternate tiles (tilecore.lower.pingpong).
+      than the same tile without it on the H200, BENCHMARKS.md): persistent warp-specialized
+      GEMMs of one consumer warpgroup get a second one on alternate tiles
+      (tilecore.lower.pingpong).
     - ``mbarrier_suspend_hint`` (``tilecore.mbarrier_suspend_hint``, off): every mbarrier wait of
       a warp-specialized kernel passes a suspend-time hint (tilecore.lower.pingpong.SUSPEND_NS),
       so a waiting warp is parked instead of re-polling (for A/B runs on the H200).
