@@ -32,3 +32,13 @@ def test_large_config_is_the_persistent_tma_store_wgmma_kernel():
     assert "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in src  # the TMA store
     # 32 x 16 = 512 tiles on 132 persistent blocks
     assert "for (int tile = block_id; tile < 512; tile += 132)" in src
+
+
+def test_fp8_config_is_the_rasterized_tma_store_wgmma_kernel():
+    fp8 = next(m for m in example_modules() if m.__name__ == "gemm_fp8")
+    cfg = fp8.config(2048, 2048, 2048)
+    assert cfg["panel"] == 8 and cfg["num_stages"] == 3
+    src = tilecore.compile(fp8.program(M=2048, N=2048, K=2048, **cfg), out_idx=[-1],
+                           target="cuda:sm_90a").get_kernel_source()
+    assert "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3" in src
+    assert "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in src  # the TMA store
