@@ -22,11 +22,16 @@ Times are `triton.testing.do_bench` medians (L2 flushed before each repetition, 
 Kernels are compiled ahead in a process pool (the cubins land in the on-disk cache).
 HOPPER_CONFIGS='[[gemm configs], [fp8 configs]]' (JSON) replaces the two config lists;
 HOPPER_LLM_CONFIGS / HOPPER_SMALL_CONFIGS (JSON lists) replace LLM_CONFIGS / SMALL_CONFIGS;
-HOPPER_TOP_K: how many sweep winners "large" runs (default 2).
+HOPPER_TOP_K: how many sweep winners "large" runs (default 2). "auto" in any list is
+examples/gemm.py's `config(M, N, K)` for the case's shape (the shipped choice by shape).
+Every timed row also gets an interleaved A/B against torch (gpu_paired.bench_pair: alternate
+calls after the same flush, the median of per-pair ratios: robust to the board's clock drift)
+and the SM clock / power each kernel sustains (NVML); HOPPER_PAIRED=0 leaves them out.
 A config's "tma_store": false compiles it with `tilecore.disable_tma_store` (the per-thread
 staged epilogue instead of TMA stores, tilecore/lower/tma_store.py: an A/B of that lowering);
 "pingpong": true with `tilecore.ws_pingpong` (tilecore/lower/pingpong.py; e.g. block 128x128,
-threads=128: two consumer warpgroups on alternate tiles).
+threads=128: two consumer warpgroups on alternate tiles); "suspend_hint": true with
+`tilecore.mbarrier_suspend_hint` (mbarrier waits parked by a suspend-time hint).
 """
 
 from __future__ import annotations
@@ -46,27 +51,29 @@ import gemm  # noqa: E402
 import gemm_fp8  # noqa: E402
 import gemv  # noqa: E402
 import gpu  # noqa: E402  (benchmarks/gpu.py: its read-flushed timing)
+import gpu_paired  # noqa: E402  (interleaved A/B timing, SM clock and power)
 
 import tilecore  # noqa: E402
 
-CONFIGS = [dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=128),
+CONFIGS = ["auto",  # examples/gemm.py's config(M, N, K): the shipped choice
+           dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=128),
            dict(block_M=128, block_N=128, block_K=64, num_stages=4, threads=128),
            dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256),
            dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256),
            dict(block_M=256, block_N=128, block_K=64, num_stages=4, threads=256),
            dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256, panel=8),
-           # 3 stages leave room for the whole 128x256 tile: the TMA-store epilogue
-           dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, panel=16),
-           # two consumer warpgroups on alternate 128x128 tiles (not measured yet)
+           # two consumer warpgroups on alternate 128x128 tiles (3-5% slower, BENCHMARKS.md)
            dict(block_M=128, block_N=128, block_K=64, num_stages=4, threads=128, panel=16, pingpong=True)]
-FP8_CONFIGS = [dict(block_M=128, block_N=256, block_K=128, num_stages=4, threads=256),
+# "auto" is examples/gemm_fp8.py's config (128x256x128 s3 t256 p8)
+FP8_CONFIGS = ["auto", dict(block_M=128, block_N=256, block_K=128, num_stages=4, threads=256),
                dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256)]
 if os.environ.get("HOPPER_CONFIGS"):  # a JSON [[gemm configs], [fp8 configs]] for a focused run
     CONFIGS, FP8_CONFIGS = json.loads(os.environ["HOPPER_CONFIGS"])
 LLM_NK = [(4096, 4096), (14336, 4096), (4096, 14336), (28672, 8192)]
 LLM_M = [4096, 16384]
 # 2 consumer warpgroups + a producer; `panel` rasterizes the grid (T.use_swizzle) for L2 reuse
-LLM_CONFIGS = [dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, panel=8),  # TMA store
+LLM_CONFIGS = ["auto",  # 128x256x64 s3 p16 (TMA store)
+               dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, panel=8),
                dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256, panel=8),
                dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256, panel=16)]
 SMALL_SHAPES = [(1, 4096, 4096), (16, 4096, 4096), (1, 14336, 4096)]
@@ -107,6 +114,8 @@ def split_cfg(params: dict) -> tuple[dict, dict | None]:
         configs["tilecore.disable_tma_store"] = True
     if params.pop("pingpong", False):
         configs["tilecore.ws_pingpong"] = True
+    if params.pop("suspend_hint", False):
+        configs["tilecore.mbarrier_suspend_hint"] = True
     return params, configs or None
 
 
@@ -143,13 +152,19 @@ def precompile(jobs, arch):
 
 
 def small_cfg(c, m: int, n: int, k: int, sms: int = 132) -> dict:
-    """A small-M config: "auto" is examples/gemm.py's small_m_config for the shape (the
-    config it picks by shape), "auto:no-tma-store" the same without the TMA-store epilogue."""
+    """A config of any list: "auto" is examples/gemm.py's `config` for the shape (the config it
+    picks by shape: small_m_config for M <= 64), "auto:no-tma-store" the same without the
+    TMA-store epilogue; a dict is itself."""
     if c == "auto":
-        return gemm.small_m_config(m, n, k, sms)
+        return gemm.config(m, n, k, sms)
     if c == "auto:no-tma-store":
-        return dict(gemm.small_m_config(m, n, k, sms), tma_store=False)
+        return dict(gemm.config(m, n, k, sms), tma_store=False)
     return c
+
+
+def fp8_cfg(c) -> dict:
+    """An fp8 config: "auto" is examples/gemm_fp8.py's `config`; a dict is itself."""
+    return gemm_fp8.config(8192, 8192, 8192) if c == "auto" else c
 
 
 def _cfg_str(c: dict) -> str:
@@ -159,7 +174,16 @@ def _cfg_str(c: dict) -> str:
         (f" p{c['panel']}" if c.get("panel") else "") + \
         (f" split{c['split_k']}" if c.get("split_k", 1) > 1 else "") + \
         (" ef" if c.get("b_eviction") else "") + ("" if c.get("tma_store", True) else " no-tma-store") + \
-        (" pingpong" if c.get("pingpong") else "")
+        (" pingpong" if c.get("pingpong") else "") + (" hint" if c.get("suspend_hint") else "")
+
+
+def _paired_str(row: dict) -> str:
+    """", interleaved 1.012, 1755 MHz 690 W (torch 1740 MHz 695 W)" for a row that has them."""
+    out = f", interleaved {row['paired_ratio']:.3f}" if row.get("paired_ratio") else ""
+    if row.get("mhz") and row.get("torch_mhz"):
+        out += (f", {row['mhz']:.0f} MHz {row['watts']:.0f} W (torch {row['torch_mhz']:.0f} MHz "
+                f"{row['torch_watts']:.0f} W)")
+    return out
 
 
 def host_case(torch, arch: str, reps: int = 2000) -> str:
@@ -221,12 +245,13 @@ def main():
     t_start = time.perf_counter()
     jobs = []
     if "sweep" in sections or "large" in sections:
-        jobs += [("gemm", dict(M=4096, N=4096, K=4096, dtype="float16", **c)) for c in CONFIGS]
+        jobs += [("gemm", dict(M=4096, N=4096, K=4096, dtype="float16", **small_cfg(c, 4096, 4096, 4096)))
+                 for c in CONFIGS]
     if "large" in sections:  # every config: the winners of the sweep are not known yet
-        jobs += [("gemm", dict(M=m, N=m, K=m, dtype=d, **c)) for c in CONFIGS
+        jobs += [("gemm", dict(M=m, N=m, K=m, dtype=d, **small_cfg(c, m, m, m))) for c in CONFIGS
                  for m, d in ((4096, "bfloat16"), (8192, "float16"), (8192, "bfloat16"))]
     if "llm" in sections:
-        jobs += [("gemm", dict(M=m, N=n, K=k, dtype="bfloat16", **c)) for c in LLM_CONFIGS
+        jobs += [("gemm", dict(M=m, N=n, K=k, dtype="bfloat16", **small_cfg(c, m, n, k))) for c in LLM_CONFIGS
                  for m in LLM_M for n, k in LLM_NK]
     if "small" in sections:
         jobs += [("gemm", dict(M=m, N=n, K=k, dtype="float16", **small_cfg(c, m, n, k)))
@@ -236,7 +261,7 @@ def main():
     if "gemv" in sections:
         jobs += [("gemv", dict(M=m, N=n, K=k, **c)) for c in GEMV_CONFIGS for m, n, k in GEMV_SHAPES]
     if "fp8" in sections:
-        jobs += [("gemm_fp8", dict(M=8192, N=8192, K=8192, **c)) for c in FP8_CONFIGS]
+        jobs += [("gemm_fp8", dict(M=8192, N=8192, K=8192, **fp8_cfg(c))) for c in FP8_CONFIGS]
     precompile(jobs, arch)
     print(f"precompiled at {time.perf_counter() - t_start:.0f}s", flush=True)
     rows, notes = [], []
@@ -264,32 +289,44 @@ def main():
             raise AssertionError(f"relative error {err:.3e}")
         ms = bench(call)
         t_torch = bench(lambda: torch.matmul(a, b))
+        extra = paired(call, lambda: torch.matmul(a, b), ms, t_torch)
         if clean_l2:
             mc, tc = bench_clean(call), bench_clean(lambda: torch.matmul(a, b))
             nb = 2 * (m * k + k * n + m * n)
             notes.append(f"{m}x{n}x{k} {_cfg_str(cfg)} with L2 flushed by a read (no dirty lines): "
                          f"{mc * 1e3:.1f} us ({nb / mc / 1e6:.0f} GB/s), torch.matmul {tc * 1e3:.1f} us "
                          f"({nb / tc / 1e6:.0f} GB/s), ratio {tc / mc:.3f}")
-        return ms, t_torch, err
+        return ms, t_torch, err, extra
+
+    def paired(ours, theirs, ms, t_theirs) -> dict:
+        """The interleaved ratio and both kernels' sustained clock / power (module docstring)."""
+        if os.environ.get("HOPPER_PAIRED", "1") == "0":
+            return {}
+        p = gpu_paired.bench_pair(torch, ours, theirs, reps=60 if ms < 1.0 else 24)
+        mhz, w = gpu_paired.clocked(torch, ours, ms)
+        tmhz, tw = gpu_paired.clocked(torch, theirs, t_theirs)
+        return dict(paired_ratio=p["ratio"], paired_ms=p["a_ms"], paired_torch_ms=p["b_ms"],
+                    mhz=mhz, watts=w, torch_mhz=tmhz, torch_watts=tw)
 
     def bench_clean(fn, reps: int = 40) -> float:
         """Median ms of `fn` after L2 was flushed by *reading* 256 MB (gpu.bench_read_flushed)."""
         return gpu.bench_read_flushed(torch, fn, reps)
 
-    def record(case, cfg, ms, t_torch, err, flops, nbytes=0):
+    def record(case, cfg, ms, t_torch, err, flops, nbytes=0, extra=None):
         row = dict(case=case, cfg=cfg, ms=ms, torch_ms=t_torch, tflops=flops / ms / 1e9,
-                   torch_tflops=flops / t_torch / 1e9, ratio=t_torch / ms, err=err)
+                   torch_tflops=flops / t_torch / 1e9, ratio=t_torch / ms, err=err, **(extra or {}))
         if nbytes:
             row.update(gbs=nbytes / ms / 1e6, torch_gbs=nbytes / t_torch / 1e6)
         rows.append(row)
         bw = f", {row['gbs']:.0f} GB/s (torch {row['torch_gbs']:.0f})" if nbytes else ""
         print(f"{case} {cfg}: {ms:.4f} ms {row['tflops']:.0f} TFLOP/s, torch {row['torch_tflops']:.0f}{bw}, "
-              f"ratio {row['ratio']:.3f}, err {err:.1e} ({time.perf_counter() - t_start:.0f}s)", flush=True)
+              f"ratio {row['ratio']:.3f}{_paired_str(row)}, err {err:.1e} "
+              f"({time.perf_counter() - t_start:.0f}s)", flush=True)
 
     def run(case, m, n, k, d, cfg, nbytes=0, example=gemm):
         try:
-            ms, tt, err = gemm_case(m, n, k, d, cfg, example, clean_l2=bool(nbytes))
-            record(case, cfg, ms, tt, err, 2.0 * m * n * k, nbytes)
+            ms, tt, err, extra = gemm_case(m, n, k, d, cfg, example, clean_l2=bool(nbytes))
+            record(case, cfg, ms, tt, err, 2.0 * m * n * k, nbytes, extra)
             return ms
         except Exception as e:
             notes.append(f"{case} {cfg}: FAILED {type(e).__name__}: {str(e)[:300]}")
@@ -299,7 +336,7 @@ def main():
     timed = []
     if "sweep" in sections or "large" in sections:
         for cfg in CONFIGS:
-            ms = run("gemm fp16 4096^3", 4096, 4096, 4096, "float16", cfg)
+            ms = run("gemm fp16 4096^3", 4096, 4096, 4096, "float16", small_cfg(cfg, 4096, 4096, 4096))
             if ms is not None:
                 timed.append((ms, cfg))
     timed.sort(key=lambda t: t[0])
@@ -308,12 +345,12 @@ def main():
         for m, n, k, d in [(4096, 4096, 4096, "bfloat16"), (8192, 8192, 8192, "float16"),
                            (8192, 8192, 8192, "bfloat16")]:
             for cfg in best:
-                run(f"gemm {d} {m}x{n}x{k}", m, n, k, d, cfg)
+                run(f"gemm {d} {m}x{n}x{k}", m, n, k, d, small_cfg(cfg, m, n, k))
     if "llm" in sections:
         for m in LLM_M:
             for n, k in LLM_NK:
                 for cfg in LLM_CONFIGS:
-                    run(f"gemm bf16 {m}x{n}x{k} (LLM)", m, n, k, "bfloat16", cfg)
+                    run(f"gemm bf16 {m}x{n}x{k} (LLM)", m, n, k, "bfloat16", small_cfg(cfg, m, n, k))
     if "small" in sections:
         copy_gbs = None
         try:
@@ -345,23 +382,23 @@ def main():
                 run(f"gemv fp16 {m}x{n}x{k}", m, n, k, "float16", cfg, 2 * (m * k + k * n + m * n), gemv)
     if "ragged" in sections:
         try:
-            ms, tt, err = gemm_case(1, 1000, 1000, "float16", dict(block_N=32, block_K=512), gemv)
+            ms, tt, err, _ = gemm_case(1, 1000, 1000, "float16", dict(block_N=32, block_K=512), gemv)
             notes.append(f"ragged gemv fp16 1x1000x1000: err {err:.2e}")
-            ms, tt, err = gemm_case(1000, 520, 300, "float16", dict(block_M=128, block_N=128, block_K=64,
+            ms, tt, err, _ = gemm_case(1000, 520, 300, "float16", dict(block_M=128, block_N=128, block_K=64,
                                                                     num_stages=3, threads=128))
             notes.append(f"ragged gemm fp16 1000x520x300: err {err:.2e}")
-            ms, tt, err = gemm_case(1000, 520, 304, "float16", dict(block_M=128, block_N=256, block_K=64,
+            ms, tt, err, _ = gemm_case(1000, 520, 304, "float16", dict(block_M=128, block_N=256, block_K=64,
                                                                     num_stages=3, threads=256))
             notes.append(f"ragged gemm fp16 1000x520x304 (128x256 s3 t256, producer): err {err:.2e}")
             for st in (4, 3):  # s3: the TMA-store epilogue on a persistent, ragged grid
                 big = dict(block_M=128, block_N=256, block_K=64, num_stages=st, threads=256, panel=16)
-                ms, tt, err = gemm_case(4000, 4000, 1000, "float16", big)
+                ms, tt, err, _ = gemm_case(4000, 4000, 1000, "float16", big)
                 notes.append(f"ragged gemm fp16 4000x4000x1000 (128x256 s{st} t256 p16, persistent: "
                              f"512 tiles on 132 blocks): err {err:.2e}")
             for small in (dict(block_M=16, block_N=64, block_K=256, num_stages=4, threads=128),
                           dict(block_M=16, block_N=64, block_K=128, num_stages=4, threads=128, split_k=3,
                                b_eviction="evict_first")):
-                ms, tt, err = gemm_case(3, 1000, 1000, "float16", small)
+                ms, tt, err, _ = gemm_case(3, 1000, 1000, "float16", small)
                 notes.append(f"ragged small-M fp16 3x1000x1000 ({_cfg_str(small)}): err {err:.2e}")
         except Exception as e:
             notes.append(f"ragged gemm: FAILED {type(e).__name__}: {str(e)[:300]}")
@@ -383,8 +420,9 @@ def main():
 
         err, err_t = rel_err(y, ref), rel_err(scaled(), ref)
         if m != 8192:
-            return None, None, err, err_t
-        return bench(lambda: kern(a, b, y)), bench(scaled), err, err_t
+            return None, None, err, err_t, None
+        ms, tt = bench(lambda: kern(a, b, y)), bench(scaled)
+        return ms, tt, err, err_t, paired(lambda: kern(a, b, y), scaled, ms, tt)
 
     fp8_runs = []
     if "fp8" in sections:
@@ -392,17 +430,17 @@ def main():
     if "ragged" in sections:
         fp8_runs.append(((1000, 528, 400), FP8_CONFIGS[:1]))
     for (m, n, k), cfgs in fp8_runs:
-        for cfg in cfgs:
+        for cfg in map(fp8_cfg, cfgs):
             if time.perf_counter() - t_start > args.budget:
                 notes.append(f"fp8 {m} {cfg}: skipped (budget)")
                 continue
             try:
-                ms, tt, err, err_t = fp8_case(m, n, k, cfg)
+                ms, tt, err, err_t, extra = fp8_case(m, n, k, cfg)
                 if ms is None:
                     notes.append(f"ragged fp8 {m}x{n}x{k}: err {err:.2e} (scaled_mm {err_t:.2e})")
                 else:
                     record(f"gemm fp8 e4m3 {m}^3 (_scaled_mm err {err_t:.1e})", cfg, ms, tt, err,
-                           2.0 * m * n * k)
+                           2.0 * m * n * k, extra=extra)
             except Exception as e:
                 notes.append(f"fp8 {m} {cfg}: FAILED {type(e).__name__}: {str(e)[:300]}")
                 traceback.print_exc()
@@ -413,11 +451,15 @@ def main():
             notes.append(f"host: FAILED {type(e).__name__}: {str(e)[:300]}")
             traceback.print_exc()
     print("\n".join(notes))
-    print("\n| case | config | ms | TFLOP/s | torch TFLOP/s | GB/s (torch) | ratio |\n" + "|---" * 7 + "|")
+    print("\n| case | config | ms | TFLOP/s | torch TFLOP/s | GB/s (torch) | ratio | interleaved ratio "
+          "| MHz / W (torch) |\n" + "|---" * 9 + "|")
     for r in rows:
         bw = f"{r['gbs']:.0f} ({r['torch_gbs']:.0f})" if "gbs" in r else ""
+        pr = f"{r['paired_ratio']:.3f}" if r.get("paired_ratio") else ""
+        clk = (f"{r['mhz']:.0f} / {r['watts']:.0f} ({r['torch_mhz']:.0f} / {r['torch_watts']:.0f})"
+               if r.get("mhz") and r.get("torch_mhz") else "")
         print(f"| {r['case']} | {_cfg_str(r['cfg'])} | {r['ms']:.4f} | {r['tflops']:.0f} | "
-              f"{r['torch_tflops']:.0f} | {bw} | {r['ratio']:.3f} |")
+              f"{r['torch_tflops']:.0f} | {bw} | {r['ratio']:.3f} | {pr} | {clk} |")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(dict(rows=rows, notes=notes), f, indent=1)

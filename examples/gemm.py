@@ -95,6 +95,23 @@ def small_m_config(M: int, N: int, K: int, sms: int = 132) -> dict:
                 b_eviction="evict_first")
 
 
+# The large-GEMM choice (M > 64) measured on the H200 (BENCHMARKS.md, issue 10): two consumer
+# warpgroups on 128x256 tiles (one m64n256k16 wgmma per warpgroup and k16, the fewest shared-memory
+# bytes per flop a cluster-free tile gets: 48 B of L2 -> shared memory per 2 MFLOP k step against 64
+# for 128x128), 3 stages so the whole C tile fits beside them and leaves by TMA store, and panels of
+# 16 grid rows (rasterization: 4096x28672x8192 went 0.74x -> 1.0x). The grid runs persistently
+# where it has more tiles than multiprocessors (tilecore.lower.warp_specialize).
+LARGE_CONFIG = dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, panel=16)
+
+
+def config(M: int, N: int, K: int, sms: int = 132) -> dict:
+    """The `program` config for an M x N x K GEMM on `sms` multiprocessors, chosen by shape:
+    `small_m_config` for M <= 64 (bandwidth-bound: B streamed once), else LARGE_CONFIG."""
+    if M <= 64:
+        return small_m_config(M, N, K, sms)
+    return dict(LARGE_CONFIG)
+
+
 def make_inputs(rng, M=1024, N=1024, K=1024, dtype="float16"):
     return [rng.standard_normal((M, K)).astype(dtype), rng.standard_normal((K, N)).astype(dtype)]
 

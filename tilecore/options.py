@@ -44,9 +44,13 @@ class Options:
     - ``disable_tma_store`` (tilecore's own key ``tilecore.disable_tma_store``): accumulator
       epilogues keep the per-thread staged copy instead of TMA stores (tilecore.lower.tma_store;
       for A/B comparisons in benchmarks);
-    - ``ws_pingpong`` (tilecore's own key ``tilecore.ws_pingpong``, off by default, not yet
-      measured on a GPU): persistent warp-specialized GEMMs of one consumer warpgroup get a
-      second one on alternate tiles (tilecore.lower.pingpong).
+    - ``ws_pingpong`` (tilecore's own key ``tilecore.ws_pingpong``, off by default: 3-5% slower
+      than the same tile without it on the H200, BENCHMARKS.md): persistent warp-specialized
+      GEMMs of one consumer warpgroup get a second one on alternate tiles
+      (tilecore.lower.pingpong).
+    - ``mbarrier_suspend_hint`` (``tilecore.mbarrier_suspend_hint``, off): every mbarrier wait of
+      a warp-specialized kernel passes a suspend-time hint (tilecore.lower.pingpong.SUSPEND_NS),
+      so a waiting warp is parked instead of re-polling (for A/B runs on the H200).
     - ``copy_interleave`` (``tilecore.enable_copy_interleave``): `fragment-pipeline` deals the
       copies of a later tile out among the last k step's mmas instead of issuing them in one
       burst after the barrier (off: the burst was 3-5% faster on the H200; for A/B runs).
@@ -63,6 +67,7 @@ class Options:
     disable_fragment_pipeline: bool = False
     disable_tma_store: bool = False
     ws_pingpong: bool = False
+    mbarrier_suspend_hint: bool = False
     copy_interleave: bool = False
 
 
@@ -82,6 +87,7 @@ HONOURED = {
     "tilecore.disable_fragment_pipeline": "disable_fragment_pipeline",
     "tilecore.disable_tma_store": "disable_tma_store",
     "tilecore.ws_pingpong": "ws_pingpong",
+    "tilecore.mbarrier_suspend_hint": "mbarrier_suspend_hint",
     "tilecore.enable_copy_interleave": "copy_interleave",
 }
 

@@ -473,12 +473,15 @@ class MbarrierWait(Stmt):
     (`mbarrier.try_wait.parity` in a loop). The TMA copies that completed on that phase land
     now, for this thread; the accesses every arriving thread made before its arrive are ordered
     before this thread's later ones. A phase that can never complete hangs a GPU (the emulator
-    reports a deadlock)."""
+    reports a deadlock). `suspend_ns` > 0 is the try-wait's suspend-time hint: how long the
+    hardware may park the thread before the wait reports "not yet" (0: its own default limit);
+    the meaning is the same, only how often a waiting warp re-polls changes."""
 
     bar: Buffer
     offset: Expr
     phase: Expr
     loc: SourceLoc | None = None
+    suspend_ns: int = 0
 
     def __post_init__(self):
         _check_mbarrier("MbarrierWait", self.bar, self.offset)

@@ -64,7 +64,8 @@ class ThreadPrinter(Printer):
             tx = f", expect_tx={s.expect_tx}" if s.expect_tx else ""
             return f"mbarrier_arrive({bar}{tx})"
         if isinstance(s, MbarrierWait):
-            return f"mbarrier_wait({bar}, phase={self.expr(s.phase)})"
+            hint = f", suspend={s.suspend_ns}ns" if s.suspend_ns else ""
+            return f"mbarrier_wait({bar}, phase={self.expr(s.phase)}{hint})"
         hint = f" L2::{s.cache_hint}" if s.cache_hint else ""
         return (f"tma_load{hint} {self.name(s.dst)}[{self.expr(s.dst_offset)}] {s.layout.describe()} <- "
                 f"{_box(self, s.tensor, s.coords, s.box)} else zero  # {s.nbytes} bytes on {bar}")

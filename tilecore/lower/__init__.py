@@ -35,7 +35,7 @@ from .context import LayoutMap, LowerCtx
 from .fragment_pipeline import fragment_pipeline
 from .infer import annotate_layouts, plan_gemms, stored_layouts
 from .layout import MmaLayout
-from .pingpong import pingpong
+from .pingpong import pingpong, suspend_hints
 from .prefetch import prefetch
 from .proxy_fences import prune_proxy_fences
 from .smem_plan import plan_kernel
@@ -56,6 +56,10 @@ def _pipelines_fragments(desc: TargetDesc) -> bool:
 
 def _pingpongs(desc: TargetDesc) -> bool:
     return desc.facts.lowers_to_threads and getattr(desc.options, "ws_pingpong", False)
+
+
+def _suspend_hinted(desc: TargetDesc) -> bool:
+    return desc.facts.lowers_to_threads and getattr(desc.options, "mbarrier_suspend_hint", False)
 
 
 def _syncs(desc: TargetDesc) -> bool:
@@ -168,6 +172,16 @@ def pingpong_consumers(module: Module, desc: TargetDesc) -> Module:
     return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
 
 
+def mbarrier_suspend_hints(module: Module, desc: TargetDesc) -> Module:
+    """Invariant (option `mbarrier_suspend_hint`): every mbarrier wait of a warp-specialized
+    kernel carries a suspend-time hint (tilecore.lower.pingpong.suspend_hints)."""
+
+    def fn(n):
+        return suspend_hints(n) if isinstance(n, ThreadKernel) else None
+
+    return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
+
+
 def fragment_pipelines(module: Module, desc: TargetDesc) -> Module:
     """Invariant: in asynchronous-copy pipelined loops whose body is the loop head and a
     tensorized mma.sync gemm with an even number of k steps, step i + 1's operand loads precede
@@ -199,6 +213,7 @@ LOWERING_PASSES: list[Pass] = [
     Pass("prefetch-pipelined", prefetch_pipelined, _lowers),
     Pass("insert-barriers", barriers, _syncs),
     Pass("pingpong-consumers", pingpong_consumers, _pingpongs),
+    Pass("mbarrier-suspend-hint", mbarrier_suspend_hints, _suspend_hinted),
     Pass("fragment-pipeline", fragment_pipelines, _pipelines_fragments),
     Pass("wide-offsets", wide_offsets, _lowers),
     Pass("plan-shared", plan_shared, _lowers),

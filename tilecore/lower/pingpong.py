@@ -55,6 +55,9 @@ from .warp_specialize import PRODUCER_REGS, PRODUCER_THREADS, REGISTER_FILE
 
 WARPGROUP = 128
 ALIGN = 1024  # shared buffers start on 1024-byte boundaries (swizzled tiles)
+# the suspend-time hint of option `mbarrier_suspend_hint` (CUTLASS's value: 10 ms, a limit the
+# waits never reach; the hardware wakes the thread when the phase completes)
+SUSPEND_NS = 10_000_000
 
 
 def _nbytes(buf: Buffer) -> int:
@@ -201,3 +204,19 @@ def pingpong(kernel: ThreadKernel, facts) -> ThreadKernel:
     body = SeqStmt(tuple(head) + (node,) + tuple(top[at + 1:]), kernel.body.loc)
     return ThreadKernel(kernel.grid, kernel.block_vars, tx, 2 * WARPGROUP + PRODUCER_THREADS,
                         kernel.warp_size, shared, kernel.registers, body, kernel.loc)
+
+
+def suspend_hints(kernel: ThreadKernel) -> ThreadKernel:
+    """`kernel` with every mbarrier wait carrying the suspend-time hint SUSPEND_NS where it is
+    warp-specialized (option `mbarrier_suspend_hint`: the waiting warpgroup of a ping-pong pair,
+    the producer on its empty ring and the consumers on the full ring are parked rather than
+    re-polling); other kernels unchanged."""
+    if not any(isinstance(n, WarpSpecialized) for n in walk(kernel.body)):
+        return kernel
+
+    def fn(n):
+        if isinstance(n, MbarrierWait) and not n.suspend_ns:
+            return dataclasses.replace(n, suspend_ns=SUSPEND_NS)
+        return None
+
+    return dataclasses.replace(kernel, body=rewrite(kernel.body, fn))

@@ -49,6 +49,14 @@ class AsyncRenderMixin:
         if needs and not any(base in x for x in lines):
             # the 32-bit base mbarrier and TMA operands are offsets from (shared_operand_address)
             lines.append(f"{base} {self.shared_window_address(self.smem_name)};")
+        if self.tmaps:
+            # the first TMA copy would otherwise fetch its descriptor from the parameter space
+            # on the critical path (a memory round trip of a 15 us small-M GEMM); as CUTLASS
+            # does, one thread asks the descriptor cache for every map at the kernel's start
+            lines.append("if (threadIdx.x == 0) {")
+            lines += [f'  asm volatile("prefetch.tensormap [%0];" :: "l"(reinterpret_cast<unsigned long long>'
+                      f'(&tilecore_tmap{i})) : "memory");' for i in range(len(self.tmaps))]
+            lines.append("}")
         return lines, total
 
     def render(self, module):
@@ -108,10 +116,12 @@ class AsyncRenderMixin:
         self.emit("{")
         self.emit("  unsigned tc_ok = 0;")
         self.emit("  do {")
-        self.emit('    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; '
-                  'selp.u32 %0, 1, 0, p; }"')
+        hint = ", %3" if s.suspend_ns else ""  # the suspend-time hint (ns), MbarrierWait.suspend_ns
+        self.emit('    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], '
+                  f'%2{hint}; selp.u32 %0, 1, 0, p; }}"')
         phase = f"(unsigned)({self.expr(s.phase)})"
-        self.emit(f'                 : "=r"(tc_ok) : "r"({bar}), "r"({phase}) : "memory");')
+        extra = f', "r"({int(s.suspend_ns)}u)' if s.suspend_ns else ""
+        self.emit(f'                 : "=r"(tc_ok) : "r"({bar}), "r"({phase}){extra} : "memory");')
         self.emit("  } while (!tc_ok);")
         self.emit("}")
 
