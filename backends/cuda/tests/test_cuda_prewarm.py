@@ -40,6 +40,28 @@ def test_candidates_are_nvrtc_and_the_headers_generated_code_includes(tmp_path, 
                    str(inc / "cuda_fp16.h"), str(inc / "cuda_fp16.hpp"), str(inc / "nv" / "target")]
 
 
+def test_only_the_copy_the_loader_opens_is_read(tmp_path, monkeypatch):
+    """A wheel's libnvrtc and the toolkit's (the H200 machine has both): the loader takes the
+    wheel's, so the toolkit's libraries and headers are not read (229 MB read there, not 114)."""
+    lib, inc = _fake_wheels(tmp_path / "site")
+    home = tmp_path / "toolkit"
+    (home / "lib64").mkdir(parents=True)
+    (home / "include").mkdir()
+    (home / "lib64" / "libnvrtc.so.13").write_bytes(b"the toolkit's copy")
+    (home / "lib64" / "libnvrtc-builtins.so.13.0").write_bytes(b"the toolkit's builtins")
+    (home / "include" / "cuda_fp16.h").write_text("// the toolkit's fp16")
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "empty"), str(tmp_path / "site")])
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    got = [p for p in prewarm.candidate_files() if p.startswith(str(tmp_path))]
+    assert got == [str(lib / "libnvrtc-builtins.so.13.0"), str(lib / "libnvrtc.so.13"),
+                   str(inc / "cuda_fp16.h"), str(inc / "cuda_fp16.hpp"), str(inc / "nv" / "target")]
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "empty")])  # no wheel: the toolkit's
+    got = [p for p in prewarm.candidate_files() if p.startswith(str(tmp_path))]
+    assert got == [str(home / "lib64" / "libnvrtc-builtins.so.13.0"), str(home / "lib64" / "libnvrtc.so.13"),
+                   str(home / "include" / "cuda_fp16.h")]
+
+
 def test_the_thread_reads_them_once_per_process_and_reports(tmp_path, monkeypatch):
     lib, _ = _fake_wheels(tmp_path)
     files = [str(lib / "libnvrtc.so.13"), str(lib / "libnvrtc-builtins.so.13.0"), str(tmp_path / "gone")]

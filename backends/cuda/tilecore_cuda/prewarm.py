@@ -87,9 +87,12 @@ def report() -> dict:
 
 def candidate_files() -> list[str]:
     """The files NVRTC's first compile reads, found without importing anything: libnvrtc and its
-    builtins in the NVIDIA wheels (`nvidia/cu13/lib`, ... under a `sys.path` entry) and in
-    $CUDA_HOME (or /usr/local/cuda)/lib64, and the fp16/bf16 headers (with what they include) of
-    the wheels' and the toolkit's include directories. Real paths, each once, in that order."""
+    builtins from the first directory that holds libnvrtc, in the order cuda-pathfinder loads it
+    (the NVIDIA wheels, `nvidia/cu13/lib`, ... under a `sys.path` entry, then $CUDA_HOME (or
+    /usr/local/cuda)/lib64), and the fp16/bf16 headers (with what they include) of the first
+    include directory that has them (NVRTC takes each from the first `--include-path` holding
+    it). One copy of each: the H200 machine has the wheel's and the toolkit's libnvrtc, and
+    reading both doubled the thread's disk reads (229 MB). Real paths, each once, in that order."""
     libs: list[str] = []
     incs: list[str] = []
     for root in sys.path:
@@ -108,10 +111,14 @@ def candidate_files() -> list[str]:
             names = sorted(os.listdir(d))
         except OSError:
             continue
-        found += [os.path.join(d, n) for n in names if _LIBS.fullmatch(n)]
+        mine = [os.path.join(d, n) for n in names if _LIBS.fullmatch(n)]
+        if any(os.path.basename(f).startswith("libnvrtc.so.") for f in mine):
+            found += mine  # the loader stops at the first directory with libnvrtc: so do we
+            break
     for d in incs:
-        if os.path.isdir(d):
+        if os.path.isfile(os.path.join(d, _HEADERS[0])):
             found += [os.path.join(d, h) for h in _HEADERS]
+            break
     seen: set[str] = set()
     out = []
     for f in found:
