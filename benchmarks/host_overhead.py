@@ -155,13 +155,15 @@ def _profiler():
 
 
 def _profile_text(prof, n: int = 35) -> str:
-    """The top `n` functions of a (stopped here) profile by cumulative time."""
+    """The top `n` functions of a (stopped here) profile by cumulative time ($HOST_PROFILE_SORT:
+    another pstats key, e.g. tottime)."""
     import io
     import pstats
 
     prof.disable()
     text = io.StringIO()
-    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(n)
+    key = os.environ.get("HOST_PROFILE_SORT", "cumulative")
+    pstats.Stats(prof, stream=text).sort_stats(key).print_stats(n)
     return text.getvalue()
 
 
@@ -299,7 +301,8 @@ def _targets_time() -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--target", choices=("cpu", "cuda"), default=None)
+    ap.add_argument("--target", default=None, help="cpu, cuda, or cuda:<arch> (compile only, no GPU: "
+                                                   "the gemm case offline)")
     ap.add_argument("--out", help="write the results as JSON here")
     ap.add_argument("--quick", action="store_true", help="skip the 4096^3 GEMM cold compile")
     ap.add_argument("--cases", default="rmsnorm,quickstart,gemm,call",
@@ -316,6 +319,8 @@ def main() -> None:
     ap.add_argument("--hits", type=int, default=2, choices=(0, 1, 2), help="gemm hit processes (--first)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.target not in (None, "cpu", "cuda") and not args.target.startswith("cuda:"):
+        ap.error(f"--target {args.target}: expected cpu, cuda or cuda:<arch>")
     if args.child:
         print(json.dumps(_child(args.child, args.target)))
         return
