@@ -29,7 +29,7 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 TREE = ("tilecore", "backends", "examples", "benchmarks", "conformance")
-CONFIGS = (("source", True), ("source", False), ("installed", True), ("installed", False))
+CONFIGS = (("installed", True), ("installed", False), ("source", True), ("source", False))
 
 
 def installed_copy(dest: str) -> str:
@@ -101,6 +101,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--target", default="cuda")
     ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--configs", default="installed:1,installed:0,source:1,source:0",
+                    help="which of the four, in order: installed|source : reader thread 1|0")
     ap.add_argument("--out")
     args = ap.parse_args()
     uptime = open("/proc/uptime").read().split()[0] if os.path.exists("/proc/uptime") else "?"
@@ -110,8 +112,9 @@ def main() -> None:
         installed_copy(inst)
         print(f"byte-compiled copy in {time.perf_counter() - t:.1f} s; uptime {uptime} s", flush=True)
         trees = {"source": ROOT, "installed": inst}
+        chosen = [(k, r == "1") for k, r in (c.split(":") for c in args.configs.split(","))]
         for rnd in range(args.rounds):
-            for kind, reader in CONFIGS:
+            for kind, reader in chosen:
                 r = run_child(trees[kind], "phases" if reader else "phases-no-prewarm", args.target)
                 r["config"], r["round"], r["first"] = [kind, reader], rnd, not results
                 results.append(r)

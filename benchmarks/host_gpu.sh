@@ -41,7 +41,7 @@ cat /proc/loadavg /proc/uptime >> "$out/env.txt" 2>/dev/null
 cache=$(mktemp -d /tmp/tilecore-host-XXXX)
 if [ -n "${COLD_ROUNDS:-}" ]; then  # the cold jit alternating installed/source x reader on/off
   t0=$(date +%s)
-  timeout ${COLD_TIMEOUT:-60} python benchmarks/host_cold.py --rounds "$COLD_ROUNDS" --out "$out/cold.json" \
+  timeout ${COLD_TIMEOUT:-60} python benchmarks/host_cold.py --rounds "$COLD_ROUNDS" ${COLD_CONFIGS:+--configs $COLD_CONFIGS} --out "$out/cold.json" \
       > "$out/cold.txt" 2>&1
   echo "host_cold rc=$? $(( $(date +%s) - t0 )) s"
   grep "^|" "$out/cold.txt"
