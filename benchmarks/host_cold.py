@@ -5,7 +5,7 @@ on the machine falls on each alike:
 - `installed`: tilecore byte-compiled, as `pip install` leaves it (a copy of the tree with .pyc
   files written by compileall), or `source`: the tree as it is (on the lent GPU machine, with
   PYTHONDONTWRITEBYTECODE=1 and no __pycache__, every module compiles from source);
-- with or without the NVRTC reader thread (`tilecore_cuda.prewarm`).
+- with or without the NVRTC reader thread (`tilecore_cuda.prewarm`, TILECORE_CUDA_PREWARM=1).
 
 The first child is the machine's first compiling process when the machine is fresh (the
 report says `first`). Then one cold process under cProfile, sorted by own time (where the
@@ -44,10 +44,11 @@ def installed_copy(dest: str) -> str:
     return dest
 
 
-def _env_for(tree: str, cache: str, parts: str) -> dict:
+def _env_for(tree: str, cache: str, parts: str, reader: bool) -> dict:
     """The environment of a child importing tilecore from `tree` (the PYTHONPATH entries under
-    the repository root are moved there)."""
-    env = dict(os.environ, TILECORE_CACHE_DIR=cache, HOST_OVERHEAD_PARTS=parts)
+    the repository root are moved there), with the NVRTC reader thread on or off."""
+    env = dict(os.environ, TILECORE_CACHE_DIR=cache, HOST_OVERHEAD_PARTS=parts,
+               TILECORE_CUDA_PREWARM="1" if reader else "0")
     paths = env.get("PYTHONPATH", "").split(os.pathsep) if env.get("PYTHONPATH") else []
     moved = [tree + p[len(ROOT):] if p == ROOT or p.startswith(ROOT + os.sep) else p for p in paths]
     if tree not in moved:
@@ -56,13 +57,13 @@ def _env_for(tree: str, cache: str, parts: str) -> dict:
     return env
 
 
-def run_child(tree: str, parts: str, target: str) -> dict:
+def run_child(tree: str, parts: str, target: str, reader: bool) -> dict:
     """One cold gemm jit in a fresh process importing tilecore from `tree`."""
     with tempfile.TemporaryDirectory(prefix="tilecore_cold_") as cache:
         cmd = [sys.executable, os.path.join(tree, "benchmarks", "host_overhead.py"), "--child", "gemm",
                "--target", target]
         t = time.perf_counter()
-        proc = subprocess.run(cmd, env=_env_for(tree, cache, parts), cwd=tree, capture_output=True,
+        proc = subprocess.run(cmd, env=_env_for(tree, cache, parts, reader), cwd=tree, capture_output=True,
                               text=True, check=False)
         wall = time.perf_counter() - t
     if proc.returncode != 0:
@@ -115,7 +116,7 @@ def main() -> None:
         chosen = [(k, r == "1") for k, r in (c.split(":") for c in args.configs.split(","))]
         for rnd in range(args.rounds):
             for kind, reader in chosen:
-                r = run_child(trees[kind], "phases" if reader else "phases-no-prewarm", args.target)
+                r = run_child(trees[kind], "phases", args.target, reader)
                 r["config"], r["round"], r["first"] = [kind, reader], rnd, not results
                 results.append(r)
                 print(kind, "reader" if reader else "no reader", _ms(r.get("jit_s")), r.get("error", ""),
@@ -123,10 +124,10 @@ def main() -> None:
         prof = None
         if not args.no_profile:
             os.environ["HOST_PROFILE_SORT"] = "tottime"
-            prof = run_child(trees["installed"], "profile", args.target)
+            prof = run_child(trees["installed"], "profile", args.target, False)
     print(table(results))
     if prof is not None:
-        print(f"cold jit under cProfile (installed, reader thread): {_ms(prof.get('jit_s'))} ms")
+        print(f"cold jit under cProfile (installed, no reader thread): {_ms(prof.get('jit_s'))} ms")
         print(prof.get("profile", prof.get("error")))
     if args.out:
         with open(args.out, "w") as f:

@@ -10,7 +10,8 @@
 #     per-signature plans). CALL=1 adds the Kernel.__call__ case; AUTOTUNE=1 runs
 #     benchmarks/autotune.py twice on one TILECORE_CACHE_DIR (the second must compile nothing).
 # Usage: bash benchmarks/host_gpu.sh OUTDIR   (from the repository root). Short forms: FIRST_HITS=0
-# SKIP_PYC=1 SKIP_TESTS=1 HOST_NO_PREWARM_TOO=1 (cold processes only, with and without the reader).
+# SKIP_PYC=1 SKIP_TESTS=1 HOST_NO_PREWARM_TOO=1 (cold processes only, without and with the opt-in
+# NVRTC reader thread, TILECORE_CUDA_PREWARM=1).
 # COLD_ROUNDS=N first runs benchmarks/host_cold.py (N rounds of four cold configurations: tilecore
 # installed or from source, reader thread on or off; then a cold profile); SKIP_FIRST=1 skips 1.
 # Without an installed tilecore, the tree goes on PYTHONPATH and its entry points are declared
@@ -78,7 +79,7 @@ grep -E "passed|failed|error" "$out/launch_tests.txt" 2>/dev/null | tail -3
 python - "$out/first.json" <<'PY' 2>/dev/null
 import json, sys
 r = json.load(open(sys.argv[1]))
-for key in ("gemm_cold", "gemm_cold_later"):
+for key in ("gemm_cold", "gemm_cold_later", "gemm_cold_later_prewarm"):
     pw = r.get(key, {}).get("prewarm", {})
     big = [f"{p.rsplit('/', 1)[-1]} {n / 1e6:.1f} MB {t * 1e3:.0f} ms" for p, n, t in pw.get("files", ()) if n > 1e6]
     print(key, "reader:", {k: v for k, v in pw.items() if k != "files"}, big)

@@ -1,5 +1,6 @@
-"""`tilecore_cuda.prewarm`: on a cuda compile-cache miss a thread reads NVRTC's libraries and the
-CUDA headers while the pipeline runs. Runs anywhere (a fake wheel layout on sys.path)."""
+"""`tilecore_cuda.prewarm` (opt-in, TILECORE_CUDA_PREWARM=1): on a cuda compile-cache miss a thread
+reads NVRTC's libraries and the CUDA headers while the pipeline runs. Runs anywhere (a fake wheel
+layout on sys.path)."""
 
 from __future__ import annotations
 
@@ -70,6 +71,9 @@ def test_the_thread_reads_them_once_per_process_and_reports(tmp_path, monkeypatc
     monkeypatch.delitem(sys.modules, "torch", raising=False)  # torch installed, not imported:
     monkeypatch.setattr(prewarm, "_no_torch", lambda: False)  # the thread must not load NVRTC
     assert prewarm.report() == {}
+    monkeypatch.delenv(prewarm.ENV, raising=False)
+    assert prewarm.start() is False and prewarm.report() == {}  # off by default
+    monkeypatch.setenv(prewarm.ENV, "1")
     assert prewarm.start() is True
     assert prewarm.start() is False  # once per process
     for _ in range(500):
@@ -111,6 +115,7 @@ def test_an_nvrtc_compile_waits_for_the_thread(monkeypatch):
 
     monkeypatch.setattr(prewarm, "_state", {})
     monkeypatch.setattr(prewarm, "_run", slow_run)
+    monkeypatch.setenv(prewarm.ENV, "1")
     monkeypatch.setattr(build, "_nvrtc", lambda: order.append("nvrtc used") or (_ for _ in ()).throw(
         RuntimeError("stop here")))
     assert prewarm.start("sm_90a") is True
