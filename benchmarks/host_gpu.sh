@@ -10,7 +10,10 @@
 #     per-signature plans). CALL=1 adds the Kernel.__call__ case; AUTOTUNE=1 runs
 #     benchmarks/autotune.py twice on one TILECORE_CACHE_DIR (the second must compile nothing).
 # Usage: bash benchmarks/host_gpu.sh OUTDIR   (from the repository root). Short forms: FIRST_HITS=0
-# SKIP_PYC=1 SKIP_TESTS=1 HOST_NO_PREWARM_TOO=1 (cold processes only, with and without the reader).
+# SKIP_PYC=1 SKIP_TESTS=1 HOST_NO_PREWARM_TOO=1 (cold processes only, without and with the opt-in
+# NVRTC reader thread, TILECORE_CUDA_PREWARM=1).
+# COLD_ROUNDS=N first runs benchmarks/host_cold.py (N rounds of four cold configurations: tilecore
+# installed or from source, reader thread on or off; then a cold profile); SKIP_FIRST=1 skips 1.
 # Without an installed tilecore, the tree goes on PYTHONPATH and its entry points are declared
 # by a metadata folder made here (no pip: nothing is built or fetched).
 set -u
@@ -37,8 +40,15 @@ if [ "${DROP_CACHES:-0}" = 1 ]; then  # a machine used before: make the next pro
 fi
 cat /proc/loadavg /proc/uptime >> "$out/env.txt" 2>/dev/null
 cache=$(mktemp -d /tmp/tilecore-host-XXXX)
+if [ -n "${COLD_ROUNDS:-}" ]; then  # the cold jit alternating installed/source x reader on/off
+  t0=$(date +%s)
+  timeout ${COLD_TIMEOUT:-60} python benchmarks/host_cold.py --rounds "$COLD_ROUNDS" ${COLD_CONFIGS:+--configs $COLD_CONFIGS} --out "$out/cold.json" \
+      > "$out/cold.txt" 2>&1
+  echo "host_cold rc=$? $(( $(date +%s) - t0 )) s"
+  grep "^|" "$out/cold.txt"
+fi
 t0=$(date +%s)
-timeout ${FIRST_TIMEOUT:-45} python benchmarks/host_overhead.py --target cuda --cases gemm --first \
+[ "${SKIP_FIRST:-0}" = 1 ] || timeout ${FIRST_TIMEOUT:-45} python benchmarks/host_overhead.py --target cuda --cases gemm --first \
     --cache-dir "$cache" --hits ${FIRST_HITS:-2} --out "$out/first.json" > "$out/first.txt" 2>&1
 echo "host_overhead --first rc=$? $(( $(date +%s) - t0 )) s"
 t0=$(date +%s)
@@ -63,13 +73,13 @@ if [ "${AUTOTUNE:-0}" = 1 ]; then
   done
 fi
 cat "$out/env.txt"
-grep "^|" "$out/first.txt"
-grep -E "hit, new process|discovery \+ jit|bytecode" "$out/pyc.txt"
-grep -E "passed|failed|error" "$out/launch_tests.txt" | tail -3
+grep "^|" "$out/first.txt" 2>/dev/null
+grep -E "hit, new process|discovery \+ jit|bytecode" "$out/pyc.txt" 2>/dev/null
+grep -E "passed|failed|error" "$out/launch_tests.txt" 2>/dev/null | tail -3
 python - "$out/first.json" <<'PY' 2>/dev/null
 import json, sys
 r = json.load(open(sys.argv[1]))
-for key in ("gemm_cold", "gemm_cold_later"):
+for key in ("gemm_cold", "gemm_cold_later", "gemm_cold_later_prewarm"):
     pw = r.get(key, {}).get("prewarm", {})
     big = [f"{p.rsplit('/', 1)[-1]} {n / 1e6:.1f} MB {t * 1e3:.0f} ms" for p, n, t in pw.get("files", ()) if n > 1e6]
     print(key, "reader:", {k: v for k, v in pw.items() if k != "files"}, big)

@@ -69,10 +69,8 @@ def _child(case: str, target: str) -> dict:
             import host_phases
 
             phases = host_phases.install(target)
-            if parts == "phases-no-prewarm":  # the same cold jit without the NVRTC reader thread
-                from tilecore_cuda import prewarm
-
-                prewarm.start = lambda arch=None: False
+            if parts == "phases-prewarm":  # the same cold jit with the (opt-in) NVRTC reader thread
+                os.environ["TILECORE_CUDA_PREWARM"] = "1"
         t = time.perf_counter()
         k = tilecore.jit(func, out_idx=[-1], target=target)
         out["jit_s"] = time.perf_counter() - t
@@ -155,13 +153,15 @@ def _profiler():
 
 
 def _profile_text(prof, n: int = 35) -> str:
-    """The top `n` functions of a (stopped here) profile by cumulative time."""
+    """The top `n` functions of a (stopped here) profile by cumulative time ($HOST_PROFILE_SORT:
+    another pstats key, e.g. tottime)."""
     import io
     import pstats
 
     prof.disable()
     text = io.StringIO()
-    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(n)
+    key = os.environ.get("HOST_PROFILE_SORT", "cumulative")
+    pstats.Stats(prof, stream=text).sort_stats(key).print_stats(n)
     return text.getvalue()
 
 
@@ -299,7 +299,8 @@ def _targets_time() -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--target", choices=("cpu", "cuda"), default=None)
+    ap.add_argument("--target", default=None, help="cpu, cuda, or cuda:<arch> (compile only, no GPU: "
+                                                   "the gemm case offline)")
     ap.add_argument("--out", help="write the results as JSON here")
     ap.add_argument("--quick", action="store_true", help="skip the 4096^3 GEMM cold compile")
     ap.add_argument("--cases", default="rmsnorm,quickstart,gemm,call",
@@ -316,6 +317,8 @@ def main() -> None:
     ap.add_argument("--hits", type=int, default=2, choices=(0, 1, 2), help="gemm hit processes (--first)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.target not in (None, "cpu", "cuda") and not args.target.startswith("cuda:"):
+        ap.error(f"--target {args.target}: expected cpu, cuda or cuda:<arch>")
     if args.child:
         print(json.dumps(_child(args.child, args.target)))
         return
@@ -383,7 +386,9 @@ def _gemm_first(results: dict, target: str, args) -> None:
     """The gemm case for issue 15's cold-compile bullet: with `--first` the cold process runs
     before any other (the machine's first NVRTC use), phases timed, then two hits, then a later
     cold process on another empty directory (phases timed; with HOST_NO_PREWARM_TOO=1 once more
-    without the NVRTC reader thread). With `--cache-dir` holding the kernel: the hits alone."""
+    with the opt-in NVRTC reader thread, TILECORE_CUDA_PREWARM=1, the other setting since
+    session 7; the name is kept for the commands in BENCHMARKS.md). With `--cache-dir` holding
+    the kernel: the hits alone."""
     d = args.cache_dir or tempfile.mkdtemp(prefix="tilecore_host_")
     os.makedirs(d, exist_ok=True)
     warm = bool(args.cache_dir) and any(os.scandir(d))
@@ -394,7 +399,7 @@ def _gemm_first(results: dict, target: str, args) -> None:
     if args.first:
         later = [("gemm_cold_later", "phases")]
         if os.environ.get("HOST_NO_PREWARM_TOO") == "1":
-            later.append(("gemm_cold_later_no_prewarm", "phases-no-prewarm"))
+            later.append(("gemm_cold_later_prewarm", "phases-prewarm"))
         for key, parts in later:
             with tempfile.TemporaryDirectory(prefix="tilecore_host_") as d2:
                 results[key] = _run_child("gemm", target, d2, parts)
@@ -418,7 +423,7 @@ def _cold_rows(r: dict, t: str) -> list[str]:
     """`--first`: the cold processes' jit, phases and NVRTC reader thread."""
     rows = []
     for key, label in (("gemm_cold", "first process"), ("gemm_cold_later", "later process"),
-                       ("gemm_cold_later_no_prewarm", "later process, no NVRTC reader thread")):
+                       ("gemm_cold_later_prewarm", "later process, with the NVRTC reader thread")):
         c = r.get(key)
         if not c or "phases" not in c:
             continue

@@ -91,9 +91,11 @@ def add_const(n: int = 16, c: float = 1.0):
 
 
 def main() -> None:
-    """Child process: compile add_const() for memo, run it, print the counts as JSON."""
+    """Child process: compile add_const() for memo, run it, print the counts as JSON (and
+    whether the lowering package was imported: a hit must not need it)."""
     ensure_registered()
     k = tilecore.compile(add_const(), out_idx=[-1], target="memo")
     out = k(np.arange(16, dtype=np.float32))
-    print(json.dumps({**COUNTS, "ok": bool((out == np.arange(16) + 1).all())}))
+    print(json.dumps({**COUNTS, "ok": bool((out == np.arange(16) + 1).all()),
+                      "lowering_imported": "tilecore.lower" in sys.modules}))
     sys.stdout.flush()

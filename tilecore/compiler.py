@@ -41,8 +41,11 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
     _one_kernel_unless_interp(func, t)
     subbyte.check_kernel(func, t, out_idx)  # int4: the targets that run it, inputs only
     # the user's mistakes (a zero grid, an unbound T.dynamic) first: a target asked whether it
-    # supports the program may lower it, and must not be the one to trip over them
-    check_program(func)
+    # supports the program may lower it, and must not be the one to trip over them. All but the
+    # shared-memory budget here: it imports the lowering's planner (the whole tilecore.lower
+    # package, ~100 ms from source), which a hit never needs; a hit's entry was stored after
+    # the same printed program (the key) passed in full
+    check_program(func, shared_budget=False)
     key = compile_cache.key_or_none(func, t, options)
     hit = compile_cache.lookup(key, t) if key is not None else None
     if hit is not None:
@@ -54,7 +57,8 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
         desc_once = functools.cache(functools.partial(plugins.describe, t, func, options))
         return Kernel(func, t, out_idx, artifact, lambda: _stages(func, t, options, desc_once()),
                       desc_once, diagnostics=diagnostics)
-    plugins.manager().hook.tile_build_begin(target=t)  # e.g. cuda starts loading NVRTC beside the pipeline
+    check_program(func)  # in full on a miss: the shared-memory budget too
+    plugins.manager().hook.tile_build_begin(target=t)  # e.g. cuda may load NVRTC beside the pipeline
     reason = plugins.unsupported(t, func)
     if reason:
         raise TileTargetError(f"target {t} cannot compile {func.name}: {reason}", func.loc,

@@ -45,15 +45,22 @@ PORTABLE_MAX_SHARED_BYTES = 227 * 1024
 CPU_ONLY_ANNOTATION = "is_cpu"
 
 
-def check_program(func: PrimFunc) -> None:
+def check_program(func: PrimFunc, *, shared_budget: bool = True) -> None:
     """Raise a located TileError for the first user mistake of the kinds listed above (tile IR
-    only: a function already lowered to thread IR is left alone)."""
+    only: a function already lowered to thread IR is left alone). `shared_budget=False` leaves
+    out the shared-memory limit, the one check that imports the lowering (its planner, and so
+    the whole `tilecore.lower` package: about 100 ms from source); a compile-cache hit asks for
+    that, its entry having been stored after the same printed program passed in full."""
     if not any(isinstance(n, KernelLaunch) for n in walk(func.body)):
         return
     _check_dynamic_names(func)
     _check_unbound_vars(func)
     ranges: dict[int, tuple[int, int]] = {}
     _walk(func.body, ranges, {}, guarded=False)
+    if shared_budget:
+        for n in walk(func.body):
+            if isinstance(n, KernelLaunch):
+                _check_shared_budget(n)
 
 
 def _check_dynamic_names(func: PrimFunc) -> None:
@@ -179,6 +186,12 @@ def _check_launch(s: KernelLaunch) -> None:
             f"{PORTABLE_MAX_THREADS}", s.loc,
             hint="use fewer threads, or mark a kernel meant only for CPU targets with "
             "`T.Kernel(..., is_cpu=True)`")
+
+
+def _check_shared_budget(s: KernelLaunch) -> None:
+    """The portable shared-memory limit (after every other check of `check_program`)."""
+    if dict(s.annotations).get(CPU_ONLY_ANNOTATION):
+        return
     from ..lower.smem_plan import tile_plan_bytes  # lazily: lower imports this package
 
     # buffers with disjoint live ranges share bytes, as TileLang merges them (smem_plan.py)

@@ -1,5 +1,6 @@
-"""`tilecore_cuda.prewarm`: on a cuda compile-cache miss a thread reads NVRTC's libraries and the
-CUDA headers while the pipeline runs. Runs anywhere (a fake wheel layout on sys.path)."""
+"""`tilecore_cuda.prewarm` (opt-in, TILECORE_CUDA_PREWARM=1): on a cuda compile-cache miss a thread
+reads NVRTC's libraries and the CUDA headers while the pipeline runs. Runs anywhere (a fake wheel
+layout on sys.path)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,28 @@ def test_candidates_are_nvrtc_and_the_headers_generated_code_includes(tmp_path, 
                    str(inc / "cuda_fp16.h"), str(inc / "cuda_fp16.hpp"), str(inc / "nv" / "target")]
 
 
+def test_only_the_copy_the_loader_opens_is_read(tmp_path, monkeypatch):
+    """A wheel's libnvrtc and the toolkit's (the H200 machine has both): the loader takes the
+    wheel's, so the toolkit's libraries and headers are not read (229 MB read there, not 114)."""
+    lib, inc = _fake_wheels(tmp_path / "site")
+    home = tmp_path / "toolkit"
+    (home / "lib64").mkdir(parents=True)
+    (home / "include").mkdir()
+    (home / "lib64" / "libnvrtc.so.13").write_bytes(b"the toolkit's copy")
+    (home / "lib64" / "libnvrtc-builtins.so.13.0").write_bytes(b"the toolkit's builtins")
+    (home / "include" / "cuda_fp16.h").write_text("// the toolkit's fp16")
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "empty"), str(tmp_path / "site")])
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    got = [p for p in prewarm.candidate_files() if p.startswith(str(tmp_path))]
+    assert got == [str(lib / "libnvrtc-builtins.so.13.0"), str(lib / "libnvrtc.so.13"),
+                   str(inc / "cuda_fp16.h"), str(inc / "cuda_fp16.hpp"), str(inc / "nv" / "target")]
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "empty")])  # no wheel: the toolkit's
+    got = [p for p in prewarm.candidate_files() if p.startswith(str(tmp_path))]
+    assert got == [str(home / "lib64" / "libnvrtc-builtins.so.13.0"), str(home / "lib64" / "libnvrtc.so.13"),
+                   str(home / "include" / "cuda_fp16.h")]
+
+
 def test_the_thread_reads_them_once_per_process_and_reports(tmp_path, monkeypatch):
     lib, _ = _fake_wheels(tmp_path)
     files = [str(lib / "libnvrtc.so.13"), str(lib / "libnvrtc-builtins.so.13.0"), str(tmp_path / "gone")]
@@ -48,6 +71,9 @@ def test_the_thread_reads_them_once_per_process_and_reports(tmp_path, monkeypatc
     monkeypatch.delitem(sys.modules, "torch", raising=False)  # torch installed, not imported:
     monkeypatch.setattr(prewarm, "_no_torch", lambda: False)  # the thread must not load NVRTC
     assert prewarm.report() == {}
+    monkeypatch.delenv(prewarm.ENV, raising=False)
+    assert prewarm.start() is False and prewarm.report() == {}  # off by default
+    monkeypatch.setenv(prewarm.ENV, "1")
     assert prewarm.start() is True
     assert prewarm.start() is False  # once per process
     for _ in range(500):
@@ -89,6 +115,7 @@ def test_an_nvrtc_compile_waits_for_the_thread(monkeypatch):
 
     monkeypatch.setattr(prewarm, "_state", {})
     monkeypatch.setattr(prewarm, "_run", slow_run)
+    monkeypatch.setenv(prewarm.ENV, "1")
     monkeypatch.setattr(build, "_nvrtc", lambda: order.append("nvrtc used") or (_ for _ in ()).throw(
         RuntimeError("stop here")))
     assert prewarm.start("sm_90a") is True

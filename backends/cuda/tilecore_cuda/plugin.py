@@ -75,7 +75,8 @@ def tile_build(target, module):
 @hookimpl
 def tile_build_begin(target):
     """On a GPU machine (where the build compiles the cubin at once), read NVRTC's libraries and
-    headers from disk in a thread while the pipeline runs (`tilecore_cuda.prewarm`)."""
+    headers from disk in a thread while the pipeline runs (`tilecore_cuda.prewarm`; opt-in,
+    TILECORE_CUDA_PREWARM=1: it slowed the cold GEMM jit on the H200)."""
     if target.kind == "cuda" and os.environ.get("TILECORE_CUDA_COMPILER") != "nvcc" and _available()[0]:
         from . import prewarm
 

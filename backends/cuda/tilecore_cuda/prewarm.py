@@ -1,20 +1,21 @@
-"""Overlap NVRTC's first use with the lowering: on a compile-cache miss for a cuda target, a
-daemon thread reads NVRTC's shared libraries and the CUDA headers from disk and loads NVRTC
-while the main thread runs the tile
-pipeline (hundreds of milliseconds of Python), so `tilecore_cuda.build` finds NVRTC loaded and
-its files in the page cache when it compiles the kernel.
+"""Overlap NVRTC's first use with the lowering, **opt-in** (`TILECORE_CUDA_PREWARM=1`): on a
+compile-cache miss for a cuda target, a daemon thread reads NVRTC's shared library and the CUDA
+headers from disk and loads NVRTC while the main thread runs the tile pipeline, so
+`tilecore_cuda.build` finds NVRTC loaded and its files in the page cache when it compiles.
 
-Why: the first process on a machine paid about 0.9 s more for a cold GEMM compile than a later
-process on an empty compile cache (H200 sessions 3 and 4: 2071 / 1991 ms against 1058 /
-1057 ms); with the files read beside the pipeline (session 5) the first process's remaining
-extra was NVRTC's first compile (445 ms against 65 ms in a later process). Reading releases
-the GIL (`readinto`); loading NVRTC is work the main thread would otherwise do itself at
-compile time. A header-only NVRTC compile in the thread (to pay the first compile's 0.45 s
-beside the pipeline) was tried and removed: concurrent with the kernel's compile it broke it.
-The thread imports cuda-bindings' NVRTC only when torch is already imported (the order
-`toolchain.cuda_bindings` needs), so it never imports torch off the main thread. Nothing it
-reads is trusted or executed: loading stays with the dynamic loader, as without it; any error
-in the thread is recorded and changes nothing.
+Why it is off by default: on the H200 (session 7, `benchmarks/host_cold.py`, two rounds
+alternating, byte-compiled tilecore) the cold GEMM jit took 1555 / 1575 ms with the thread and
+915 / 947 ms without it: the thread's Python work (cuda-bindings' and cuda-pathfinder's import,
+the loader search) holds the GIL the pipeline runs on (on the 2-core development machine the
+main thread ran at about 55 % of its speed while the thread lived), and NVRTC's load it saves
+is 40-90 ms. It was added
+because the first process on a fresh machine paid up to 0.9 s more (sessions 3-5), read then as
+NVRTC's files coming from disk; in session 7 the fresh machine's first process was not slower
+than a later one with the same settings. The thread never compiles: a header-only NVRTC compile
+in it broke the kernel's own compile beside it on the H200 ("__forceinline__" undefined), and a
+kernel's compile waits for the thread (`wait()`): NVRTC has one user at a time. It imports
+cuda-bindings' NVRTC only when torch is already imported (the order `toolchain.cuda_bindings`
+needs). Nothing it reads is trusted or executed; any error in it is recorded and changes nothing.
 
 `report()` says what it read and when it finished (host_overhead.py prints it).
 """
@@ -38,6 +39,7 @@ _WHEEL_DIRS = ("cu13", "cu12", "cuda_nvrtc", "cuda_runtime")
 _HEADERS = ("cuda_fp16.h", "cuda_fp16.hpp", "cuda_bf16.h", "cuda_bf16.hpp", "cuda_fp8.h", "cuda_fp8.hpp",
             "vector_types.h", "vector_functions.h", "vector_functions.hpp", "nv/target",
             "nv/detail/__target_macros", "nv/detail/__preprocessor")
+ENV = "TILECORE_CUDA_PREWARM"
 _EXIT_WAIT_S = 10.0
 _CHUNK = 4 << 20
 _MAX_BYTES = 1 << 30  # a safety bound: never read more than this
@@ -46,9 +48,17 @@ _lock = threading.Lock()
 _state: dict = {}
 
 
+def enabled() -> bool:
+    """Whether the thread is wanted: `TILECORE_CUDA_PREWARM=1` (off by default, see above)."""
+    return os.environ.get(ENV) == "1"
+
+
 def start(arch: str | None = None) -> bool:
-    """Start the reader thread once per process (on the first cuda compile-cache miss; `arch`:
-    the build's, recorded in the report); False when it had already started."""
+    """Start the reader thread once per process when `enabled()` (on the first cuda compile-cache
+    miss; `arch`: the build's, recorded in the report); False when it had already started or is
+    not enabled."""
+    if not enabled():
+        return False
     with _lock:
         if _state:
             return False
@@ -87,9 +97,12 @@ def report() -> dict:
 
 def candidate_files() -> list[str]:
     """The files NVRTC's first compile reads, found without importing anything: libnvrtc and its
-    builtins in the NVIDIA wheels (`nvidia/cu13/lib`, ... under a `sys.path` entry) and in
-    $CUDA_HOME (or /usr/local/cuda)/lib64, and the fp16/bf16 headers (with what they include) of
-    the wheels' and the toolkit's include directories. Real paths, each once, in that order."""
+    builtins from the first directory that holds libnvrtc, in the order cuda-pathfinder loads it
+    (the NVIDIA wheels, `nvidia/cu13/lib`, ... under a `sys.path` entry, then $CUDA_HOME (or
+    /usr/local/cuda)/lib64), and the fp16/bf16 headers (with what they include) of the first
+    include directory that has them (NVRTC takes each from the first `--include-path` holding
+    it). One copy of each: the H200 machine has the wheel's and the toolkit's libnvrtc, and
+    reading both doubled the thread's disk reads (229 MB). Real paths, each once, in that order."""
     libs: list[str] = []
     incs: list[str] = []
     for root in sys.path:
@@ -108,10 +121,14 @@ def candidate_files() -> list[str]:
             names = sorted(os.listdir(d))
         except OSError:
             continue
-        found += [os.path.join(d, n) for n in names if _LIBS.fullmatch(n)]
+        mine = [os.path.join(d, n) for n in names if _LIBS.fullmatch(n)]
+        if any(os.path.basename(f).startswith("libnvrtc.so.") for f in mine):
+            found += mine  # the loader stops at the first directory with libnvrtc: so do we
+            break
     for d in incs:
-        if os.path.isdir(d):
+        if os.path.isfile(os.path.join(d, _HEADERS[0])):
             found += [os.path.join(d, h) for h in _HEADERS]
+            break
     seen: set[str] = set()
     out = []
     for f in found:

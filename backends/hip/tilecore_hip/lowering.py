@@ -9,12 +9,18 @@ Radeon 7900) run in wave32 mode with WMMA. `hip` alone means gfx942.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tilecore import dtypes as dt
-from tilecore.contract import Declined, GemmQuery, MmaPlan
 from tilecore.hookspec import hookimpl
 from tilecore.target import Target, TargetFacts
 
-from .intrinsics import MFMA_SHAPES, WMMA_SHAPE, mfma, mfma_cached, wmma, wmma_cached
+if TYPE_CHECKING:
+    from tilecore.contract import Declined, GemmQuery, MmaPlan
+
+# `.intrinsics` (the lane maps and the thread-level IR they build on) and `tilecore.contract`
+# are imported by the gemm hook that uses them: target discovery imports this module in every
+# process, where they cost about 50 ms from source (a cpu compile-cache hit's budget is 0.5 s)
 
 KIND = "hip"
 DEFAULT_ARCH = "gfx942"
@@ -74,7 +80,10 @@ def plan_for(target: Target, q: GemmQuery, maps: dict | None = None) -> MmaPlan 
     16x16x16. `maps` replaces lane maps (mutation tests)."""
     # tilecore.lower (the whole thread lowering) is imported when a gemm is asked about, not
     # when the backends are discovered
+    from tilecore.contract import Declined, MmaPlan
     from tilecore.lower.tensorize import warp_grid
+
+    from .intrinsics import MFMA_SHAPES, WMMA_SHAPE, mfma, mfma_cached, wmma, wmma_cached
 
     ws, family = ARCHS[arch_of(target)]
     why = _check(q, ws)
