@@ -58,6 +58,9 @@ GEMM_CONFIGS = [dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads
                 dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256),
                 dict(block_M=128, block_N=256, block_K=32, num_stages=3, threads=256),
                 dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256),
+                # what the line above compiled to on sm_80 before the stage budget counted the
+                # epilogue tile's reuse of the stages (two stages, cp.async.wait_group 0)
+                dict(block_M=128, block_N=256, block_K=64, num_stages=2, threads=256),
                 # the fastest on sm_90a (wgmma, one group in flight, copies 2 tiles ahead)
                 dict(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256),
                 dict(block_M=256, block_N=128, block_K=64, num_stages=3, threads=256),
@@ -68,7 +71,12 @@ GEMM_CONFIGS = [dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads
                 dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, panel=8)]
 FA_CONFIGS = [dict(block_M=64, block_N=64, num_stages=1, threads=128),
               dict(block_M=128, block_N=64, num_stages=1, threads=256),
-              dict(block_M=128, block_N=64, num_stages=2, threads=256)]
+              dict(block_M=128, block_N=64, num_stages=2, threads=256),
+              dict(block_M=128, block_N=64, num_stages=3, threads=256),
+              # four warps of 32 query rows each (FlashAttention-2's sm_80 shape for d = 128):
+              # each warp's K and V reads from shared memory serve twice the rows (253
+              # registers under nvcc for sm_80, no spills; block_N = 64 spills)
+              dict(block_M=128, block_N=32, num_stages=2, threads=128)]
 ROW_CONFIGS = [dict(block_M=1, threads=256), dict(block_M=1, threads=512), dict(block_M=1, threads=128),
                dict(block_M=1, threads=1024), dict(block_M=2, threads=512)]
 TOP_K = 3

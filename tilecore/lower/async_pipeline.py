@@ -50,6 +50,7 @@ from ..ir.visit import rewrite, substitute, walk
 from ..target import TargetFacts
 from .indexing import free_vars, simplify
 from .prefetch import flat_stmts, written_globals
+from .smem_plan import TMA_ALIGN, planned_bytes_resized
 from .tma_pipeline import TILE_COPIES, TmaRing, tma_buffers
 from .warp_specialize import WsPlan, assemble, ws_possible
 from .wgmma import relax_wgmma_wait
@@ -201,6 +202,24 @@ def _issue(stmt: Stmt, plan: _Plan, var: Var, tile: Expr, stage: Expr, more: Exp
     return simplify(ac, bounds)
 
 
+def _fits(kernel: ThreadKernel, plan: _Plan, stages: int, summed: int, facts: TargetFacts,
+          replaced: dict, use_tma: bool) -> bool:
+    """Whether `stages` stages of the loop's staged buffers fit the target's shared memory:
+    by the summed budget (every buffer its own bytes, what this pass always accepted) or by
+    the plan of tilecore.lower.smem_plan (buffers with disjoint live ranges share bytes: an
+    epilogue's staging tile reuses the stages, so 3 stages of a 128x256x64 fp16 tile fit in
+    sm_80's 163 KB beside its 64 KB output tile). A TMA stage may need 1 KB of alignment,
+    which the plan at this point does not know of: that much slack per staged buffer."""
+    limit = facts.shared_memory_bytes
+    if limit <= 0 or summed <= limit:
+        return True
+    grown = dict(replaced)
+    for key, b in plan.old.items():
+        grown[id(b)] = Buffer(b.name, (stages * plan.stride[key],), b.dtype, "shared", layout=b.layout)
+    slack = len(plan.old) * TMA_ALIGN if use_tma and facts.get("tma") else 0
+    return planned_bytes_resized(kernel, grown) + slack <= limit
+
+
 def _pipeline_loop(loop: For, kernel: ThreadKernel, facts: TargetFacts, budget: list, names: set,
                    bounds: dict, replaced: dict, added: list, use_tma: bool,
                    ws: WsPlan | None) -> Stmt | None:
@@ -224,7 +243,8 @@ def _pipeline_loop(loop: For, kernel: ThreadKernel, facts: TargetFacts, budget: 
     stages = want
     extra = lambda s: sum((s * plan.stride[k] - plan.old[k].shape[0]) * plan.old[k].dtype.itemsize  # noqa: E731
                           for k in plan.old)
-    while stages >= 2 and budget[0] + extra(stages) > facts.shared_memory_bytes > 0:
+    while stages >= 2 and not _fits(kernel, plan, stages, budget[0] + extra(stages), facts, replaced,
+                                    use_tma):
         stages -= 1
     if stages < 2:
         return None

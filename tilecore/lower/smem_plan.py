@@ -193,6 +193,30 @@ def plan_kernel(kernel):
     return replace(kernel, body=new, shared_plan=plan)
 
 
+def planned_bytes_resized(kernel, resized: dict) -> int:
+    """The shared bytes `kernel` would need once planned were each buffer `b` with `id(b)` in
+    `resized` replaced by `resized[id(b)]` over the same live range: how a pass that grows
+    buffers (pipeline stages) checks the target's limit before rewriting the body. Buffers
+    with disjoint live ranges (an epilogue's staging tile after the main loop) share bytes, so
+    a summed budget would refuse stages that fit."""
+    if not kernel.shared:
+        return 0
+    stmts = top_level(kernel.body)
+    old = list(kernel.shared)
+    ranges = live_ranges(stmts, old)
+    pinned = _async_read(stmts)
+    whole = (0, len(stmts))
+    bufs = [resized.get(id(b), b) for b in old]
+    for o, b in zip(old, bufs):
+        ranges[id(b)] = whole if id(o) in pinned or o.dtype == MBARRIER_DTYPE else ranges[id(o)]
+
+    def align_of(b: Buffer) -> int:
+        need = getattr(b.layout, "align_bytes", None)
+        return max(BASE_ALIGN, need(b.dtype.itemsize) if need else 0)
+
+    return pack(bufs, ranges, align_of)[1]
+
+
 def planned_bytes(kernel) -> int:
     """The shared bytes a `ThreadKernel` needs once planned (before or after `plan_kernel`)."""
     if not kernel.shared:

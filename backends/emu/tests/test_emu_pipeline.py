@@ -19,8 +19,9 @@ from tilecore.ir.expr import BinOp, Const
 from tilecore.ir.stmt import For, LetStmt, SeqStmt
 from tilecore.ir.thread import AsyncWait
 from tilecore.ir.thread_printer import print_thread_func
-from tilecore.ir.visit import rewrite
-from tilecore.lower import async_pipelines, barriers, prefetch_pipelined
+from tilecore.ir.visit import rewrite, walk
+from tilecore.lower import async_pipelines, barriers, plan_shared, prefetch_pipelined
+from tilecore.plugins import describe
 from tilecore.target import Target, TargetDesc, TargetFacts
 
 pytest.importorskip("tilecore_cuda")
@@ -87,6 +88,31 @@ def test_without_async_copies_the_register_prefetch_stays():
     c = np.zeros((64, 64), dtype=np.float16)
     EmuArtifact(module).run([a, b, c], {})
     _check(c, a, b)
+
+
+def _stages_under(limit, stages=3):
+    """The 64x64x32 GEMM's lower-threads module pipelined for emu:sm_80 with a shared limit of
+    `limit` bytes: (planned module, the stage counts chosen, inputs)."""
+    kernel, (a, b) = _gemm(64, 64, 128, block_M=64, block_N=64, block_K=32, num_stages=stages)
+    lowered = dict(kernel.stages)["lower-threads"]
+    desc = describe(Target.parse("emu:sm_80"))
+    desc = dataclasses.replace(desc, facts=dataclasses.replace(desc.facts, shared_memory_bytes=limit))
+    module = plan_shared(barriers(async_pipelines(lowered, desc), desc), desc)
+    chosen = [n.annotation("async_stages") for n in walk(module.func.body)
+              if isinstance(n, For) and n.annotation("async_stages")]
+    return module, chosen, a, b
+
+
+def test_stages_fit_beside_an_epilogue_tile_that_reuses_them():
+    """A, B 4 KB per stage, C_stage 8 KB (the epilogue's, after the loop): three stages sum to
+    32 KB but plan to 24 KB (C_stage reuses the stage bytes), so a 26 KB limit keeps the three
+    stages asked for (the summed budget gave two), a 20 KB one drops to two; the result is
+    correct and race-free, the reuse ordered by a barrier."""
+    module, chosen, a, b = _stages_under(26 * 1024)
+    assert chosen == [3]
+    _run(module, a, b)
+    _, chosen, _, _ = _stages_under(20 * 1024)
+    assert chosen == [2]
 
 
 @pytest.mark.parametrize("causal", [False, True])
