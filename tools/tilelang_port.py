@@ -12,15 +12,16 @@ port it to a machine without a GPU:
   and `tvm` (TileLang's bundled TVM) to `tilecore.tvm`;
 * every compile runs on `interp` (TILECORE_TARGET_OVERRIDE), whatever target the example names;
 * torch's `device="cuda"` / `.cuda()` stay on the CPU (the only torch here), `torch.cuda.*`
-  bookkeeping calls are no-ops;
+  bookkeeping calls are no-ops and `torch.cuda.Event` reads the host clock;
 * shapes shrink where the example exposes them as its driver's arguments: int literals >= 1024 in
   module-level assignments (`M, N, K = 4096, 4096, 4096`), in the defaults of `main()` and of
   the other functions the `__main__` block calls (`seq_len=32 * 1024` too), in the
   `if __name__ == "__main__":` block and in `argparse` defaults are
   divided by 16 and rounded down to a multiple of 256 (at least 256), lists of such sizes in
-  `main()`'s body (`batch_sizes = [2048, 6144]`) are divided by 16 exactly, batch-like
+  a driver's body (`batch_sizes = [2048, 6144]`) are divided by 16 exactly, sizes a driver's
+  loop sweeps (`for n in [1024, 8192]:`) shrink by the first rule, batch-like
   arguments become at most 2 and head counts >= 32 a quarter (at least 16). Other shapes
-  fixed inside a kernel or `main()` body are left alone. When a run at the smaller shapes
+  fixed inside a kernel or a driver's body are left alone. When a run at the smaller shapes
   errors (an exception, or one of the example's own assertions on its sizes), the example runs
   again at a quarter of its sizes with its own head counts (TLPORT_SHRINK=4), then as written,
   in the time left.
@@ -292,6 +293,8 @@ def _shrink_tree(tree: ast.Module) -> ast.Module:
                                 for e in st.value.elts):
                     for e in st.value.elts:
                         _ShrinkExact().visit(e)
+                elif isinstance(st, ast.For) and isinstance(st.iter, (ast.List, ast.Tuple)):
+                    _Shrink().visit(st.iter)  # `for n in [512, 1024, 8192]:` a sweep of sizes
         elif isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
             for s in node.body:
                 _Shrink().visit(s)
