@@ -74,3 +74,20 @@ def test_ordered_range_matches_its_definition(seed):
     t = rng.integers(0, clock.epoch + 1, n)
     b = rng.integers(0, 16, n)
     np.testing.assert_array_equal(clock.ordered_range(lo, hi, t, b), _ordered_range_loop(clock, lo, hi, t, b))
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**31), neg=st.booleans(), scalar=st.booleans())
+def test_c_div_and_mod_match_cs_truncation(seed, neg, scalar):
+    """C's truncating division and remainder on int64 arrays (the fast path for a positive
+    scalar divisor and non-negative dividends included), against Python ints."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-1000 if neg else 0, 1000, 50).astype(np.int64)
+    b = np.int64(rng.integers(1, 40)) if scalar else rng.integers(-40, 40, 50).astype(np.int64)
+    if not scalar:
+        b[b == 0] = 7
+    bs = np.broadcast_to(b, a.shape)
+    want_q = [abs(x) // abs(y) * (1 if (x >= 0) == (y >= 0) else -1) for x, y in zip(a.tolist(), bs.tolist())]
+    want_r = [x - q * y for x, y, q in zip(a.tolist(), bs.tolist(), want_q)]
+    assert S.c_div(a, b).tolist() == want_q
+    assert S.c_mod(a, b).tolist() == want_r
