@@ -91,3 +91,8 @@ def test_compile_takes_tilelangs_host_keywords_with_a_warning():
     assert any("execution_backend" in str(x.message) for x in w)
     with pytest.raises(TileError, match="unknown keyword"):
         tilecore.compile(_gather(), target="interp", no_such_option=1)
+
+
+def test_the_script_spells_make_tensor():
+    # the compile cache keys on the script: the view's shape and dtype are part of it
+    assert f"A = T.make_tensor(P[g], ({M}, {K}), T.float32)" in _gather().script()

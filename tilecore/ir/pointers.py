@@ -29,6 +29,12 @@ class PointerTensor(Stmt):
     address: Expr
     loc: SourceLoc | None = None
 
+    def print_lines(self, printer) -> list[str]:
+        """The script line (`tilecore.ir.printer`; the compile cache keys on the script)."""
+        b = self.buffer
+        return [f"{printer.name(b)} = T.make_tensor({printer.expr(self.address)}, {tuple(b.shape)}, "
+                f"T.{b.dtype.name})"]
+
 
 def check_target(func, target) -> None:
     """A TileTargetError naming the first `T.make_tensor` when `target` is not `interp`: the
