@@ -15,18 +15,22 @@ from .errors import (
     caller_loc,
 )
 from .ir.module import Module, ModuleAttrs, PrimFunc
+from .ir.pointers import check_target as check_pointers
 from .ir.static_checks import check_program
 from .kernel import Kernel, normalize_out_idx
 from .language import eager
 from .options import options_from_pass_configs
 
 
-def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> Kernel:  # noqa: A001
+def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None,  # noqa: A001
+            **unknown) -> Kernel:
     """Lower and build `func` for `target`; returns a callable Kernel.
 
     `pass_configs`: TileLang-style options (see `tilecore.options`); unknown keys raise.
     The backends are asked once, before the pipeline, for a frozen TargetDesc; a gemm no backend
-    tensorizes warns once (TilePerformanceWarning) with the reason."""
+    tensorizes warns once (TilePerformanceWarning) with the reason. TileLang's host-toolchain
+    keywords (`execution_backend`, ...) warn once, as for `jit`; other keywords raise."""
+    _tilelang_jit_keywords(unknown, "compile")
     if not isinstance(func, PrimFunc):
         raise TileError(f"tilecore.compile needs a @T.prim_func kernel, got {type(func).__name__}",
                         caller_loc(), hint="decorate the kernel with @T.prim_func")
@@ -40,6 +44,7 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None) -> K
         raise e.with_loc(caller_loc()) from None
     _one_kernel_unless_interp(func, t)
     subbyte.check_kernel(func, t, out_idx)  # int4: the targets that run it, inputs only
+    check_pointers(func, t)  # T.make_tensor: interp only
     # the user's mistakes (a zero grid, an unbound T.dynamic) first: a target asked whether it
     # supports the program may lower it, and must not be the one to trip over them. All but the
     # shared-memory budget here: it imports the lowering's planner (the whole tilecore.lower
@@ -212,17 +217,17 @@ _JIT_NOT_APPLIED = {
 _jit_warned: set = set()
 
 
-def _tilelang_jit_keywords(kw: dict) -> None:
+def _tilelang_jit_keywords(kw: dict, fn: str = "jit") -> None:
     """TileLang's host-toolchain keywords warn once each; any other unknown keyword raises."""
     unknown = sorted(k for k in kw if k not in _JIT_NOT_APPLIED)
     if unknown:
-        raise TileError(f"tilecore.jit got unknown keyword argument(s) {', '.join(unknown)}",
-                        caller_loc(), hint="tilecore.jit takes out_idx, target and pass_configs")
+        raise TileError(f"tilecore.{fn} got unknown keyword argument(s) {', '.join(unknown)}",
+                        caller_loc(), hint=f"tilecore.{fn} takes out_idx, target and pass_configs")
     for k in kw:
-        if k not in _jit_warned:
-            _jit_warned.add(k)
+        if (fn, k) not in _jit_warned:
+            _jit_warned.add((fn, k))
             loc = caller_loc()
-            warnings.warn_explicit(f"tilecore.jit({k}=...) has no effect: {_JIT_NOT_APPLIED[k]}",
+            warnings.warn_explicit(f"tilecore.{fn}({k}=...) has no effect: {_JIT_NOT_APPLIED[k]}",
                                    TileConfigWarning, loc.file if loc else "<tilecore>",
                                    loc.line if loc else 0)
 

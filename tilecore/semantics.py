@@ -179,6 +179,8 @@ def c_div(a, b):
         q = abs(a) // abs(b)
         return q if (a >= 0) == (b >= 0) else -q
     a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    if b.ndim == 0 and b > 0 and a.size and a.min() >= 0:
+        return a // b  # the common index arithmetic (`i // W`): floor is truncation here
     if np.any(b == 0):
         raise ZeroDivisionError
     q = np.abs(a) // np.abs(b)
@@ -193,10 +195,12 @@ def c_mod(a, b):
             raise ZeroDivisionError
         r = abs(a) % abs(b)
         return r if a >= 0 else -r
-    b = np.asarray(b, dtype=np.int64)
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    if b.ndim == 0 and b > 0 and a.size and a.min() >= 0:
+        return a % b  # non-negative operands (`i % W`): Python's remainder is C's
     if np.any(b == 0):
         raise ZeroDivisionError
-    return np.fmod(np.asarray(a, dtype=np.int64), b)
+    return np.fmod(a, b)
 
 
 def floor_div(a, b):

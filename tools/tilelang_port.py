@@ -12,14 +12,16 @@ port it to a machine without a GPU:
   and `tvm` (TileLang's bundled TVM) to `tilecore.tvm`;
 * every compile runs on `interp` (TILECORE_TARGET_OVERRIDE), whatever target the example names;
 * torch's `device="cuda"` / `.cuda()` stay on the CPU (the only torch here), `torch.cuda.*`
-  bookkeeping calls are no-ops;
+  bookkeeping calls are no-ops and `torch.cuda.Event` reads the host clock;
 * shapes shrink where the example exposes them as its driver's arguments: int literals >= 1024 in
-  module-level assignments (`M, N, K = 4096, 4096, 4096`), in `main()`'s defaults, in the
+  module-level assignments (`M, N, K = 4096, 4096, 4096`), in the defaults of `main()` and of
+  the other functions the `__main__` block calls (`seq_len=32 * 1024` too), in the
   `if __name__ == "__main__":` block and in `argparse` defaults are
   divided by 16 and rounded down to a multiple of 256 (at least 256), lists of such sizes in
-  `main()`'s body (`batch_sizes = [2048, 6144]`) are divided by 16 exactly, batch-like
+  a driver's body (`batch_sizes = [2048, 6144]`) are divided by 16 exactly, sizes a driver's
+  loop sweeps (`for n in [1024, 8192]:`) shrink by the first rule, batch-like
   arguments become at most 2 and head counts >= 32 a quarter (at least 16). Other shapes
-  fixed inside a kernel or `main()` body are left alone. When a run at the smaller shapes
+  fixed inside a kernel or a driver's body are left alone. When a run at the smaller shapes
   errors (an exception, or one of the example's own assertions on its sizes), the example runs
   again at a quarter of its sizes with its own head counts (TLPORT_SHRINK=4), then as written,
   in the time left.
@@ -202,8 +204,33 @@ def _patch_torch() -> None:
         def wait_event(self, event):
             pass
 
+    class Event:
+        """torch.cuda.Event on the CPU: `record` takes the host clock (work runs synchronously,
+        so the interval between two records is the work between them)."""
+
+        def __init__(self, *a, **k):
+            self.t = None
+
+        def record(self, stream=None):
+            self.t = time.perf_counter()
+
+        def synchronize(self):
+            pass
+
+        def query(self):
+            return True
+
+        def wait(self, stream=None):
+            pass
+
+        def elapsed_time(self, end):
+            if self.t is None or end.t is None:
+                raise RuntimeError("Event.elapsed_time: both events must be recorded first")
+            return (end.t - self.t) * 1e3
+
     import contextlib
 
+    c.Event = Event
     c.Stream = Stream
     c.default_stream = c.current_stream = lambda *a, **k: Stream()
     c.stream = lambda s=None: contextlib.nullcontext(s)
@@ -244,15 +271,16 @@ class _Shrink(ast.NodeTransformer):
 
 
 def _shrink_tree(tree: ast.Module) -> ast.Module:
-    """Shrink module-level sizes, main()'s defaults, the __main__ block and argparse defaults;
-    batch args to <= 2.
-    Inside main()'s body, lists of sizes (`batch_sizes = [2048, 6144]`) shrink with them, so
+    """Shrink module-level sizes, the defaults of main() and of the other functions the __main__
+    block calls (drivers), the __main__ block and argparse defaults; batch args to <= 2.
+    Inside a driver's body, lists of sizes (`batch_sizes = [2048, 6144]`) shrink with them, so
     sizes that must add up to a shrunk dimension still do."""
     for node in tree.body:  # module-level sizes (`M, N, K = 4096, 4096, 4096`)
         if isinstance(node, ast.Assign) and all(isinstance(t, (ast.Name, ast.Tuple)) for t in node.targets):
             _Shrink().visit(node.value)
+    drivers = {"main"} | _main_block_calls(tree)
     for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == "main":
+        if isinstance(node, ast.FunctionDef) and node.name in drivers:
             a = node.args
             pos = a.posonlyargs + a.args
             pairs = list(zip(pos[len(pos) - len(a.defaults):], a.defaults))
@@ -265,6 +293,8 @@ def _shrink_tree(tree: ast.Module) -> ast.Module:
                                 for e in st.value.elts):
                     for e in st.value.elts:
                         _ShrinkExact().visit(e)
+                elif isinstance(st, ast.For) and isinstance(st.iter, (ast.List, ast.Tuple)):
+                    _Shrink().visit(st.iter)  # `for n in [512, 1024, 8192]:` a sweep of sizes
         elif isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
             for s in node.body:
                 _Shrink().visit(s)
@@ -281,7 +311,22 @@ def _shrink_tree(tree: ast.Module) -> ast.Module:
     return ast.fix_missing_locations(tree)
 
 
+def _main_block_calls(tree: ast.Module) -> set[str]:
+    """Names of the module's functions the `if __name__ == "__main__":` block calls directly
+    (`test_topk_selector()`): drivers like `main`, whose defaults are the example's sizes."""
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    called: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+            called |= {c.func.id for c in ast.walk(node)
+                       if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+    return called & defined
+
+
 def _shrink_default(d, name: str) -> None:
+    if isinstance(d, ast.BinOp):  # `seq_len=32 * 1024`: its large literals shrink
+        _Shrink().visit(d)
+        return
     if isinstance(d, ast.Constant) and type(d.value) is int and not getattr(d, "shrunk", False):
         if name in BATCH_NAMES:
             d.value = min(d.value, 2)

@@ -46,6 +46,7 @@ from ..ir.thread_printer import print_thread_func
 from ..ir.visit import walk
 from . import debug, divergence, shared_alias, uninit
 from .asyncops import AsyncState
+from .atomics import atomic_add
 from .evaluate import Evaluator, lanes_of
 from .intrinsics import run_intrinsic
 from .mbarrier import MbarrierState
@@ -474,14 +475,8 @@ class Block:
         v = lanes_of(self.eval(s.value, lanes), self.T)
         store = self._storage(s.buffer)
         self._check(s.buffer, off, lanes, store.shape[-1], "atomic update")
-        old = np.zeros(self.T, dtype=store.dtype)
-        for t in np.nonzero(lanes)[0]:  # one thread after another: each sees the previous sums
-            old[t] = store[off[t]]
-            cur = S.from_storage(store[off[t]], d)
-            if d.is_int:
-                store[off[t]] = S.to_storage(S.wrap_int(cur + int(v[t]), d), d)
-            else:
-                store[off[t]] = S.to_storage(S.round_to(cur + S.round_to(v[t], d), d), d)
+        # one thread after another, each seeing the previous sums (computed array-wise)
+        old = atomic_add(store, off, v, lanes, d)
         if s.prev is not None:  # return_prev: the value each thread's update found
             vals = S.from_storage(old, d)
             if s.prev.dtype != d:

@@ -27,6 +27,8 @@ import numpy as np
 from ..errors import TileRuntimeError
 
 READER_GROUP = 128  # threads per reader slot (a warpgroup; SharedTracker)
+# SyncClock.ordered_range gathers (ranges x widest range) clock entries at once up to this size
+_GATHER_LIMIT = 1 << 20
 
 
 class SyncClock:
@@ -78,6 +80,14 @@ class SyncClock:
         """Whether every thread in lo..hi other than `b` is ordered (since epochs `t`) before `b`."""
         if self.sync is None:
             return ((lo == b) & (hi == b)) | (self.block_epoch > t)
+        span = int((hi - lo).max()) + 1
+        if len(lo) * span <= _GATHER_LIMIT:
+            # one gather for all ranges (most are one thread wide: a per-thread read), instead
+            # of a Python loop over the distinct ranges; out-of-range columns count as ordered
+            cols = lo[:, None] + np.arange(span)[None, :]
+            inside = (cols <= hi[:, None]) & (cols != b[:, None])
+            got = self.sync[np.minimum(cols, self.threads - 1), b[:, None]]
+            return np.where(inside, got > t[:, None], True).all(axis=1)
         out = np.ones(len(lo), dtype=bool)
         for key in set(zip(lo.tolist(), hi.tolist())):
             sel = (lo == key[0]) & (hi == key[1])

@@ -10,6 +10,7 @@ from ..errors import TileInternalError
 from .buffer import Buffer
 from .expr import Load, Var
 from .module import PrimFunc
+from .pointers import PointerTensor
 from .stmt import (
     TILE_OPS,
     AtomicAdd,
@@ -49,11 +50,15 @@ def _check_expr(e, defined, buffers, where):
 def _check(s, defined: set, buffers: set, in_parallel: bool):
     where = str(s.loc) if getattr(s, "loc", None) else type(s).__name__
     if isinstance(s, SeqStmt):
-        inner = set(defined)
+        inner, bufs = set(defined), set(buffers)
         for x in s.stmts:
-            _check(x, inner, buffers, in_parallel)
+            _check(x, inner, bufs, in_parallel)
             if isinstance(x, LetStmt):
                 inner.add(id(x.var))
+            elif isinstance(x, PointerTensor):  # T.make_tensor: known for the rest of the sequence
+                bufs.add(id(x.buffer))
+    elif isinstance(s, PointerTensor):
+        _check_expr(s.address, defined, buffers, where)
     elif isinstance(s, KernelLaunch):
         for g in s.grid:
             _check_expr(g, defined, buffers, where)

@@ -110,6 +110,7 @@ from .ops import pow as pow  # noqa: A004
 from .ops import round_ as round  # noqa: A004
 from .parser import macro, prim_func
 from .persistent import Persistent
+from .pointers import make_tensor, ptr
 from .sparse_ops import gemm_sp
 from .thread_level import (
     access_ptr,
@@ -173,5 +174,5 @@ __all__ = [
     "int", "uint", "long", "short", "double", "im2col", "tvm_warp_shuffle", "int4", "access_ptr",
     "ptx_cp_async", "ptx_commit_group", "ptx_wait_group",
     "wgmma_gemm", "wait_wgmma", "fence_proxy_async", "cp_async_barrier_noinc", "gemm_sp",
-    "attr", "comm_reducer", "evaluate", "tvm_thread_allreduce",
+    "attr", "comm_reducer", "evaluate", "tvm_thread_allreduce", "make_tensor", "ptr",
 ]

@@ -39,7 +39,7 @@ from tilecore.semantics import (
     wrap_int,
 )
 
-from . import blas, debug, roles, shadow
+from . import blas, debug, pointers, roles, shadow
 from .exprs import Slots, check_bounds, compile_expr
 from .races import check_unique_writes
 
@@ -266,6 +266,9 @@ class Program:
                     fe(env, mf)
 
         return branch
+
+    def s_PointerTensor(self, s, vec):  # T.make_tensor (tilecore.ir.pointers; pointers.py here)
+        return pointers.compile_bind(s, self.slots, compile_expr(s.address, self.slots, s.loc))
 
     def s_Store(self, s: Store, vec):
         return self._elementwise(s, accumulate=False, vec=vec)
