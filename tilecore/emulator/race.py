@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import TileRuntimeError
 
 READER_GROUP = 128  # threads per reader slot (a warpgroup; SharedTracker)
+_NO_LO = np.iinfo(np.int64).max  # an empty reader range's low end in the scratch arrays
 
 
 class SyncClock:
@@ -106,6 +107,8 @@ class SharedTracker:
         self.rhi = np.full((n, g), -1, dtype=np.int64)
         self.rtime = np.zeros((n, g), dtype=np.int64)
         self.rloc = np.full((n, g), -1, dtype=np.int64)
+        self._scratch_lo = np.full(n, _NO_LO, dtype=np.int64)  # see _add_readers
+        self._scratch_hi = np.full(n, -1, dtype=np.int64)
         # the threads of the last write: a contiguous range that stored one value in one
         # statement (`flag[i // 8] = c` by 8 threads), else the writer alone
         self.wlo = np.full(n, -1, dtype=np.int64)
@@ -188,20 +191,40 @@ class SharedTracker:
                 f"(at {_loc(locs, self.wloc[idx[k]])}){landed} with no barrier in between", loc_id, locs,
                 "a barrier is missing between the write and the read (a wait makes an asynchronous "
                 "copy visible to its own thread only)")
+        if self.rlo.shape[1] == 1:  # at most one warpgroup: one reader slot, no grouping
+            self._add_readers(idx, tid, 0, loc_id)
+            return
         grp = tid // READER_GROUP
-        for g in np.unique(grp).tolist():
+        g0, g1 = int(grp.min()), int(grp.max())
+        if g0 == g1:
+            self._add_readers(idx, tid, g0, loc_id)
+            return
+        for g in range(g0, g1 + 1):
             sel = grp == g
-            uniq, inv = np.unique(idx[sel], return_inverse=True)
-            lo = np.full(len(uniq), np.iinfo(np.int64).max, dtype=np.int64)
-            hi = np.full(len(uniq), -1, dtype=np.int64)
-            np.minimum.at(lo, inv, tid[sel])
-            np.maximum.at(hi, inv, tid[sel])
-            # readers ordered by a block barrier since are forgotten; others widen the range
-            fresh = (self.rlo[uniq, g] < 0) | (self.rtime[uniq, g] < self.clock.block_epoch)
-            self.rlo[uniq, g] = np.where(fresh, lo, np.minimum(self.rlo[uniq, g], lo))
-            self.rhi[uniq, g] = np.where(fresh, hi, np.maximum(self.rhi[uniq, g], hi))
-            self.rtime[uniq, g] = self.clock.epoch
-            self.rloc[uniq, g] = loc_id
+            if sel.any():
+                self._add_readers(idx[sel], tid[sel], g, loc_id)
+
+    def _add_readers(self, idx: np.ndarray, tid: np.ndarray, g: int, loc_id: int) -> None:
+        """Widen reader slot `g` of elements `idx` by threads `tid` (one read statement).
+
+        The per-element thread range comes from two ufunc.at reductions into scratch arrays
+        (reset after), not from np.unique: an element read by several threads gets the same
+        range at each of its positions, so the assignments below, duplicates included, store
+        one value per element (np.unique per read statement was a third of this function's
+        time, and the reads are a fifth of a generated program's emulation)."""
+        lo_s, hi_s = self._scratch_lo, self._scratch_hi
+        np.minimum.at(lo_s, idx, tid)
+        np.maximum.at(hi_s, idx, tid)
+        lo, hi = lo_s[idx], hi_s[idx]
+        lo_s[idx] = _NO_LO
+        hi_s[idx] = -1
+        # readers ordered by a block barrier since are forgotten; others widen the range
+        rlo, rhi = self.rlo[idx, g], self.rhi[idx, g]
+        fresh = (rlo < 0) | (self.rtime[idx, g] < self.clock.block_epoch)
+        self.rlo[idx, g] = np.where(fresh, lo, np.minimum(rlo, lo))
+        self.rhi[idx, g] = np.where(fresh, hi, np.maximum(rhi, hi))
+        self.rtime[idx, g] = self.clock.epoch
+        self.rloc[idx, g] = loc_id
 
     def write(self, idx: np.ndarray, tid: np.ndarray, loc_id: int, locs: list,
               vals: np.ndarray | None = None) -> None:
