@@ -212,12 +212,15 @@ class SharedTracker:
         range at each of its positions, so the assignments below, duplicates included, store
         one value per element (np.unique per read statement was a third of this function's
         time, and the reads are a fifth of a generated program's emulation)."""
-        lo_s, hi_s = self._scratch_lo, self._scratch_hi
-        np.minimum.at(lo_s, idx, tid)
-        np.maximum.at(hi_s, idx, tid)
-        lo, hi = lo_s[idx], hi_s[idx]
-        lo_s[idx] = _NO_LO
-        hi_s[idx] = -1
+        if idx.size == 1 or (idx[1:] > idx[:-1]).all():
+            lo = hi = tid  # each element read by one thread (the common, rising case)
+        else:
+            lo_s, hi_s = self._scratch_lo, self._scratch_hi
+            np.minimum.at(lo_s, idx, tid)
+            np.maximum.at(hi_s, idx, tid)
+            lo, hi = lo_s[idx], hi_s[idx]
+            lo_s[idx] = _NO_LO
+            hi_s[idx] = -1
         # readers ordered by a block barrier since are forgotten; others widen the range
         rlo, rhi = self.rlo[idx, g], self.rhi[idx, g]
         fresh = (rlo < 0) | (self.rtime[idx, g] < self.clock.block_epoch)
