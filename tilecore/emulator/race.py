@@ -120,11 +120,16 @@ class SharedTracker:
         self.pbar = np.zeros(n, dtype=bool)  # that copy completes on an mbarrier (TMA)
         self.aread = np.zeros(n, dtype=np.int64)  # in-flight asynchronous reads (wgmma operands)
         self.aloc = np.full(n, -1, dtype=np.int64)
+        # summaries that let the per-access checks skip their look-ups in the common case
+        self.any_pending = False  # some element's asynchronous write has not landed
+        self.async_reads = 0  # elements (with multiplicity) asynchronous ops read now
 
     def _raise(self, msg: str, loc_id: int, locs: list, hint: str):
         raise TileRuntimeError(f"data race on shared buffer {self.name}: {msg}", locs[loc_id], hint=hint)
 
     def _check_pending(self, idx, tid, verb: str, loc_id: int, locs: list) -> None:
+        if not self.any_pending:
+            return  # no copy in flight into this buffer: nothing to look up
         p = self.pending[idx]
         bad = p >= 0
         if bad.any():
@@ -142,12 +147,16 @@ class SharedTracker:
         """Elements `idx` are read by an asynchronous op from now until `async_read_done`."""
         np.add.at(self.aread, idx, 1)
         self.aloc[idx] = loc_id
+        self.async_reads += np.size(idx)
 
     def async_read_done(self, idx: np.ndarray) -> None:
         """The asynchronous op reading `idx` has been retired by its wait."""
         np.add.at(self.aread, idx, -1)
+        self.async_reads -= np.size(idx)
 
     def _check_async_read(self, idx, tid, verb: str, loc_id: int, locs: list) -> None:
+        if not self.async_reads:
+            return  # no asynchronous op reads this buffer now
         bad = self.aread[idx] > 0
         if bad.any():
             k = int(np.argmax(bad))
@@ -303,6 +312,7 @@ class SharedTracker:
                 f"by thread {int(w[k])} (at {_loc(locs, self.wloc[idx[k]])}) with no barrier in between",
                 loc_id, locs, "a barrier is missing before the copy (a stage buffer reused too early)")
         self.pending[idx] = tid
+        self.any_pending = True
         self.ploc[idx] = loc_id
         self.pbar[idx] = kind == "mbarrier"
         # every earlier reader is ordered before this copy (checked above), and every later
@@ -314,6 +324,7 @@ class SharedTracker:
     def land(self, idx: np.ndarray, tid: np.ndarray, issue_loc_id: int) -> None:
         """Asynchronous writes into `idx` land now (their wait): ordinary writes of `tid`."""
         self.pending[idx] = -1
+        self.any_pending = bool((self.pending >= 0).any())
         self._set_writer(idx, tid, issue_loc_id, True)
 
     def _writers_ordered(self, idx, tid) -> np.ndarray:
