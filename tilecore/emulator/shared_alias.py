@@ -2,13 +2,18 @@
 
 Buffers the plan gives overlapping bytes keep their own value arrays (their live ranges are
 disjoint, so no correct program reads one buffer's values through another), but their accesses
-are tracked on one byte-granular `SharedTracker` of the whole allocation: a thread writing buffer
-B over bytes another thread still reads as buffer A, with no barrier in between, is reported as
-the race it would be on the hardware. Element `i` of a buffer at byte offset `o` with items of
-`s` bytes is bytes `o + i*s .. o + i*s + s - 1` of that tracker.
+are tracked on one `SharedTracker` of the whole allocation: a thread writing buffer B over bytes
+another thread still reads as buffer A, with no barrier in between, is reported as the race it
+would be on the hardware. That tracker's element is a *unit* of `u` bytes, the largest size
+dividing every aliased buffer's item size and byte offset (4 for float32 buffers at 4-aligned
+offsets, 1 at worst): each element then covers whole units, so two accesses overlap in units
+exactly when they overlap in bytes, with a u-th of the bookkeeping. Element `i` of a buffer at
+byte offset `o` with items of `s` bytes is units `(o + i*s)/u .. (o + i*s + s)/u - 1`.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -21,8 +26,10 @@ class AliasedTracker:
     `writer` / `pending` are the buffer's own (the uninitialized-read check asks whether *this*
     buffer's element was written, not whether some buffer wrote those bytes)."""
 
-    def __init__(self, storage: SharedTracker, offset: int, itemsize: int, n: int):
-        self.storage, self.offset, self.itemsize = storage, offset, itemsize
+    def __init__(self, storage: SharedTracker, offset: int, itemsize: int, n: int, unit: int = 1):
+        self.storage = storage
+        # in units of `unit` bytes (see the module docstring)
+        self.offset, self.itemsize = offset // unit, itemsize // unit
         self.writer = np.full(n, -1, dtype=np.int64)
         self.pending = np.full(n, -1, dtype=np.int64)
 
@@ -67,17 +74,21 @@ class AliasedTracker:
 
 def trackers(kernel, clock) -> dict[int, object]:
     """id(buffer) -> tracker for every shared buffer of `kernel`: element trackers, and views of
-    one byte tracker for the buffers its `shared_plan` lets share bytes."""
+    one unit tracker for the buffers its `shared_plan` lets share bytes."""
     plan = kernel.shared_plan
     aliased = {id(b) for b in plan.aliased} if plan is not None else set()
     out: dict[int, object] = {}
     storage = None
-    if aliased:  # its "elements" are bytes of the allocation
+    unit = 1
+    if aliased:  # its "elements" are units of the allocation
+        unit = math.gcd(*(v for b in plan.aliased for v in (b.dtype.itemsize, plan.offset_of(b))))
+        unit = math.gcd(unit, plan.total) or 1
         names = "/".join(b.name for b in plan.aliased)
-        storage = SharedTracker(f"{names} (one storage; element = byte)", plan.total, clock)
+        what = "byte" if unit == 1 else f"{unit} bytes"
+        storage = SharedTracker(f"{names} (one storage; element = {what})", plan.total // unit, clock)
     for b in kernel.shared:
         if id(b) in aliased:
-            out[id(b)] = AliasedTracker(storage, plan.offset_of(b), b.dtype.itemsize, b.shape[0])
+            out[id(b)] = AliasedTracker(storage, plan.offset_of(b), b.dtype.itemsize, b.shape[0], unit)
         else:
             out[id(b)] = SharedTracker(b.name, b.shape[0], clock)
     return out

@@ -462,6 +462,10 @@ def const_int(e) -> int | None:
         return None
     if isinstance(e, int):
         return e
+    if type(e).__module__ == "numpy" and hasattr(e, "dtype") and e.dtype.kind in "iu":
+        # a NumPy integer scalar (np.int64(16), a size read from an array's shape) is as
+        # constant as a Python int (issue 16 item 12); checked by module so numpy stays optional
+        return int(e)
     if isinstance(e, Const) and e.dtype.is_int:
         return int(e.value)
     lin = linear(e)

@@ -113,11 +113,13 @@ def walk(node, *, into_buffers: bool = False) -> Iterator:
             extend(reversed(kids))  # the cached list itself is never reordered
 
 
-def rewrite(node, fn: Callable, *, into_buffers: bool = False):
+def rewrite(node, fn: Callable, *, into_buffers: bool = False, stop: tuple[type, ...] = ()):
     """Rebuild `node` bottom-up; `fn(new_node)` returns a replacement or None to keep it.
 
     Nodes whose children did not change are reused, so identity-compared nodes (Var, Buffer)
-    survive untouched.
+    survive untouched. Nodes of the `stop` classes are handed to `fn` whole, never entered: a
+    pass that rewrites each kernel (`stop=(ThreadKernel,)`) then visits the few statements
+    around the kernels, not the thousands of nodes inside them.
     """
     memo: dict[int, object] = {}
     node_class = _NODE_CLASS
@@ -132,7 +134,7 @@ def rewrite(node, fn: Callable, *, into_buffers: bool = False):
         leaf = leaves.get(cls)
         if leaf is None:
             leaf = leaves[cls] = (issubclass(cls, Buffer) and not into_buffers) or \
-                bool(getattr(cls, "IR_LEAF", False))
+                bool(getattr(cls, "IR_LEAF", False)) or issubclass(cls, stop)
         if leaf:
             out = fn(n)
             res = n if out is None else out

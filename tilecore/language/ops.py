@@ -31,7 +31,7 @@ def tensor_spec(shape, dtype="float32") -> TensorSpec:
     from ..errors import TileError, caller_loc
 
     try:
-        if isinstance(shape, (int, Var)):
+        if isinstance(shape, (int, np.integer, Var)):  # one dimension, a NumPy int included
             shape = (shape,)
         shape = tuple(int(s) if isinstance(s, np.integer) else s for s in shape)
         for s in shape:
@@ -106,14 +106,14 @@ def Kernel(*grid, threads=128, prelude=None, is_cpu=False) -> KernelSpec:
     if len(grid) > 3:
         raise TileShapeError(f"T.Kernel takes at most 3 grid dimensions, got {len(grid)}",
                              hint="fold extra dimensions into one and split the block index")
-    if isinstance(threads, int):
+    if isinstance(threads, (int, np.integer)):
         threads = (threads,)
-    threads = tuple(threads)
+    threads = tuple(_size(t) for t in threads)
     for t in threads:
-        if not isinstance(t, int) or t < 1:
+        if isinstance(t, bool) or not isinstance(t, int) or t < 1:
             raise TileShapeError(f"threads must be positive compile-time ints, got {threads!r}",
                                  hint="write threads=128 (or a tuple of positive ints)")
-    g = tuple(as_expr(x) for x in grid)
+    g = tuple(as_expr(_size(x)) for x in grid)
     for x in g:
         if not x.dtype.is_int:
             raise TileTypeError("grid dimensions must be integers",
@@ -136,10 +136,17 @@ class LoopSpec:
     annotations: tuple = ()
 
 
+def _size(x):
+    """`x` with a NumPy integer scalar made a Python int: a size read from an array
+    (`a.shape[0]`, `np.int64(16)`) is as constant as a literal, and where a size goes (a grid,
+    threads, a loop bound, a tile shape) it takes no dtype of its own (issue 16 item 12)."""
+    return int(x) if isinstance(x, np.integer) else x
+
+
 def _range_args(start, stop, what):
     if stop is None:
         start, stop = 0, start
-    return as_expr(start), as_expr(stop)
+    return as_expr(_size(start)), as_expr(_size(stop))
 
 
 @builtin
@@ -148,6 +155,7 @@ def Parallel(*extents, coalesced_width=None, loop_layout=None) -> LoopSpec:
     if not extents:
         raise TileShapeError("T.Parallel needs at least one extent",
                              hint="write T.Parallel(m) or T.Parallel(m, n)")
+    extents = tuple(_size(e) for e in extents)
     for e in extents:
         if const_int(e) is None:
             raise TileShapeError(
@@ -172,6 +180,7 @@ def Pipelined(start, stop=None, num_stages=0, order=None, stage=None, sync=None,
         ignored_hint(f"T.Pipelined({', '.join(given)}=...)",
                      "the compiler derives the pipeline schedule (stage buffers, prologue, waits) "
                      "from the loop body and num_stages")
+    num_stages = _size(num_stages)
     if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 0:
         raise TileShapeError(f"T.Pipelined: num_stages={num_stages!r} is not a non-negative int",
                              hint="use num_stages=0 or 1 for no pipelining, 2..4 for a pipeline")
@@ -207,7 +216,7 @@ vectorized = serial
 
 
 def _shape(shape, what) -> tuple[int, ...]:
-    if isinstance(shape, (int, Expr)):
+    if isinstance(shape, (int, np.integer, Expr)):
         shape = (shape,)
     out = []
     for s in shape:

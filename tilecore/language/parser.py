@@ -821,8 +821,13 @@ class Parser:
                 raise TileTypeError(f"{x.name} is a whole tile; arithmetic needs elements",
                                     hint=f"index it inside T.Parallel: {x.name}[i, j]")
             if not isinstance(x, (Expr, int, float, bool)):
-                raise TileTypeError(f"cannot use {type(x).__name__} in kernel arithmetic",
-                                    hint="kernel arithmetic takes elements, names and Python numbers")
+                numpy_scalar = type(x).__module__ == "numpy"
+                raise TileTypeError(
+                    f"cannot use {type(x).__name__} in kernel arithmetic",
+                    hint=(f"a NumPy scalar has a dtype of its own: write int(...) / float(...) "
+                          f"for a Python number, or T.{type(x).__name__}(...) for a typed one"
+                          if numpy_scalar else
+                          "kernel arithmetic takes elements, names and Python numbers"))
         if op == "floordiv":
             ea, eb = as_expr(a) if isinstance(a, Expr) else a, b
             if (isinstance(ea, Expr) and ea.dtype.is_int or isinstance(ea, int)) and (

@@ -45,6 +45,11 @@ from .wgmma_async import place_async_waits
 from .wgmma_groups import merge_wgmma_waits
 from .wide_offsets import wide_offsets
 
+# The node each pass below rewrites, handed whole to its function (`rewrite(..., stop=...)`):
+# kernels do not nest, so nothing inside one needs visiting to find it.
+_LAUNCH = (KernelLaunch,)
+_KERNEL = (ThreadKernel,)
+
 
 def _lowers(desc: TargetDesc) -> bool:
     return desc.facts.lowers_to_threads
@@ -74,7 +79,7 @@ def layout_inference(module: Module, desc: TargetDesc) -> Module:
     def fn(n):
         return annotate_layouts(n, desc) if isinstance(n, KernelLaunch) else None
 
-    return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
+    return module.with_func(module.func.with_body(rewrite(module.func.body, fn, stop=_LAUNCH)))
 
 
 def _simt_notes(launch: KernelLaunch, desc: TargetDesc, layouts: LayoutMap) -> list[Diagnostic]:
@@ -111,7 +116,7 @@ def lower_threads(module: Module, desc: TargetDesc) -> Module:
             return lower_launch(n, LowerCtx(n, desc, layouts, plan_gemms(n, desc)))
         return None
 
-    body = rewrite(module.func.body, fn)
+    body = rewrite(module.func.body, fn, stop=_LAUNCH)
     out = module.with_func(module.func.with_body(body))
     return out.with_attrs(diagnostics=out.attrs.diagnostics + tuple(notes)) if notes else out
 
@@ -131,7 +136,7 @@ def async_pipelines(module: Module, desc: TargetDesc) -> Module:
         return async_pipeline(n, desc.facts, tma=not desc.options.disable_tma_lower,
                               warp_specialize=not desc.options.disable_warp_specialized)
 
-    return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
+    return module.with_func(module.func.with_body(rewrite(module.func.body, fn, stop=_KERNEL)))
 
 
 def prefetch_pipelined(module: Module, desc: TargetDesc) -> Module:
@@ -142,7 +147,7 @@ def prefetch_pipelined(module: Module, desc: TargetDesc) -> Module:
     def fn(n):
         return prefetch(n) if isinstance(n, ThreadKernel) else None
 
-    return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
+    return module.with_func(module.func.with_body(rewrite(module.func.body, fn, stop=_KERNEL)))
 
 
 def barriers(module: Module, desc: TargetDesc) -> Module:
@@ -158,7 +163,7 @@ def barriers(module: Module, desc: TargetDesc) -> Module:
             return None
         return insert_barriers(prune_proxy_fences(merge_wgmma_waits(place_async_waits(n))))
 
-    return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
+    return module.with_func(module.func.with_body(rewrite(module.func.body, fn, stop=_KERNEL)))
 
 
 def pingpong_consumers(module: Module, desc: TargetDesc) -> Module:
@@ -169,7 +174,7 @@ def pingpong_consumers(module: Module, desc: TargetDesc) -> Module:
     def fn(n):
         return pingpong(n, desc.facts) if isinstance(n, ThreadKernel) else None
 
-    return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
+    return module.with_func(module.func.with_body(rewrite(module.func.body, fn, stop=_KERNEL)))
 
 
 def mbarrier_suspend_hints(module: Module, desc: TargetDesc) -> Module:
@@ -192,7 +197,7 @@ def fragment_pipelines(module: Module, desc: TargetDesc) -> Module:
         return fragment_pipeline(n, desc.options.copy_interleave) if isinstance(n, ThreadKernel) \
             else None
 
-    return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
+    return module.with_func(module.func.with_body(rewrite(module.func.body, fn, stop=_KERNEL)))
 
 
 def plan_shared(module: Module, desc: TargetDesc) -> Module:
@@ -203,7 +208,7 @@ def plan_shared(module: Module, desc: TargetDesc) -> Module:
     def fn(n):
         return plan_kernel(n) if isinstance(n, ThreadKernel) else None
 
-    return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
+    return module.with_func(module.func.with_body(rewrite(module.func.body, fn, stop=_KERNEL)))
 
 
 LOWERING_PASSES: list[Pass] = [

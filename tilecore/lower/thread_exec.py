@@ -51,7 +51,7 @@ def _as_tile_roles(module: Module) -> Module | None:
             return out
         return None
 
-    body = rewrite(module.func.body, fn)
+    body = rewrite(module.func.body, fn, stop=(KernelLaunch,))  # launches do not nest
     return None if failed else module.with_func(module.func.with_body(body))
 
 

@@ -118,4 +118,6 @@ def wide_offsets(module: Module, desc: TargetDesc) -> Module:
             return rewrite(n, lambda m: _wide_node(m, small))
         return None
 
-    return module.with_func(module.func.with_body(rewrite(module.func.body, fn)))
+    # kernels are found without entering them (each is rewritten once, by fn)
+    body = rewrite(module.func.body, fn, stop=(ThreadKernel,))
+    return module.with_func(module.func.with_body(body))
