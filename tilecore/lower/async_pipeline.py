@@ -208,7 +208,7 @@ def _fits(kernel: ThreadKernel, plan: _Plan, stages: int, summed: int, facts: Ta
     by the summed budget (every buffer its own bytes, what this pass always accepted) or by
     the plan of tilecore.lower.smem_plan (buffers with disjoint live ranges share bytes: an
     epilogue's staging tile reuses the stages, so 3 stages of a 128x256x64 fp16 tile fit in
-    sm_80's 163 KB beside its 64 KB output tile). A TMA stage may need 1 KB of alignment,
+    sm_80's 163 KB beside its 32 KB output staging tile). A TMA stage may need 1 KB of alignment,
     which the plan at this point does not know of: that much slack per staged buffer."""
     limit = facts.shared_memory_bytes
     if limit <= 0 or summed <= limit:
