@@ -33,15 +33,15 @@ from __future__ import annotations
 import warnings
 
 from ..errors import TileConfigWarning
-from ..ir.expr import binop, const
+from ..ir.expr import binop
 from ..ir.smem_layout import canonical_layout
 from ..ir.stmt import AtomicAddRegion, IfThenElse, SeqStmt, Stmt
-from ..ir.thread import TMA_BOX_MAX, AsyncCommit, AsyncFence, AsyncWait, TmaStore
+from ..ir.thread import TMA_BOX_MAX, AsyncFence, AsyncWait
 from .context import LowerCtx
 from .epilogue import _write_slab
 from .layout import StridedLayout
 from .tma_pipeline import _box_ok, tma_boxes
-from .tma_store import _fits, _pipelines, _staging
+from .tma_store import _fits, _pipelines, _staging, box_stores
 
 _told: set = set()
 
@@ -98,11 +98,7 @@ def tma_reduce_add(ctx: LowerCtx, s: AtomicAddRegion) -> Stmt | None:
     flat = ctx.shared(stage)
     first = binop("eq", ctx.tx, 0)
     loc = s.loc
-    ops: list[Stmt] = []
-    for col, off, b, box_lay in boxes:
-        at = tuple(ctx.simp(e) for e in dst.starts[:-1]) + (ctx.simp(dst.starts[-1] + col),)
-        ops.append(TmaStore(flat, const(off), tensor, at, b, box_lay, loc, reduce="add"))
-    ops.append(AsyncCommit("bulk", loc))
+    ops = box_stores(ctx, flat, tensor, dst.starts, boxes, loc, reduce="add")
     everything = tuple(range(flay.nregs))
     return SeqStmt((
         IfThenElse(first, AsyncWait("bulk", 0, loc), None, loc),

@@ -115,17 +115,26 @@ def tma_store_epilogue(ctx: LowerCtx, copy: Copy, write_tile) -> Stmt | None:
     flat = ctx.shared(stage)
     first = binop("eq", ctx.tx, 0)
     loc = copy.loc
-    stores: list[Stmt] = []
-    for col, off, box, box_lay in boxes:
-        at = (ctx.simp(dst.starts[0]), ctx.simp(dst.starts[1] + col))
-        stores.append(TmaStore(flat, const(off), tensor, at, box, box_lay, loc))
-    stores.append(AsyncCommit("bulk", loc))
+    stores = box_stores(ctx, flat, tensor, dst.starts, boxes, loc)
     return SeqStmt((
         IfThenElse(first, AsyncWait("bulk", 0, loc), None, loc),
         write_tile(stage),
         AsyncFence("proxy_async", loc),
         IfThenElse(first, SeqStmt(tuple(stores), loc), None, loc),
     ), loc)
+
+
+def box_stores(ctx: LowerCtx, flat: Buffer, tensor: Buffer, starts: tuple, boxes: list, loc,
+               reduce: str = "") -> list[Stmt]:
+    """One bulk tensor store (a reduce-add when `reduce == "add"`) of each box of the staged
+    tile `flat` to `tensor` at `starts` (+ the box's column), then the bulk group's commit: the
+    issuing half shared by the TMA-store epilogue and the TMA reduction (`tma_reduce.py`)."""
+    out: list[Stmt] = []
+    for col, off, box, box_lay in boxes:
+        at = tuple(ctx.simp(e) for e in starts[:-1]) + (ctx.simp(starts[-1] + col),)
+        out.append(TmaStore(flat, const(off), tensor, at, box, box_lay, loc, reduce=reduce))
+    out.append(AsyncCommit("bulk", loc))
+    return out
 
 
 def _staging(ctx: LowerCtx, shape: tuple, like: Buffer, lay) -> Buffer:
