@@ -52,3 +52,17 @@ def test_docs_link_nothing_outside_the_repository():
 
 def test_a_license_is_shipped():
     assert (ROOT / "LICENSE").read_text().strip()
+
+
+def test_readme_lists_every_environment_variable():
+    """The README's table names every `TILECORE_*` variable the code names as a string (how the
+    package, the backends and conformance read their settings; issue 16 item 18: one table of
+    every environment variable)."""
+    literal = re.compile(r"""["'](TILECORE_[A-Z_]+)["']""")
+    sources = [*ROOT.glob("tilecore/**/*.py"), *ROOT.glob("backends/*/tilecore_*/**/*.py"),
+               *ROOT.glob("conformance/tilecore_conformance/**/*.py")]
+    named = {v for path in sources for v in literal.findall(path.read_text())}
+    assert "TILECORE_CACHE_DIR" in named, "the scan found none of the known variables: it is broken"
+    readme = (ROOT / "README.md").read_text()
+    missing = sorted(v for v in named if f"`{v}`" not in readme)
+    assert not missing, f"README's environment-variable table lacks {missing}"
