@@ -86,7 +86,7 @@ def stage_epilogue(ctx: LowerCtx, copy: Copy, lower: Callable, vector_width: Cal
     if sector and _fills_sectors(ctx, lay, vec, item, int(sector)):
         return None  # every direct warp store already writes whole memory sectors
     everything = tuple(range(lay.nregs))
-    tma = tma_store_epilogue(ctx, copy, lambda stage: _write_slab(ctx, frag, lay, stage, everything, 0,
+    tma = tma_store_epilogue(ctx, copy, lambda stage: write_slab(ctx, frag, lay, stage, everything, 0,
                                                                     shape[0], shape[0], copy.loc))
     if tma is not None:
         return tma
@@ -101,7 +101,7 @@ def stage_epilogue(ctx: LowerCtx, copy: Copy, lower: Callable, vector_width: Cal
         return None
     out: list[Stmt] = []
     for regs, first, band, stride, nb in slabs:
-        out.append(_write_slab(ctx, frag, lay, stage, regs, first, band, stride, copy.loc))
+        out.append(write_slab(ctx, frag, lay, stage, regs, first, band, stride, copy.loc))
         for j in range(nb):
             part = Region(stage, (const(j * band), const(0)), (band, shape[1]))
             out.append(lower(ctx, Copy(part, _band_region(dst, dims, first + j * stride, band), copy.loc)))
@@ -175,7 +175,7 @@ def _band_region(dst: Region, dims: list, row0: int, band: int) -> Region:
     return Region(dst.buffer, starts, extents)
 
 
-def _write_slab(ctx: LowerCtx, frag: Buffer, lay, stage: Buffer, regs_in: tuple, first: int,
+def write_slab(ctx: LowerCtx, frag: Buffer, lay, stage: Buffer, regs_in: tuple, first: int,
                 band: int, stride: int, loc) -> Stmt:
     """Every thread stores its registers `regs_in` of `frag` (rows first + j * stride + [0, band))
     into the staging tile at row j * band + offset, converted to the tile's dtype, in runs as

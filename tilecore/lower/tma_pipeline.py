@@ -74,7 +74,7 @@ def tma_boxes(layout, box: tuple, itemsize: int) -> list | None:
             for p in range(layout.panels)]
 
 
-def _box_ok(tensor: Buffer, box: tuple) -> bool:
+def box_ok(tensor: Buffer, box: tuple) -> bool:
     """Box extents TMA accepts and a tensor whose row strides are static 16-byte multiples."""
     if not all(1 <= n <= TMA_BOX_MAX for n in box):
         return False
@@ -108,7 +108,7 @@ def tile_copies(ctx, loop: For) -> tuple:
             continue
         if any(isinstance(n, Load) for e in src.starts for n in walk(e)):
             continue
-        if not _box_ok(src.buffer, tuple(src.extents)):
+        if not box_ok(src.buffer, tuple(src.extents)):
             continue
         shared = ctx.shared(dst.buffer)
         if tma_boxes(shared.layout, tuple(src.extents), shared.dtype.itemsize) is None:

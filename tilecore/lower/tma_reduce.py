@@ -23,7 +23,7 @@ group's shared reads.
 
 Applies to a whole float32 fragment of two non-unit dimensions, added into a global float32
 region whose last dimension is the tile's columns (other dimensions may be 1: dQ[b, rows, h, :]),
-with static 16-byte row strides, where the staging tile fits (`tma_store._fits`). Elsewhere,
+with static 16-byte row strides, where the staging tile fits (`tma_store.staging_fits`). Elsewhere,
 or with `disable_tma_lower`, the per-element atomics are kept and a TileConfigWarning names
 the line and why (TileLang's `use_tma` is never dropped silently).
 """
@@ -38,10 +38,10 @@ from ..ir.smem_layout import canonical_layout
 from ..ir.stmt import AtomicAddRegion, IfThenElse, SeqStmt, Stmt
 from ..ir.thread import TMA_BOX_MAX, AsyncFence, AsyncWait
 from .context import LowerCtx
-from .epilogue import _write_slab
+from .epilogue import write_slab
 from .layout import StridedLayout
-from .tma_pipeline import _box_ok, tma_boxes
-from .tma_store import _fits, _pipelines, _staging, box_stores
+from .tma_pipeline import box_ok, tma_boxes
+from .tma_store import box_stores, kernel_pipelines, staging_fits, tma_staging_tile
 
 _told: set = set()
 
@@ -83,7 +83,7 @@ def tma_reduce_add(ctx: LowerCtx, s: AtomicAddRegion) -> Stmt | None:
         return None
     lay = canonical_layout(rows, cols, tensor.dtype.itemsize)
     boxes = None if lay is None else tma_boxes(lay, box, tensor.dtype.itemsize)
-    if boxes is None or not all(_box_ok(tensor, b[2]) for b in boxes):
+    if boxes is None or not all(box_ok(tensor, b[2]) for b in boxes):
         _refuse(s, "the tile or the tensor's row strides are not what a tensor map takes "
                    "(rows a multiple of 8, rows of 16-byte multiples)")
         return None
@@ -91,10 +91,10 @@ def tma_reduce_add(ctx: LowerCtx, s: AtomicAddRegion) -> Stmt | None:
     if isinstance(flay, StridedLayout):
         _refuse(s, "the fragment has no accumulator layout")
         return None
-    if not _fits(ctx, lay.size * tensor.dtype.itemsize, _pipelines(ctx)):
+    if not staging_fits(ctx, lay.size * tensor.dtype.itemsize, kernel_pipelines(ctx)):
         _refuse(s, "the staging tile does not fit the shared memory beside the kernel's buffers")
         return None
-    stage = _staging(ctx, shape, tensor, lay)
+    stage = tma_staging_tile(ctx, shape, tensor, lay)
     flat = ctx.shared(stage)
     first = binop("eq", ctx.tx, 0)
     loc = s.loc
@@ -102,7 +102,7 @@ def tma_reduce_add(ctx: LowerCtx, s: AtomicAddRegion) -> Stmt | None:
     everything = tuple(range(flay.nregs))
     return SeqStmt((
         IfThenElse(first, AsyncWait("bulk", 0, loc), None, loc),
-        _write_slab(ctx, frag, flay, stage, everything, 0, rows, rows, loc),
+        write_slab(ctx, frag, flay, stage, everything, 0, rows, rows, loc),
         AsyncFence("proxy_async", loc),
         IfThenElse(first, SeqStmt(tuple(ops), loc), None, loc),
     ), loc)

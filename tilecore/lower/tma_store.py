@@ -39,7 +39,7 @@ from ..ir.thread import TMA_BOX_MAX, AsyncCommit, AsyncFence, AsyncWait, TmaStor
 from ..ir.visit import walk
 from .context import LowerCtx
 from .smem import planner
-from .tma_pipeline import _box_ok, tma_boxes
+from .tma_pipeline import box_ok, tma_boxes
 
 ALIGN_SLACK = 1024  # bytes per shared buffer: swizzled tiles start on 1024-byte boundaries
 MBARRIER_SLACK = 1024  # the pipeline's mbarrier rings and the renderer's padding
@@ -52,7 +52,7 @@ def _nbytes(buf: Buffer) -> int:
     return n
 
 
-def _pipelines(ctx: LowerCtx) -> list:
+def kernel_pipelines(ctx: LowerCtx) -> list:
     """(stages, [shared buffers filled by its copies]) for each `T.Pipelined` loop of the tile
     program whose copies read global memory (TMA or cp.async stages, num_stages copies each)."""
     out = []
@@ -71,7 +71,7 @@ def _pipelines(ctx: LowerCtx) -> list:
     return out
 
 
-def _fits(ctx: LowerCtx, stage_bytes: int, pipes: list) -> bool:
+def staging_fits(ctx: LowerCtx, stage_bytes: int, pipes: list) -> bool:
     """Whether a staging tile of `stage_bytes` fits the shared memory beside the kernel's
     buffers with every pipeline's stages, without making a kernel that two blocks per
     multiprocessor could run need more than half of it (one resident block: that loses the
@@ -100,18 +100,18 @@ def tma_store_epilogue(ctx: LowerCtx, copy: Copy, write_tile) -> Stmt | None:
     rows, cols = shape
     if not all(isinstance(e, int) and 1 <= e for e in shape):
         return None
-    pipes = _pipelines(ctx)
+    pipes = kernel_pipelines(ctx)
     if not pipes:
         return None  # no TMA pipeline: the per-thread staged copy is what was measured
     lay = canonical_layout(rows, cols, tensor.dtype.itemsize)
     if lay is None or rows > TMA_BOX_MAX:
         return None
     boxes = tma_boxes(lay, shape, tensor.dtype.itemsize)
-    if boxes is None or not all(_box_ok(tensor, b[2]) for b in boxes):
+    if boxes is None or not all(box_ok(tensor, b[2]) for b in boxes):
         return None  # box extents or the tensor's row strides are not what a tensor map takes
-    if not _fits(ctx, lay.size * tensor.dtype.itemsize, pipes):
+    if not staging_fits(ctx, lay.size * tensor.dtype.itemsize, pipes):
         return None
-    stage = _staging(ctx, shape, tensor, lay)
+    stage = tma_staging_tile(ctx, shape, tensor, lay)
     flat = ctx.shared(stage)
     first = binop("eq", ctx.tx, 0)
     loc = copy.loc
@@ -137,7 +137,7 @@ def box_stores(ctx: LowerCtx, flat: Buffer, tensor: Buffer, starts: tuple, boxes
     return out
 
 
-def _staging(ctx: LowerCtx, shape: tuple, like: Buffer, lay) -> Buffer:
+def tma_staging_tile(ctx: LowerCtx, shape: tuple, like: Buffer, lay) -> Buffer:
     """The kernel's TMA staging tile of `shape` and `like`'s dtype, in layout `lay`."""
     p = planner(ctx)
     key = ("tma_stage", shape, like.dtype.name)
