@@ -2,25 +2,20 @@
 tensors (TileLang's layout: element 2j in the low nibble), an int4 gemm on interp and emu, and
 the refusals (targets without sub-byte storage, int4 outputs)."""
 
-import importlib.util
 
 import ml_dtypes
 import numpy as np
 import pytest
+from optional_backends import isolated_cache, target_params  # noqa: F401 (isolated_cache: a fixture)
 
 import tilecore
 import tilecore.language as T
 from tilecore.errors import TileTargetError, TileTypeError
 
-HAVE = {n: importlib.util.find_spec(m) is not None
-        for n, m in (("interp", "tilecore_interp"), ("cpu", "tilecore_cpu"), ("emu", "tilecore_emu"))}
-RUNS = [pytest.param(t, marks=pytest.mark.skipif(not HAVE[t.split(":")[0]], reason=f"no {t}"))
-        for t in ("interp", "emu:sm_80")]
+RUNS = target_params("interp", "emu:sm_80")
 
 
-@pytest.fixture(autouse=True)
-def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("TILECORE_CACHE_DIR", str(tmp_path))
+pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
 def pack(v: np.ndarray) -> np.ndarray:

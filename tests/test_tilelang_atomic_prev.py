@@ -2,24 +2,19 @@
 thread-level kernels on interp (the core emulator) and emu, the generated CUDA, and the
 located refusals (tile programs, tile form, cpu, which runs no thread-level kernels)."""
 
-import importlib.util
 
 import numpy as np
 import pytest
+from optional_backends import HAVE, isolated_cache, target_params  # noqa: F401 (isolated_cache: a fixture)
 
 import tilecore
 import tilecore.language as T
 from tilecore.errors import TileTargetError, TileTypeError
 
-HAVE = {n: importlib.util.find_spec(m) is not None
-        for n, m in (("interp", "tilecore_interp"), ("cpu", "tilecore_cpu"), ("emu", "tilecore_emu"),
-                     ("cuda", "tilecore_cuda"))}
 THREADS = 64
 
 
-@pytest.fixture(autouse=True)
-def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("TILECORE_CACHE_DIR", str(tmp_path))
+pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
 def _compaction():
@@ -46,9 +41,7 @@ def _compaction():
     return k
 
 
-@pytest.mark.parametrize("target", [pytest.param(t, marks=pytest.mark.skipif(not HAVE[t.split(":")[0]],
-                                                                               reason=f"no {t}"))
-                                    for t in ("interp", "emu:sm_80")])
+@pytest.mark.parametrize("target", target_params("interp", "emu:sm_80"))
 def test_return_prev_gives_each_thread_a_distinct_old_value(target):
     x = np.random.default_rng(2).standard_normal(THREADS).astype(np.float32)
     out = np.full(THREADS, -1, np.int32)

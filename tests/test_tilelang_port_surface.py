@@ -7,22 +7,17 @@ import warnings
 
 import numpy as np
 import pytest
-from optional_backends import needs_interp
+from optional_backends import isolated_cache, needs_interp, target_params  # noqa: F401 (isolated_cache: a fixture)
 
 import tilecore
 import tilecore.language as T
 from tilecore.errors import TileConfigWarning, TileError, TileShapeError, TileTargetError
 
-HAVE = {n: importlib.util.find_spec(m) is not None
-        for n, m in (("interp", "tilecore_interp"), ("cpu", "tilecore_cpu"), ("emu", "tilecore_emu"))}
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
-TARGETS = [pytest.param(t, marks=pytest.mark.skipif(not HAVE[t.split(":")[0]], reason=f"no {t}"))
-           for t in ("interp", "cpu", "emu:sm_80")]
+TARGETS = target_params("interp", "cpu", "emu:sm_80")
 
 
-@pytest.fixture(autouse=True)
-def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("TILECORE_CACHE_DIR", str(tmp_path))
+pytestmark = pytest.mark.usefixtures("isolated_cache")
 
 
 def _widen_and_shadow():
