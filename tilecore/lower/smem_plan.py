@@ -130,16 +130,20 @@ def _tma(stmts) -> set[int]:
             if isinstance(n, (TmaLoad, TmaStore))}
 
 
-def thread_plan(kernel, stmts: list) -> tuple[SharedPlan, dict[int, tuple[int, int]]]:
-    """The plan of a `ThreadKernel`'s shared buffers over its top-level statements `stmts`."""
-    bufs = list(kernel.shared)
-    ranges = live_ranges(stmts, bufs)
+def thread_plan(kernel, stmts: list, resized: dict | None = None
+                ) -> tuple[SharedPlan, dict[int, tuple[int, int]]]:
+    """The plan of a `ThreadKernel`'s shared buffers over its top-level statements `stmts`;
+    with `resized`, as if each buffer `b` with `id(b)` in it were `resized[id(b)]` over the
+    same live range (how a pass that grows buffers checks the limit before rewriting)."""
+    old = list(kernel.shared)
+    ranges = live_ranges(stmts, old)
     whole = (0, len(stmts))
     pinned = _async_read(stmts)
-    for b in bufs:
-        if id(b) in pinned or b.dtype == MBARRIER_DTYPE:
-            ranges[id(b)] = whole
-    tma = _tma(stmts)
+    bufs = [(resized or {}).get(id(b), b) for b in old]
+    for o, b in zip(old, bufs):
+        ranges[id(b)] = whole if id(o) in pinned or o.dtype == MBARRIER_DTYPE else ranges[id(o)]
+    tma_filled = _tma(stmts)
+    tma = {id(b) for o, b in zip(old, bufs) if id(o) in tma_filled}
 
     def align_of(b: Buffer) -> int:
         need = getattr(b.layout, "align_bytes", None)
@@ -194,27 +198,12 @@ def plan_kernel(kernel):
 
 
 def planned_bytes_resized(kernel, resized: dict) -> int:
-    """The shared bytes `kernel` would need once planned were each buffer `b` with `id(b)` in
-    `resized` replaced by `resized[id(b)]` over the same live range: how a pass that grows
-    buffers (pipeline stages) checks the target's limit before rewriting the body. Buffers
-    with disjoint live ranges (an epilogue's staging tile after the main loop) share bytes, so
-    a summed budget would refuse stages that fit."""
+    """The shared bytes `kernel` would need once planned with the buffers of `resized` grown
+    (`thread_plan`'s `resized`). Buffers with disjoint live ranges (an epilogue's staging tile
+    after the main loop) share bytes, so a summed budget would refuse stages that fit."""
     if not kernel.shared:
         return 0
-    stmts = top_level(kernel.body)
-    old = list(kernel.shared)
-    ranges = live_ranges(stmts, old)
-    pinned = _async_read(stmts)
-    whole = (0, len(stmts))
-    bufs = [resized.get(id(b), b) for b in old]
-    for o, b in zip(old, bufs):
-        ranges[id(b)] = whole if id(o) in pinned or o.dtype == MBARRIER_DTYPE else ranges[id(o)]
-
-    def align_of(b: Buffer) -> int:
-        need = getattr(b.layout, "align_bytes", None)
-        return max(BASE_ALIGN, need(b.dtype.itemsize) if need else 0)
-
-    return pack(bufs, ranges, align_of)[1]
+    return thread_plan(kernel, top_level(kernel.body), resized)[0].total
 
 
 def planned_bytes(kernel) -> int:
