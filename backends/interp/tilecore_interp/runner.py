@@ -288,11 +288,14 @@ class Program:
         # lands in the hidden variable the program reads (one addition per block: exact)
         old_of = compile_expr(Load(s.buffer, s.indices), self.slots, s.loc)
         pslot = self.slots(s.prev)
+        psh = self.slots.shadow.get(id(s.prev))
 
         def atomic_prev(env, mask):
             old = np.asarray(old_of(env, mask)).copy()
             add(env, mask)
             env[pslot][...] = old.astype(env[pslot].dtype)
+            if psh is not None:  # the variable is written (the uninitialized-read check)
+                shadow.mark_box(env[psh], (slice(0, 1),))
 
         return atomic_prev
 
