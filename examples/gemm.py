@@ -131,10 +131,12 @@ def small_m_config(M: int, N: int, K: int, sms: int = 132) -> dict:
     mma.sync on 16-row tiles of A (the tensor cores idle either way): 32-column tiles (128 blocks
     at N = 4096) while one wave of blocks covers N, else 64-column tiles (N = 14336: 224 blocks
     beat 448 by 10%). k is split only when even 32-column tiles leave more than half of the
-    multiprocessors idle, into as many runs as fill them once (runs of >= 8 k tiles): the
-    zeroing of C that split-K needs costs 3-4 us, which lost at N >= 4096 and won at N = 1024,
-    K = 16384 (19.0 us against 33.2 us unsplit). The split-K sum is rounded to C's dtype once
-    per split (atomic half-precision adds)."""
+    multiprocessors idle, into as many runs as fill them once (runs of >= 8 k tiles), summed
+    through the workspace (`split_reduce="workspace"`: no zeroed C, whose separate zeroing cost
+    3-4 us; N = 1024, K = 16384: 16.1 us against 17.4 us with atomics into a zeroed C and 33 us
+    unsplit). Split configs are therefore programs `(A, B, W, Counts, C)`: `workspace_shapes`
+    gives W and Counts (Counts zero before the first call). At N >= 4096 splitting lost either
+    way (more blocks than one wave, or thinner ones: BENCHMARKS.md)."""
     block_M = 16 if M <= 16 else 32 if M <= 32 else 64
     m_blocks = -(-M // block_M)
     narrow = -(-N // 32) * m_blocks
@@ -144,8 +146,11 @@ def small_m_config(M: int, N: int, K: int, sms: int = 132) -> dict:
     split = 1
     while 2 * blocks <= sms and blocks * split * 2 <= sms and k_tiles // (split * 2) >= 8:
         split *= 2
-    return dict(block_M=block_M, block_N=block_N, block_K=256, num_stages=4, threads=128, split_k=split,
-                b_eviction="evict_first")
+    cfg = dict(block_M=block_M, block_N=block_N, block_K=256, num_stages=4, threads=128, split_k=split,
+               b_eviction="evict_first")
+    if split > 1:
+        cfg["split_reduce"] = "workspace"
+    return cfg
 
 
 # The large-GEMM choice (M > 64) measured on the H200 (BENCHMARKS.md, issue 10): two consumer

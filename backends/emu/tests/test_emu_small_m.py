@@ -19,8 +19,12 @@ SMALL = dict(block_M=16, block_N=64, block_K=64, num_stages=3, threads=128)
 def _run(M, N, K, cfg, seed=0):
     kernel = tilecore.jit(gemm.program(M=M, N=N, K=K, **cfg), out_idx=gemm.OUT_IDX, target="emu:sm_90a")
     a, b = gemm.make_inputs(np.random.default_rng(seed), M=M, N=N, K=K)
-    np.testing.assert_allclose(kernel(a, b).astype(np.float32), gemm.reference(a, b).astype(np.float32),
-                               **gemm.TOLERANCE)
+    work = []  # the workspace split-K's W (NaN: the call must write what it reads) and Counts
+    if cfg.get("split_k", 1) > 1 and cfg.get("split_reduce") == "workspace":
+        (ws, _), (cs, _) = gemm.workspace_shapes(M, N, **cfg)
+        work = [np.full(ws, np.nan, np.float32), np.zeros(cs, np.int32)]
+    np.testing.assert_allclose(kernel(a, b, *work).astype(np.float32),
+                               gemm.reference(a, b).astype(np.float32), **gemm.TOLERANCE)
     return kernel
 
 
@@ -41,6 +45,7 @@ def test_split_k_matches_numpy(M, N, K, kw):
 def test_small_m_config_is_correct(M, N, K):
     cfg = gemm.small_m_config(M, N, K, sms=4)  # few multiprocessors: small shapes take every branch
     assert (cfg["split_k"] > 1) == ((M, N, K) == (1, 64, 4096))
+    assert (cfg.get("split_reduce") == "workspace") == (cfg["split_k"] > 1)
     _run(M, N, K, cfg)
 
 
