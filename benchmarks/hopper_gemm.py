@@ -407,7 +407,9 @@ def main():
                              f"512 tiles on 132 blocks): err {err:.2e}")
             for small in (dict(block_M=16, block_N=64, block_K=256, num_stages=4, threads=128),
                           dict(block_M=16, block_N=64, block_K=128, num_stages=4, threads=128, split_k=3,
-                               b_eviction="evict_first")):
+                               b_eviction="evict_first"),
+                          dict(block_M=16, block_N=64, block_K=128, num_stages=4, threads=128, split_k=3,
+                               b_eviction="evict_first", split_reduce="workspace")):
                 ms, tt, err, _ = gemm_case(3, 1000, 1000, "float16", small)
                 notes.append(f"ragged small-M fp16 3x1000x1000 ({_cfg_str(small)}): err {err:.2e}")
         except Exception as e:
