@@ -154,3 +154,15 @@ def test_float64_functions_needing_ocml_are_refused():
 
     with pytest.raises(TileTargetError, match="ocml"):
         tilecore.jit(_unary_program(T.exp, "float64"), out_idx=[-1], target="hip:gfx942")
+
+
+def test_workspace_split_k_fences_its_counter():
+    """examples/gemm.py's workspace split-K: the per-tile counter's atomic (memory_order
+    acq_rel) sits between two `__threadfence()`s on HIP as on CUDA."""
+    gemm = example("gemm")[0]
+    prog = gemm.program(M=3, N=128, K=300, block_M=16, block_N=64, block_K=64, num_stages=2,
+                        threads=128, split_k=2, split_reduce="workspace")
+    src = tilecore.compile(prog, target="hip:gfx942").get_kernel_source()
+    lines = [ln.strip() for ln in src.splitlines()]
+    at = next(i for i, ln in enumerate(lines) if "__hip_atomic_fetch_add(&Counts[" in ln)
+    assert lines[at - 1] == lines[at + 1] == "__threadfence();"
