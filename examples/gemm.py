@@ -32,7 +32,8 @@ def program(M=1024, N=1024, K=1024, block_M=128, block_N=128, block_K=32, dtype=
     its float32 partial tile in W, counts itself in on its output tile's counter (an acq_rel
     atomic), and the tile's last block adds the partials in split order (deterministic, one
     rounding to C's dtype) and writes C, then resets the counter: Counts must hold zeros
-    before the first call and the kernel leaves them so.
+    before the first call and the kernel leaves them so. Calls that may run at the same time
+    (other streams) need workspaces of their own.
     `b_eviction` is B's T.copy eviction_policy ("evict_first": B is streamed once, so its lines
     are the ones L2 drops first)."""
     out_dtype = out_dtype or dtype
