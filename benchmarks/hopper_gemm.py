@@ -9,7 +9,8 @@ Run on the lent GPU:  python benchmarks/hopper_gemm.py [--out results.json] [--q
   LLM_CONFIGS (the best per shape is the row that counts), each against torch.matmul;
 - small: small M (SMALL_SHAPES: M = 1 and 16 with N = K = 4096, M = 1 with N = 14336), every
   config of SMALL_CONFIGS ("auto": examples/gemm.py's small_m_config; split-K configs zero C in
-  every timed call), then SMALL_EXTRA_SHAPES with SMALL_EXTRA_CONFIGS, beside the floors (B.sum(),
+  every timed call, except "split_reduce": "workspace" ones, which need no zeroed C), then
+  SMALL_EXTRA_SHAPES with SMALL_EXTRA_CONFIGS, beside the floors (B.sum(),
   C.zero_()), against torch.matmul of the same shapes, with the achieved GB/s
   (A + B + C bytes once) beside a device copy's;
 - gemv: examples/gemv.py (B streamed through registers, no tensor cores) at M = 1, every
@@ -173,6 +174,7 @@ def _cfg_str(c: dict) -> str:
     return f"{c['block_M']}x{c['block_N']}x{c['block_K']} s{c['num_stages']} t{c['threads']}" + \
         (f" p{c['panel']}" if c.get("panel") else "") + \
         (f" split{c['split_k']}" if c.get("split_k", 1) > 1 else "") + \
+        (" ws" if c.get("split_reduce") == "workspace" else "") + \
         (" ef" if c.get("b_eviction") else "") + ("" if c.get("tma_store", True) else " no-tma-store") + \
         (" pingpong" if c.get("pingpong") else "") + (" hint" if c.get("suspend_hint") else "")
 
@@ -276,7 +278,15 @@ def main():
         prog = example.program(M=m, N=n, K=k, dtype=dtype_name, **prog_args)
         kern = tilecore.compile(prog, target=f"cuda:{arch}", pass_configs=configs)
         c = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
-        if cfg.get("split_k", 1) > 1:  # the blocks add into C: zeroing it is part of every call
+        if cfg.get("split_k", 1) > 1 and cfg.get("split_reduce") == "workspace":
+            # partials in W (NaN: each call must write what it reads), counters zero once
+            (ws, _), (cs, _) = example.workspace_shapes(m, n, **cfg)
+            w = torch.full(ws, float("nan"), device="cuda", dtype=torch.float32)
+            cnt = torch.zeros(cs, device="cuda", dtype=torch.int32)
+
+            def call():
+                kern(a, b, w, cnt, c)
+        elif cfg.get("split_k", 1) > 1:  # the blocks add into C: zeroing it is part of every call
             def call():
                 c.zero_()
                 kern(a, b, c)
@@ -397,7 +407,9 @@ def main():
                              f"512 tiles on 132 blocks): err {err:.2e}")
             for small in (dict(block_M=16, block_N=64, block_K=256, num_stages=4, threads=128),
                           dict(block_M=16, block_N=64, block_K=128, num_stages=4, threads=128, split_k=3,
-                               b_eviction="evict_first")):
+                               b_eviction="evict_first"),
+                          dict(block_M=16, block_N=64, block_K=128, num_stages=4, threads=128, split_k=3,
+                               b_eviction="evict_first", split_reduce="workspace")):
                 ms, tt, err, _ = gemm_case(3, 1000, 1000, "float16", small)
                 notes.append(f"ragged small-M fp16 3x1000x1000 ({_cfg_str(small)}): err {err:.2e}")
         except Exception as e:

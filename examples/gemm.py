@@ -17,7 +17,7 @@ TOLERANCE = dict(rtol=1e-2, atol=1e-2)
 
 def program(M=1024, N=1024, K=1024, block_M=128, block_N=128, block_K=32, dtype="float16",
             accum_dtype="float32", num_stages=3, threads=128, panel=0, out_dtype=None, split_k=1,
-            b_eviction=None):
+            b_eviction=None, split_reduce="atomic"):
     """C = A @ B with a block per (block_M, block_N) output tile; `panel` > 0 runs the blocks in
     panels of that many grid rows (T.use_swizzle), so neighbouring blocks share A and B in L2.
     C has `out_dtype` (default: the inputs' dtype).
@@ -27,12 +27,21 @@ def program(M=1024, N=1024, K=1024, block_M=128, block_N=128, block_K=32, dtype=
     C atomically, so C must hold zeros before the call (an output the call allocates does).
     Each split's partial is rounded to C's dtype before its add: an element's error is that of
     its largest partial (fp16: ~1e-3 relative to it), not of the result.
+    `split_reduce="workspace"` sums the splits without atomics on C and without a zeroed C:
+    the program is `(A, B, W, Counts, C)` (shapes from `workspace_shapes`), each block stores
+    its float32 partial tile in W, counts itself in on its output tile's counter (an acq_rel
+    atomic), and the tile's last block adds the partials in split order (deterministic, one
+    rounding to C's dtype) and writes C, then resets the counter: Counts must hold zeros
+    before the first call and the kernel leaves them so. Calls that may run at the same time
+    (other streams) need workspaces of their own.
     `b_eviction` is B's T.copy eviction_policy ("evict_first": B is streamed once, so its lines
     are the ones L2 drops first)."""
     out_dtype = out_dtype or dtype
     if split_k < 1 or (split_k > 1 and panel):
         raise ValueError(f"split_k={split_k} with panel={panel}: split_k must be >= 1, and the "
                          "split-K grid (small M) is not rasterized: leave panel at 0")
+    if split_reduce not in ("atomic", "workspace"):
+        raise ValueError(f"split_reduce={split_reduce!r}: use 'atomic' or 'workspace'")
     k_tiles = (K + block_K - 1) // block_K
     per_split = (k_tiles + split_k - 1) // split_k  # k tiles of one split (the last may read past K: zeros)
 
@@ -65,7 +74,52 @@ def program(M=1024, N=1024, K=1024, block_M=128, block_N=128, block_K=32, dtype=
                 T.gemm(A_shared, B_shared, C_local)
             T.atomic_add(C[by * block_M, bx * block_N], C_local)
 
-    return gemm if split_k == 1 else gemm_split_k
+    (_, m_pad, n_pad), _ = workspace_shapes(M, N, block_M, block_N, split_k)[0]
+    n_tiles = n_pad // block_N
+
+    @T.prim_func
+    def gemm_split_k_workspace(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype),
+                               W: T.Tensor((split_k, m_pad, n_pad), "float32"),
+                               Counts: T.Tensor((m_pad // block_M * n_tiles,), "int32"),
+                               C: T.Tensor((M, N), out_dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), split_k, threads=threads) as (bx, by, bz):
+            tx = T.get_thread_binding()
+            A_shared = T.alloc_shared((block_M, block_K), dtype)
+            B_shared = T.alloc_shared((block_K, block_N), dtype)
+            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+            arrived = T.alloc_shared((1,), "int32")  # the tile's count before this block's
+            T.clear(C_local)
+            for k in T.Pipelined(per_split, num_stages=num_stages):
+                T.copy(A[by * block_M, (bz * per_split + k) * block_K], A_shared)
+                T.copy(B[(bz * per_split + k) * block_K, bx * block_N], B_shared, eviction_policy=b_eviction)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, W[bz, by * block_M, bx * block_N])  # W is padded: no guard, no clipping
+            T.sync_threads()  # every thread's partial is stored before the count publishes them
+            if tx == 0:
+                arrived[0] = T.atomic_add(Counts[by * n_tiles + bx], 1, memory_order="acq_rel",
+                                          return_prev=True)
+            T.sync_threads()
+            if arrived[0] == split_k - 1:  # the tile's last block: every partial is in W
+                total = T.alloc_fragment((block_M, block_N), "float32")
+                T.clear(total)
+                for s in T.serial(split_k):
+                    for i, j in T.Parallel(block_M, block_N):
+                        total[i, j] += W[s, by * block_M + i, bx * block_N + j]
+                T.copy(total, C[by * block_M, bx * block_N])
+                if tx == 0:
+                    Counts[by * n_tiles + bx] = 0  # ready for the next call
+
+    if split_k == 1:
+        return gemm
+    return gemm_split_k if split_reduce == "atomic" else gemm_split_k_workspace
+
+
+def workspace_shapes(M: int, N: int, block_M: int, block_N: int, split_k: int, **_) -> list:
+    """[(shape, dtype)] of `program(split_reduce="workspace")`'s W (float32 partial tiles, rows
+    and columns padded to whole tiles) and Counts (one int32 per output tile, zeros), the
+    program's third and fourth arguments; other config keys are ignored."""
+    m_pad, n_pad = -(-M // block_M) * block_M, -(-N // block_N) * block_N
+    return [((split_k, m_pad, n_pad), "float32"), ((m_pad // block_M * (n_pad // block_N),), "int32")]
 
 
 def small_m_config(M: int, N: int, K: int, sms: int = 132) -> dict:
@@ -78,10 +132,12 @@ def small_m_config(M: int, N: int, K: int, sms: int = 132) -> dict:
     mma.sync on 16-row tiles of A (the tensor cores idle either way): 32-column tiles (128 blocks
     at N = 4096) while one wave of blocks covers N, else 64-column tiles (N = 14336: 224 blocks
     beat 448 by 10%). k is split only when even 32-column tiles leave more than half of the
-    multiprocessors idle, into as many runs as fill them once (runs of >= 8 k tiles): the
-    zeroing of C that split-K needs costs 3-4 us, which lost at N >= 4096 and won at N = 1024,
-    K = 16384 (19.0 us against 33.2 us unsplit). The split-K sum is rounded to C's dtype once
-    per split (atomic half-precision adds)."""
+    multiprocessors idle, into as many runs as fill them once (runs of >= 8 k tiles), summed
+    through the workspace (`split_reduce="workspace"`: no zeroed C, whose separate zeroing cost
+    3-4 us; N = 1024, K = 16384: 16.1 us against 17.4 us with atomics into a zeroed C and 33 us
+    unsplit). Split configs are therefore programs `(A, B, W, Counts, C)`: `workspace_shapes`
+    gives W and Counts (Counts zero before the first call). At N >= 4096 splitting lost either
+    way (more blocks than one wave, or thinner ones: BENCHMARKS.md)."""
     block_M = 16 if M <= 16 else 32 if M <= 32 else 64
     m_blocks = -(-M // block_M)
     narrow = -(-N // 32) * m_blocks
@@ -91,8 +147,11 @@ def small_m_config(M: int, N: int, K: int, sms: int = 132) -> dict:
     split = 1
     while 2 * blocks <= sms and blocks * split * 2 <= sms and k_tiles // (split * 2) >= 8:
         split *= 2
-    return dict(block_M=block_M, block_N=block_N, block_K=256, num_stages=4, threads=128, split_k=split,
-                b_eviction="evict_first")
+    cfg = dict(block_M=block_M, block_N=block_N, block_K=256, num_stages=4, threads=128, split_k=split,
+               b_eviction="evict_first")
+    if split > 1:
+        cfg["split_reduce"] = "workspace"
+    return cfg
 
 
 # The large-GEMM choice (M > 64) measured on the H200 (BENCHMARKS.md, issue 10): two consumer

@@ -82,3 +82,56 @@ def test_return_prev_refusals_are_located():
 def test_cpu_refuses_the_thread_level_kernel():
     with pytest.raises(TileTargetError, match="thread-level"):
         tilecore.compile(_compaction(), target="cpu")
+
+
+def _ticket(order):
+    """Each block takes a ticket from a global counter (one thread, the old value published to
+    the block through shared memory); the block with the last ticket marks itself."""
+    @T.prim_func
+    def k(Cnt: T.Tensor((1,), "int32"), Ticket: T.Tensor((4,), "int32"), Last: T.Tensor((4,), "int32")):
+        with T.Kernel(4, threads=32) as bx:
+            tx = T.get_thread_binding()
+            got = T.alloc_shared((1,), "int32")
+            if tx == 0:
+                got[0] = T.atomic_add(Cnt[0], 1, memory_order=order, return_prev=True)
+            T.sync_threads()
+            if tx == 0:
+                Ticket[bx] = got[0]
+            if got[0] == 3:
+                if tx == 0:
+                    Last[bx] = 1
+    return k
+
+
+@pytest.mark.parametrize("target", target_params("interp", "emu:sm_90a"))
+@pytest.mark.parametrize("order", [None, "acq_rel"])
+def test_return_prev_into_shared_memory_in_a_block_level_kernel(target, order):
+    """The kernel has no per-thread values, so interp runs it at block level: the old value
+    still reaches the program (it read garbage before)."""
+    cnt, ticket, last = np.zeros(1, np.int32), np.full(4, -1, np.int32), np.zeros(4, np.int32)
+    tilecore.compile(_ticket(order), target=target)(cnt, ticket, last)
+    assert cnt[0] == 4 and sorted(ticket.tolist()) == [0, 1, 2, 3]
+    assert last.tolist() == [int(t == 3) for t in ticket]
+
+
+@pytest.mark.skipif(not HAVE["cuda"], reason="no cuda backend")
+def test_acq_rel_atomic_renders_a_fence_on_each_side():
+    fenced = tilecore.compile(_ticket("release"), target="cuda:sm_90a").get_kernel_source()
+    lines = [ln.strip() for ln in fenced.splitlines()]
+    at = next(i for i, ln in enumerate(lines) if "atomicAdd(&Cnt[0]" in ln)
+    assert lines[at - 1] == lines[at + 1] == "__threadfence();"
+    relaxed = tilecore.compile(_ticket("relaxed"), target="cuda:sm_90a").get_kernel_source()
+    assert "__threadfence" not in relaxed
+
+
+def test_memory_order_is_checked_and_a_tiles_order_warns():
+    with pytest.raises(TileTypeError, match="not a memory order"):
+        _ticket("strong")
+    with pytest.warns(Warning, match="of a tile is accepted but not applied"):
+        @T.prim_func
+        def k(A: T.Tensor((32,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                f = T.alloc_fragment((32,), "float32")
+                T.clear(f)
+                T.atomic_add(A[0:32], f, memory_order="release")
+

@@ -23,6 +23,8 @@ here when its structure is shared by every GPU dialect, else in the dialect.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..dtypes import DType
 from ..errors import TileInternalError, TileTargetError
 from ..ir.expr import Var, binop, const, const_int
@@ -74,6 +76,13 @@ class GPURenderer(CStyleRenderer):
     def atomic_cas_call(self, word: str, expected: str, desired: str) -> str:
         """A 32-bit compare-and-swap on pointer `word`, returning the old value."""
         raise NotImplementedError
+
+    def device_fence(self, loc) -> str:
+        """A statement ordering the thread's memory accesses before it ahead of those after it,
+        for every thread of the device (the two sides of an acq_rel Atomic); dialects that
+        have none refuse the program at `loc`."""
+        raise TileTargetError("T.atomic_add(memory_order=...) stronger than relaxed is not provided "
+                              "on this target", loc, hint="use a relaxed atomic_add, or a CUDA or HIP target")
 
     def shared_window_address(self, ptr: str) -> str | None:
         """Generic pointer `ptr` into shared memory as a 32-bit shared-window address, for
@@ -225,6 +234,16 @@ class GPURenderer(CStyleRenderer):
         d = s.buffer.dtype
         if d.is_bool:
             raise TileInternalError(f"atomic add on bool buffer {s.buffer.name}")
+        if s.order != "relaxed":  # acq_rel: a device-scope fence on each side of the update
+            fence = self.device_fence(s.loc)
+            self.emit("{" if s.pred is None else f"if ({self.expr(s.pred)}) {{")
+            self.depth += 1
+            self.emit(fence)
+            self.stmt(replace(s, pred=None, order="relaxed"))  # the dialect's own atomic rendering
+            self.emit(fence)
+            self.depth -= 1
+            self.emit("}")
+            return
         ref, value = self.ref(s.buffer, s.offset), self.converted(s.value, d)
         if s.prev is not None:  # return_prev: the native atomic's result is the old value
             if self.narrow_atomic(d):

@@ -61,13 +61,17 @@ class Store(Stmt):
 class AtomicAdd(Stmt):
     """`T.atomic_add(buffer[indices], value)`: an element-wise atomic accumulation; with
     `prev` (a local `T.alloc_var` buffer, thread-level kernels only) the element's value before
-    the addition is written to `prev[0]` (`return_prev=True`)."""
+    the addition is written to `prev[0]` (`return_prev=True`). `order` is "relaxed" or
+    "acq_rel" (`memory_order=` other than relaxed: the executing thread's earlier memory
+    accesses are ordered before the addition and its later ones after it, at device scope, so
+    blocks can hand data to each other through a counter; see tilecore.ir.thread.ATOMIC_ORDERS)."""
 
     buffer: Buffer
     indices: tuple
     value: Expr
     loc: SourceLoc | None = None
     prev: Buffer | None = None
+    order: str = "relaxed"
 
 
 @dataclass(frozen=True)

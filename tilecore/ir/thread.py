@@ -33,6 +33,10 @@ from .stmt import Stmt
 
 SHUFFLE_MODES = ("xor", "idx")
 ATOMIC_OPS = ("add",)
+# Memory orders of an Atomic: "relaxed" (no ordering of other accesses), "acq_rel" (a
+# device-scope fence on each side of the update: CUDA/HIP `__threadfence()`), what a block
+# needs to publish data to, or take it from, other blocks through a counter.
+ATOMIC_ORDERS = ("relaxed", "acq_rel")
 BARRIER_SCOPES = ("block", "named", "warpgroup")
 # The asynchronous memory model (docs/architecture.md): completion mechanisms and per-thread
 # queues built so far; "mbarrier" (TMA) and the "wgmma" queue come with the Hopper path.
@@ -340,7 +344,7 @@ class AsyncFence(Stmt):
 class Atomic(Stmt):
     """Atomic read-modify-write `buffer[offset] op= value`; skipped when `pred` is false. With
     `prev`, the executing thread's register `prev[prev_offset]` receives the element's value
-    before its update (`T.atomic_add(..., return_prev=True)`)."""
+    before its update (`T.atomic_add(..., return_prev=True)`). `order` is one of ATOMIC_ORDERS."""
 
     op: str
     buffer: Buffer
@@ -350,10 +354,13 @@ class Atomic(Stmt):
     loc: SourceLoc | None = None
     prev: Buffer | None = None
     prev_offset: Expr | None = None
+    order: str = "relaxed"
 
     def __post_init__(self):
         if self.op not in ATOMIC_OPS:
             raise TypeError(f"unknown atomic op {self.op}")
+        if self.order not in ATOMIC_ORDERS:
+            raise TypeError(f"unknown atomic memory order {self.order!r}")
         _check_expr("Atomic.offset", self.offset)
         _check_expr("Atomic.value", self.value)
         _check_pred(self.pred)

@@ -528,9 +528,13 @@ def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
     """Atomically add `value` into `dst`: an element (scalar form) or a tile (region form).
     TileLang's `use_tma=True` on a tile asks for one bulk reduce-add of the whole tile through
     shared memory (on TMA targets; tilecore.lower.tma_reduce warns and falls back to per-element
-    atomics where it does not apply); on an element, and `memory_order=`, it is accepted with a
-    one-time warning (they stay atomic); `return_prev=True` returns the element's value before
-    the addition, in thread-level kernels (element form)."""
+    atomics where it does not apply); on an element it is accepted with a one-time warning (it
+    stays atomic). `memory_order=` on an element: "relaxed" (the default) or any stronger order
+    ("acquire", "release", "acq_rel", "seq_cst", "consume"), which tilecore gives as acq_rel:
+    a device-scope fence on each side of the addition (what a block needs to publish data to
+    other blocks through a counter, or to read theirs); on a tile it warns (each element's add
+    stays relaxed). `return_prev=True` returns the element's value before the addition, in
+    thread-level kernels (element form)."""
     b = current()
     from .hints import ignored_hint
 
@@ -538,9 +542,11 @@ def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
     if use_tma and not tile_form:
         ignored_hint("T.atomic_add(use_tma=True)", "an element's atomic addition has no bulk form "
                      "(it stays a per-element atomic)")
-    if memory_order is not None:
-        ignored_hint(f"T.atomic_add(memory_order={memory_order!r})", "tilecore's atomic additions "
-                     "are relaxed; kernels order them with the barriers tile ops insert")
+    order = _atomic_order(memory_order)
+    if tile_form and order != "relaxed":
+        ignored_hint(f"T.atomic_add(memory_order={memory_order!r}) of a tile", "a tile's per-element "
+                     "additions are relaxed; order a hand-off between blocks with an element's "
+                     "atomic_add(memory_order='acq_rel')")
     if tile_form:
         if return_prev:
             raise TileTypeError("T.atomic_add(return_prev=True) of a tile is not provided (one old "
@@ -557,11 +563,23 @@ def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
                             "matched by a tile value", hint="write T.atomic_add(C[i, j], value)")
     v = cast(as_expr(value, dst.buffer.dtype), dst.buffer.dtype)
     if return_prev:
-        return _atomic_add_prev(b, dst, v)
-    b.emit(AtomicAdd(dst.buffer, tuple(as_expr(i) for i in dst.items), v, b.loc))
+        return _atomic_add_prev(b, dst, v, order)
+    b.emit(AtomicAdd(dst.buffer, tuple(as_expr(i) for i in dst.items), v, b.loc, order=order))
 
 
-def _atomic_add_prev(b, dst, v):
+_ORDERS = {None: "relaxed", "relaxed": "relaxed", "consume": "acq_rel", "acquire": "acq_rel",
+           "release": "acq_rel", "acq_rel": "acq_rel", "seq_cst": "acq_rel"}
+
+
+def _atomic_order(memory_order) -> str:
+    """The Atomic order ("relaxed" / "acq_rel") of TileLang's `memory_order=` argument."""
+    if memory_order not in _ORDERS:
+        raise TileTypeError(f"T.atomic_add(memory_order={memory_order!r}) is not a memory order",
+                            hint="use 'relaxed', 'acquire', 'release', 'acq_rel' or 'seq_cst'")
+    return _ORDERS[memory_order]
+
+
+def _atomic_add_prev(b, dst, v, order: str = "relaxed"):
     """`T.atomic_add(dst, v, return_prev=True)`: the element's value before this thread's
     addition, as a kernel value (read from a hidden per-thread variable the atomic writes).
     Thread-level kernels only: in a tile program the scalar code is the block's, with no
@@ -579,7 +597,7 @@ def _atomic_add_prev(b, dst, v):
                             f"{dst.buffer.name}: only global and shared memory is shared by threads",
                             hint="use a plain update for per-thread storage")
     prev = b.allocate(Buffer(b.unique_name("atomic_prev"), (1,), dst.buffer.dtype, "local", is_var=True))
-    b.emit(AtomicAdd(dst.buffer, tuple(as_expr(i) for i in dst.items), v, b.loc, prev))
+    b.emit(AtomicAdd(dst.buffer, tuple(as_expr(i) for i in dst.items), v, b.loc, prev, order))
     return Load(prev, (as_expr(0),))
 
 

@@ -258,6 +258,6 @@ class BodyLowerer:
         guard = self._memory_guard()
         if s.prev is not None:  # the frontend allows it in thread-level kernels only
             return Atomic("add", target, ctx.offset(buf, idx), v, guard, s.loc,
-                          prev=ctx.regs(s.prev), prev_offset=const(0))
-        return Atomic("add", target, ctx.offset(buf, idx), v, guard, s.loc)
+                          prev=ctx.regs(s.prev), prev_offset=const(0), order=s.order)
+        return Atomic("add", target, ctx.offset(buf, idx), v, guard, s.loc, order=s.order)
 

@@ -104,6 +104,10 @@ class CudaRenderer(VectorAtomicRenderMixin, MathRenderMixin, WgmmaRenderMixin, A
     def atomic_cas_call(self, word: str, expected: str, desired: str) -> str:
         return f"atomicCAS({word}, {expected}, {desired})"
 
+    def device_fence(self, loc) -> str:
+        """`__threadfence()` (a device-scope fence: SASS `MEMBAR.*.GPU`)."""
+        return "__threadfence();"
+
     def shared_window_address(self, ptr: str) -> str:
         return f"(unsigned)__cvta_generic_to_shared({ptr})"
 

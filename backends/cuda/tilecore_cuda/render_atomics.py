@@ -34,7 +34,7 @@ _PAIRS = {"float16": (700, "__half2", "__halves2half2"),
 
 def _scalar(s) -> bool:
     return (isinstance(s, Atomic) and s.op == "add" and s.buffer.scope == "global"
-            and s.buffer.dtype.name in WIDTHS and s.prev is None)
+            and s.buffer.dtype.name in WIDTHS and s.prev is None and s.order == "relaxed")
 
 
 def _multiple(e, k: int) -> bool:

@@ -4,6 +4,8 @@ artifact refuses to run without an AMD GPU, saying why."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
 
 import pytest
@@ -154,3 +156,18 @@ def test_float64_functions_needing_ocml_are_refused():
 
     with pytest.raises(TileTargetError, match="ocml"):
         tilecore.jit(_unary_program(T.exp, "float64"), out_idx=[-1], target="hip:gfx942")
+
+
+def test_workspace_split_k_fences_its_counter():
+    """examples/gemm.py's workspace split-K: the per-tile counter's atomic (memory_order
+    acq_rel) sits between two `__threadfence()`s on HIP as on CUDA."""
+    spec = importlib.util.spec_from_file_location("gemm_example", os.path.join(
+        os.path.dirname(__file__), "..", "..", "..", "examples", "gemm.py"))
+    gemm = importlib.util.module_from_spec(spec)  # by path: a checkout folder named gemm shadows it
+    spec.loader.exec_module(gemm)
+    prog = gemm.program(M=3, N=128, K=300, block_M=16, block_N=64, block_K=64, num_stages=2,
+                        threads=128, split_k=2, split_reduce="workspace")
+    src = tilecore.compile(prog, target="hip:gfx942").get_kernel_source()
+    lines = [ln.strip() for ln in src.splitlines()]
+    at = next(i for i, ln in enumerate(lines) if "__hip_atomic_fetch_add(&Counts[" in ln)
+    assert lines[at - 1] == lines[at + 1] == "__threadfence();"

@@ -167,6 +167,10 @@ class HipRenderer(GPURenderer):
     def atomic_cas_call(self, word: str, expected: str, desired: str) -> str:
         return f"__sync_val_compare_and_swap({word}, {expected}, {desired})"
 
+    def device_fence(self, loc) -> str:
+        """`__threadfence()`: HIP's device-scope fence."""
+        return "__threadfence();"
+
     def narrow_atomic(self, d: DType) -> bool:
         """Every 8/16-bit type through the compare-and-swap loop (one tested path)."""
         return d.bits <= 16

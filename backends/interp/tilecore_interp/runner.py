@@ -12,6 +12,7 @@ import numpy as np
 
 from tilecore.errors import TileRuntimeError
 from tilecore.ir.buffer import Region
+from tilecore.ir.expr import Load
 from tilecore.ir.grid_sync import phases as grid_phases
 from tilecore.ir.loops import While
 from tilecore.ir.stmt import (
@@ -280,7 +281,23 @@ class Program:
         return debug.compile_assert(s, self.slots)
 
     def s_AtomicAdd(self, s: AtomicAdd, vec):
-        return self._elementwise(s, accumulate=True)
+        add = self._elementwise(s, accumulate=True)
+        if s.prev is None:
+            return add
+        # return_prev in a block-level (tile-roles) kernel: the element's value before the add
+        # lands in the hidden variable the program reads (one addition per block: exact)
+        old_of = compile_expr(Load(s.buffer, s.indices), self.slots, s.loc)
+        pslot = self.slots(s.prev)
+        psh = self.slots.shadow.get(id(s.prev))
+
+        def atomic_prev(env, mask):
+            old = np.asarray(old_of(env, mask)).copy()
+            add(env, mask)
+            env[pslot][...] = old.astype(env[pslot].dtype)
+            if psh is not None:  # the variable is written (the uninitialized-read check)
+                shadow.mark_box(env[psh], (slice(0, 1),))
+
+        return atomic_prev
 
     def _elementwise(self, s, accumulate: bool, vec: bool = False):
         buf, loc = s.buffer, s.loc

@@ -41,3 +41,17 @@ def test_metal_refuses_mbarriers():
 
     with pytest.raises(TileTargetError, match="T.alloc_barrier needs mbarriers, which metal"):
         tilecore.compile(k, target="metal-cpu")
+
+
+def test_an_ordered_atomic_is_refused_with_its_line():
+    """Metal has no device-scope fence here: `T.atomic_add(memory_order='acq_rel')` (a hand-off
+    between blocks) is refused, not silently relaxed."""
+    @T.prim_func
+    def k(Cnt: T.Tensor((1,), "int32"), Out: T.Tensor((2,), "int32")):
+        with T.Kernel(2, threads=32) as bx:
+            tx = T.get_thread_binding()
+            if tx == 0:
+                Out[bx] = T.atomic_add(Cnt[0], 1, memory_order="acq_rel", return_prev=True)
+    with pytest.raises(TileTargetError, match="memory_order") as e:
+        tilecore.compile(k, target="metal-cpu")
+    assert "test_metal_thread_level.py" in str(e.value)

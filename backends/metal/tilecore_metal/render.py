@@ -195,7 +195,9 @@ class MetalRenderer(GPURenderer):
     # ------------------------------------------------------------------ atomics
     def stmt_Atomic(self, s) -> None:
         """`atomic_fetch_add_explicit` on the buffer's address space; 8/16-bit types through a
-        compare-and-swap helper on their 32-bit word."""
+        compare-and-swap helper on their 32-bit word; an acq_rel order is refused (device_fence)."""
+        if s.order != "relaxed":
+            self.device_fence(s.loc)
         self._atomic_scope = s.buffer.scope
         d = s.buffer.dtype
         if not self.narrow_atomic(d):
