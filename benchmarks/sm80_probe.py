@@ -1,0 +1,169 @@
+"""Where the mma.sync GEMM's time goes on this GPU, by ablation (timing only: the ablated
+kernels compute wrong results on purpose and are never checked or used).
+
+    python benchmarks/sm80_probe.py [block_M block_N block_K stages threads]   # on a GPU
+
+Lowers `examples/gemm.py` 4096^3 fp16 for sm_80 (cp.async stages, ldmatrix + mma.sync; the
+cubin built for the device), checks it against torch, then times variants of its CUDA source
+with one part of the k-tile loop taken out (`ablate`):
+
+- base: the kernel as it is;
+- nocopy: the steady-state cp.async copies removed (shared memory keeps the prologue's tile);
+- nocopy_nobar: also the loop's __syncthreads removed (ldmatrix + mma.sync only);
+- hmma: also the loop's ldmatrix removed (mma.sync on the fragments of the prologue only).
+
+and a microbenchmark of mma.sync m16n8k16 (f16 in, f32 accumulate) from registers alone at
+4, 8 and 12 warps per multiprocessor (`peak_source`): the instruction's ceiling on this GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+
+import gemm  # noqa: E402
+import gpu  # noqa: E402
+
+import tilecore  # noqa: E402
+
+_LOOP = re.compile(r"\n  for \(int k = 0; k < \d+; k\+\+\) \{\n")
+
+
+def _loop_span(src: str) -> tuple[int, int]:
+    """(start, end) of the k-tile loop's body in the generated source (the first top-level
+    `for (int k ...` loop; its closing brace is the first line that is exactly '  }')."""
+    m = _LOOP.search(src)
+    if m is None:
+        raise RuntimeError("k-tile loop not found in the generated source")
+    end = src.index("\n  }\n", m.end())
+    return m.end(), end
+
+
+def ablate(src: str, name: str) -> str:
+    """The source with the parts `name` names taken out of the k-tile loop."""
+    if name == "base":
+        return src
+    a, b = _loop_span(src)
+    body = src[a:b].split("\n")
+    drop_copy = True
+    drop_bar = name in ("nocopy_nobar", "hmma")
+    drop_ldsm = name == "hmma"
+    out, skip = [], 0
+    for line in body:
+        if skip:  # the continuation lines of a dropped multi-line asm statement
+            skip -= 1
+            continue
+        s = line.strip()
+        if drop_copy and "cp.async.cg.shared.global" in s:
+            continue
+        if drop_bar and s.startswith("__syncthreads()"):
+            continue
+        if drop_ldsm and s.startswith('asm volatile("ldmatrix'):
+            skip = 2
+            continue
+        out.append(line)
+    return src[:a] + "\n".join(out) + src[b:]
+
+
+PEAK_SOURCE = r"""
+extern "C" __global__ void __launch_bounds__(WARPS * 32) peak(float* out, int iters) {
+  unsigned a0 = threadIdx.x, a1 = a0 * 3u, a2 = a0 * 5u, a3 = a0 * 7u, b0 = a0 ^ 9u, b1 = a0 ^ 13u;
+  float acc[NACC][4];
+  #pragma unroll
+  for (int i = 0; i < NACC; i++) { acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f; }
+  for (int it = 0; it < iters; it++) {
+    #pragma unroll
+    for (int i = 0; i < NACC; i++) {
+      asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                   "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+          : "+f"(acc[i][0]), "+f"(acc[i][1]), "+f"(acc[i][2]), "+f"(acc[i][3])
+          : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    }
+  }
+  float s = 0.f;
+  #pragma unroll
+  for (int i = 0; i < NACC; i++) s += acc[i][0] + acc[i][1] + acc[i][2] + acc[i][3];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+"""
+
+
+def peak(torch, warps: int, nacc: int, sms: int, arch: str) -> float:
+    """mma.sync m16n8k16 TFLOP/s with `warps` warps per block, one block per multiprocessor
+    (the grid is the multiprocessor count), `nacc` independent accumulators per warp."""
+    from tilecore_cuda.build import compile_cuda
+    from tilecore_cuda.launch import LoadedKernel
+
+    src = PEAK_SOURCE.replace("WARPS", str(warps)).replace("NACC", str(nacc))
+    k = LoadedKernel(compile_cuda(src, arch, name=f"peak{warps}_{nacc}"), "peak", 0)
+    out = torch.empty(sms * warps * 32, device="cuda", dtype=torch.float32)
+    iters = 4096
+    f = k.function(torch.cuda.current_device())
+    import ctypes
+
+    from tilecore_cuda.launch import _driver, check
+    driver = _driver()
+    p_out = ctypes.c_void_p(out.data_ptr())
+    p_it = ctypes.c_int(iters)
+    ptrs = (ctypes.c_void_p * 2)(ctypes.addressof(p_out), ctypes.addressof(p_it))
+
+    def run():
+        check(driver.cuLaunchKernel(f, sms, 1, 1, warps * 32, 1, 1, 0,
+                                    driver.CUstream(torch.cuda.current_stream().cuda_stream),
+                                    ctypes.addressof(ptrs), 0), "cuLaunchKernel")
+
+    ms = gpu.bench(run)
+    flops = 2.0 * 16 * 8 * 16 * nacc * iters * warps * sms
+    return flops / ms / 1e9
+
+
+def main(argv=None) -> int:
+    """Check the base kernel, time it and its ablations, then the mma.sync peak."""
+    import torch
+    from tilecore_cuda.build import compile_cuda
+    from tilecore_cuda.launch import LoadedKernel, device_arch
+
+    args = [int(a) for a in (argv if argv is not None else sys.argv[1:])]
+    bm, bn, bk, st, th = args if args else (128, 256, 64, 2, 256)
+    arch = device_arch(torch.cuda.current_device())
+    n = 4096
+    cfg = dict(block_M=bm, block_N=bn, block_K=bk, num_stages=st, threads=th)
+    kern = tilecore.compile(gemm.program(M=n, N=n, K=n, dtype="float16", **cfg), target="cuda:sm_80")
+    a, b = (torch.randn(n, n, device="cuda", dtype=torch.float16) for _ in range(2))
+    c = torch.empty(n, n, device="cuda", dtype=torch.float16)
+    ref = torch.matmul(a.float(), b.float())
+    err = gpu.rel_err((kern(a, b, c), c)[1], ref)
+    flops = 2.0 * n ** 3
+    art = kern.artifact
+    r = art.rendered
+    grid = art._grid({})
+    dev = torch.cuda.current_device()
+    print(f"config {cfg}: grid {grid} block {r.block} smem {r.smem_bytes} err {err:.2e}", flush=True)
+    t_torch = gpu.bench(lambda: torch.matmul(a, b))
+    print(f"torch.matmul: {t_torch:.4f} ms {flops / t_torch / 1e9:.0f} TFLOP/s", flush=True)
+    if os.environ.get("PROBE_NCU_ONLY"):
+        for _ in range(3):
+            kern(a, b, c)
+        torch.cuda.synchronize()
+        return 0
+    for name in ("base", "nocopy", "nocopy_nobar", "hmma"):
+        src = ablate(r.source, name)
+        lk = LoadedKernel(compile_cuda(src, arch, name=f"gemm_{name}"), r.entry, r.smem_bytes)
+        launch = lk.prepare(dev, grid, r.block, art._specs, {})
+        ms = gpu.bench(lambda launch=launch: launch([a, b, c]))
+        print(f"ablate {bm}x{bn}x{bk} s{st} t{th} {name}: {ms:.4f} ms {flops / ms / 1e9:.0f} TFLOP/s",
+              flush=True)
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    for warps, nacc in ((4, 32), (8, 32), (8, 16), (12, 16), (16, 8)):
+        print(f"peak mma.sync m16n8k16 f32acc, {warps} warps/SM, {nacc} acc/warp: "
+              f"{peak(torch, warps, nacc, sms, arch):.0f} TFLOP/s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
