@@ -54,6 +54,9 @@ class Options:
     - ``copy_interleave`` (``tilecore.enable_copy_interleave``): `fragment-pipeline` deals the
       copies of a later tile out among the last k step's mmas instead of issuing them in one
       burst after the barrier (off: the burst was 3-5% faster on the H200; for A/B runs).
+    - ``copy_spread`` (``tilecore.copy_spread``): `fragment-pipeline` deals the copies of each
+      k tile's head out over that iteration's k steps but the last, between each step's operand
+      loads and its mmas (CUTLASS's multistage mainloop), instead of the burst after the barrier.
     """
 
     disable_tma_lower: bool = False
@@ -69,6 +72,7 @@ class Options:
     ws_pingpong: bool = False
     mbarrier_suspend_hint: bool = False
     copy_interleave: bool = False
+    copy_spread: bool = False
 
 
 # TileLang pass-config key -> Options field
@@ -89,6 +93,7 @@ HONOURED = {
     "tilecore.ws_pingpong": "ws_pingpong",
     "tilecore.mbarrier_suspend_hint": "mbarrier_suspend_hint",
     "tilecore.enable_copy_interleave": "copy_interleave",
+    "tilecore.copy_spread": "copy_spread",
 }
 
 # TileLang keys accepted without effect, with why (told once per process).

@@ -123,7 +123,7 @@ def _chunks(items: list, n: int) -> list[list]:
 
 
 def _pipeline_loop(loop: For, new_regs: list, names: set, bounds: dict,
-                   interleave: bool = False) -> Stmt | None:
+                   interleave: bool | str = False) -> Stmt | None:
     body = flat_stmts(loop.body)
     lets: list[LetStmt] = []
     while body and isinstance(body[0], LetStmt):
@@ -166,7 +166,19 @@ def _pipeline_loop(loop: For, new_regs: list, names: set, bounds: dict,
         new.extend(steps[i][1])
     more = next_iteration_exists(loop)
     split = _split_head(head) if interleave else None
-    if split is None:
+    if split is not None and interleave == "spread":
+        # C(k) dealt out over this iteration's steps 0..n-2 (CUTLASS's mainloop): after W(k)'s
+        # barrier (the end of iteration k - 1, or the prologue), before W(k + 1)'s wait
+        wait, copies = split
+        new = list(lets)
+        for i, issue in enumerate(_chunks(copies, n - 1)):
+            new.extend(steps[i + 1][0])
+            new.extend(issue)
+            new.extend(steps[i][1])
+        new.append(IfThenElse(more, SeqStmt(tuple(at(wait + steps[0][0], nxt)), loop.loc), None, loop.loc))
+        new.extend(steps[n - 1][1])
+        head = wait  # the prologue: W(0) L_0(0); C(0) runs in iteration 0's body
+    elif split is None:
         new.append(IfThenElse(more, SeqStmt(tuple(at(head + steps[0][0], nxt)), loop.loc), None, loop.loc))
         new.extend(steps[n - 1][1])
     else:
@@ -182,9 +194,10 @@ def _pipeline_loop(loop: For, new_regs: list, names: set, bounds: dict,
     return SeqStmt((if_any_iteration(loop, prologue, bounds), new_loop), loop.loc)
 
 
-def fragment_pipeline(kernel: ThreadKernel, interleave: bool = False) -> ThreadKernel:
+def fragment_pipeline(kernel: ThreadKernel, interleave: bool | str = False) -> ThreadKernel:
     """`kernel` with its pipelined mma loops software-pipelined by one k step, the copies of a
-    later tile dealt out among the last step's mmas when `interleave` (module docstring)."""
+    later tile dealt out among the last step's mmas when `interleave` is true, over the
+    iteration's steps but the last when it is "spread" (module docstring)."""
 
     def transform(loop: For, new_regs: list, names: set, bounds: dict):
         if loop.annotation("async_stages") and not loop.annotation("tma_stages") \
