@@ -13,7 +13,11 @@ with one part of the k-tile loop taken out (`ablate`):
 - hmma: also the loop's ldmatrix removed (mma.sync on the fragments of the prologue only).
 
 and a microbenchmark of mma.sync m16n8k16 (f16 in, f32 accumulate) from registers alone at
-4, 8 and 12 warps per multiprocessor (`peak_source`): the instruction's ceiling on this GPU.
+4 to 16 warps per multiprocessor (`PEAK_SOURCE`): the instruction's ceiling on this GPU.
+`PROBE_POWER=1`: instead, the SM clock and board power (nvidia-smi, every 50 ms) while
+torch.matmul, the base kernel and two ablations each run back to back for 2 s.
+`PROBE_NCU_ONLY=1`: only the check and three launches (for `ncu -k gemm -c 1`,
+tools/sm80_probe.sh).
 """
 
 from __future__ import annotations
@@ -122,6 +126,46 @@ def peak(torch, warps: int, nacc: int, sms: int, arch: str) -> float:
     return flops / ms / 1e9
 
 
+def power(torch, kern, r, art, grid, dev, arch, a, b, c) -> int:
+    """SM clock and board power while each of torch.matmul, the base kernel and two ablations
+    runs back to back for ~2 s (nvidia-smi sampled every 50 ms): whether the kernels differ in
+    clock (a power limit) rather than in cycles."""
+    import statistics
+    import subprocess
+    import time
+
+    from tilecore_cuda.build import compile_cuda
+    from tilecore_cuda.launch import LoadedKernel
+
+    runs = {"torch.matmul": lambda: torch.matmul(a, b)}
+    for name in ("base", "nocopy", "hmma"):
+        cubin = compile_cuda(ablate(r.source, name), arch, name=f"gemm_{name}")
+        launch = LoadedKernel(cubin, r.entry, r.smem_bytes).prepare(dev, grid, r.block, art._specs, {})
+        runs[name] = lambda launch=launch: launch([a, b, c])
+    for name, fn in runs.items():
+        fn()
+        torch.cuda.synchronize()
+        smi = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw",
+                                "--format=csv,noheader,nounits", "-lms", "50"],
+                               stdout=subprocess.PIPE, text=True)
+        t0, n = time.perf_counter(), 0
+        while time.perf_counter() - t0 < 2.0:
+            for _ in range(50):
+                fn()
+            n += 50
+            torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+        smi.terminate()
+        rows = [ln.split(",") for ln in smi.communicate()[0].splitlines() if ln.count(",") == 1]
+        clk = [float(x) for x, _ in rows[len(rows) // 4:]]  # past the ramp
+        pw = [float(y) for _, y in rows[len(rows) // 4:]]
+        ms = dt / n * 1e3
+        print(f"power {name}: {ms:.4f} ms/iter {2.0 * 4096 ** 3 / ms / 1e9:.0f} TFLOP/s, SM clock median "
+              f"{statistics.median(clk):.0f} MHz (min {min(clk):.0f}), power median "
+              f"{statistics.median(pw):.0f} W ({len(clk)} samples)", flush=True)
+    return 0
+
+
 def main(argv=None) -> int:
     """Check the base kernel, time it and its ablations, then the mma.sync peak."""
     import torch
@@ -146,6 +190,8 @@ def main(argv=None) -> int:
     print(f"config {cfg}: grid {grid} block {r.block} smem {r.smem_bytes} err {err:.2e}", flush=True)
     t_torch = gpu.bench(lambda: torch.matmul(a, b))
     print(f"torch.matmul: {t_torch:.4f} ms {flops / t_torch / 1e9:.0f} TFLOP/s", flush=True)
+    if os.environ.get("PROBE_POWER"):
+        return power(torch, kern, r, art, grid, dev, arch, a, b, c)
     if os.environ.get("PROBE_NCU_ONLY"):
         for _ in range(3):
             kern(a, b, c)
