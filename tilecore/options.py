@@ -56,7 +56,9 @@ class Options:
       burst after the barrier (off: the burst was 3-5% faster on the H200; for A/B runs).
     - ``copy_spread`` (``tilecore.copy_spread``): `fragment-pipeline` deals the copies of each
       k tile's head out over that iteration's k steps but the last, between each step's operand
-      loads and its mmas (CUTLASS's multistage mainloop), instead of the burst after the barrier.
+      loads and its mmas (CUTLASS's multistage mainloop), instead of the burst after the barrier;
+      pipelines of fewer than 3 stages keep the burst (off by default: on the H200 3% faster
+      than the burst at 128x256x64 with 3 stages, a tie at the best configs; BENCHMARKS.md).
     """
 
     disable_tma_lower: bool = False

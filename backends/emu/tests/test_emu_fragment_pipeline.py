@@ -122,6 +122,19 @@ def test_deleting_the_moved_wait_is_reported():
         EmuArtifact(mutated).run([a, b, np.zeros((64, 64), dtype=np.float16)], {})
 
 
+def _guarded_head(ir: str) -> str:
+    """The printed guarded head of the next iteration at the end of the pipelined loop."""
+    body = ir[ir.index("for k in"):body_end(ir)]
+    return body[body.rindex("if k + 1 < "):]
+
+
+def test_spread_keeps_the_burst_with_two_stages():
+    # with 2 stages a spread copy would have a single k step to land before the wait
+    # (SPREAD_MIN_STAGES): the head keeps its copies, the program is the one without the option
+    kw = dict(M=64, N=64, K=256, block_M=64, block_N=64, block_K=64, num_stages=2, threads=128)
+    assert _gemm(SPREAD, **kw).get_ir("final") == _gemm(**kw).get_ir("final")
+
+
 def test_spread_copies_sit_between_the_steps():
     # tilecore.copy_spread: the copies (and the commit) are dealt out over steps 0..n-2 of the
     # iteration, each piece after the next step's loads and before this step's mmas; the guarded
@@ -141,12 +154,13 @@ def test_spread_copies_sit_between_the_steps():
 
 
 def test_deleting_a_spread_copy_wait_is_reported():
-    """With the copies spread over the steps, a pipeline one stage short (the wait dropped from
-    the moved head) still reads a stage before its copies land: emu reports it."""
+    """With the copies spread over the steps, the wait dropped from the moved head lets the next
+    tile's first loads read a stage before its copies land: emu reports it."""
     import gemm
 
-    kernel = _gemm(SPREAD, M=64, N=64, K=256, block_M=64, block_N=64, block_K=64, num_stages=2,
+    kernel = _gemm(SPREAD, M=64, N=64, K=256, block_M=64, block_N=64, block_K=64, num_stages=3,
                    threads=128)
+    assert "async_commit" not in _guarded_head(kernel.get_ir("final"))
     final = dict(kernel.stages)["wide-offsets"]
 
     def drop_wait(n):
