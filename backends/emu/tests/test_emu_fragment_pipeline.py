@@ -42,7 +42,7 @@ def test_same_bits_as_written_order(shape, block_K, stages):
 
     M, N, K = shape
     kw = dict(M=M, N=N, K=K, block_M=64, block_N=64, block_K=block_K, num_stages=stages, threads=128)
-    on, off, mixed, spread = _gemm(**kw), _gemm(OFF, **kw), _gemm(INTERLEAVE, **kw), _gemm(SPREAD, **kw)
+    on, off, mixed = _gemm(**kw), _gemm(OFF, **kw), _gemm(INTERLEAVE, **kw)
     loops = _pipelined_loops(on)
     assert [lp.annotation("fragment_pipeline") for lp in loops] == [block_K // 16]
     assert not _pipelined_loops(off)
@@ -50,7 +50,8 @@ def test_same_bits_as_written_order(shape, block_K, stages):
     c_on, c_off = on(a, b), off(a, b)
     np.testing.assert_array_equal(c_on, c_off)
     np.testing.assert_array_equal(mixed(a, b), c_off)  # the interleaved copies: same bits, no race
-    np.testing.assert_array_equal(spread(a, b), c_off)  # the copies spread over the steps: likewise
+    if stages >= 3:  # the copies spread over the steps (fewer stages keep the burst): likewise
+        np.testing.assert_array_equal(_gemm(SPREAD, **kw)(a, b), c_off)
     np.testing.assert_allclose(c_on.astype(np.float32), gemm.reference(a, b).astype(np.float32),
                                rtol=1e-2, atol=1e-2)
 
