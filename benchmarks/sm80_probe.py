@@ -16,6 +16,10 @@ and a microbenchmark of mma.sync m16n8k16 (f16 in, f32 accumulate) from register
 4 to 16 warps per multiprocessor (`PEAK_SOURCE`): the instruction's ceiling on this GPU.
 `PROBE_POWER=1`: instead, the SM clock and board power (nvidia-smi, every 50 ms) while
 torch.matmul, the base kernel and two ablations each run back to back for 2 s.
+`PROBE_L2=1`: instead, the L2 -> SM rate of cp.async alone (`L2_SOURCE`: every block copies
+48 KB tiles, the GEMM's 128x256x64 A + B, from a 33 MB L2-resident working set into two shared
+stages, one group in flight behind the one it waits for): the ceiling of the copies the ablations
+price (the GEMM needs 4.9 TB/s at 420 TFLOP/s, 6 TB/s at 0.70x of cuBLAS).
 `PROBE_NCU_ONLY=1`: only the check and three launches (for `ncu -k gemm -c 1`,
 tools/sm80_probe.sh).
 """
@@ -95,6 +99,61 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) peak(float* out, int it
   out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
 """
+
+
+L2_SOURCE = r"""
+// TILE uint4 (16-byte) chunks per tile; 256 threads; two stages of TILE chunks in shared memory
+extern "C" __global__ void __launch_bounds__(256) l2copy(const uint4* __restrict__ src, int iters,
+                                                          unsigned tiles, float* out) {
+  extern __shared__ __align__(16) uint4 stage[];
+  const unsigned s0 = (unsigned)__cvta_generic_to_shared(stage);
+  for (int it = 0; it < iters; it++) {
+    const unsigned tile = (blockIdx.x + (unsigned)it * gridDim.x) % tiles;
+    const uint4* g = src + (size_t)tile * TILE;
+    const unsigned s = s0 + (unsigned)((it & 1) * TILE * 16);
+    #pragma unroll
+    for (int i = 0; i < TILE / 256; i++) {
+      const int j = i * 256 + threadIdx.x;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(s + j * 16), "l"(g + j));
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    asm volatile("cp.async.wait_group 1;" ::: "memory");
+  }
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+  __syncthreads();
+  if (threadIdx.x == 0) out[blockIdx.x] = __int_as_float(stage[blockIdx.x % TILE].x);
+}
+"""
+
+
+def l2_rate(torch, arch: str, blocks: int, tile_bytes: int = 49152, set_bytes: int = 33 << 20) -> float:
+    """TB/s of cp.async L2 -> shared traffic with `blocks` blocks of 256 threads (L2_SOURCE)."""
+    import ctypes
+
+    from tilecore_cuda.build import compile_cuda
+    from tilecore_cuda.launch import LoadedKernel, _driver, check
+
+    chunks = tile_bytes // 16
+    tiles = set_bytes // tile_bytes
+    src_t = torch.randint(0, 1 << 30, (tiles * chunks * 4,), device="cuda", dtype=torch.int32)
+    out = torch.empty(blocks, device="cuda", dtype=torch.float32)
+    smem = 2 * tile_bytes
+    cubin = compile_cuda(L2_SOURCE.replace("TILE", str(chunks)), arch, name="l2copy")
+    k = LoadedKernel(cubin, "l2copy", smem)
+    f = k.function(torch.cuda.current_device())
+    iters = 256
+    args = [ctypes.c_void_p(src_t.data_ptr()), ctypes.c_int(iters), ctypes.c_uint(tiles),
+            ctypes.c_void_p(out.data_ptr())]
+    ptrs = (ctypes.c_void_p * 4)(*[ctypes.addressof(a) for a in args])
+    driver = _driver()
+
+    def run():
+        check(driver.cuLaunchKernel(f, blocks, 1, 1, 256, 1, 1, smem,
+                                    driver.CUstream(torch.cuda.current_stream().cuda_stream),
+                                    ctypes.addressof(ptrs), 0), "cuLaunchKernel")
+
+    ms = gpu.bench(run)
+    return blocks * iters * tile_bytes / ms / 1e9
 
 
 def peak(torch, warps: int, nacc: int, sms: int, arch: str) -> float:
@@ -190,6 +249,12 @@ def main(argv=None) -> int:
     print(f"config {cfg}: grid {grid} block {r.block} smem {r.smem_bytes} err {err:.2e}", flush=True)
     t_torch = gpu.bench(lambda: torch.matmul(a, b))
     print(f"torch.matmul: {t_torch:.4f} ms {flops / t_torch / 1e9:.0f} TFLOP/s", flush=True)
+    if os.environ.get("PROBE_L2"):
+        sms = torch.cuda.get_device_properties(dev).multi_processor_count
+        for blocks in (sms, 2 * sms):
+            print(f"cp.async L2 -> shared, 48 KB tiles, {blocks} blocks of 256 threads: "
+                  f"{l2_rate(torch, arch, blocks):.2f} TB/s", flush=True)
+        return 0
     if os.environ.get("PROBE_POWER"):
         return power(torch, kern, r, art, grid, dev, arch, a, b, c)
     if os.environ.get("PROBE_NCU_ONLY"):
