@@ -54,6 +54,11 @@ class Options:
     - ``copy_interleave`` (``tilecore.enable_copy_interleave``): `fragment-pipeline` deals the
       copies of a later tile out among the last k step's mmas instead of issuing them in one
       burst after the barrier (off: the burst was 3-5% faster on the H200; for A/B runs).
+    - ``copy_spread`` (``tilecore.copy_spread``): `fragment-pipeline` deals the copies of each
+      k tile's head out over that iteration's k steps but the last, between each step's operand
+      loads and its mmas (CUTLASS's multistage mainloop), instead of the burst after the barrier;
+      pipelines of fewer than 3 stages keep the burst (off by default: on the H200 3% faster
+      than the burst at 128x256x64 with 3 stages, a tie at the best configs; BENCHMARKS.md).
     """
 
     disable_tma_lower: bool = False
@@ -69,6 +74,7 @@ class Options:
     ws_pingpong: bool = False
     mbarrier_suspend_hint: bool = False
     copy_interleave: bool = False
+    copy_spread: bool = False
 
 
 # TileLang pass-config key -> Options field
@@ -89,6 +95,7 @@ HONOURED = {
     "tilecore.ws_pingpong": "ws_pingpong",
     "tilecore.mbarrier_suspend_hint": "mbarrier_suspend_hint",
     "tilecore.enable_copy_interleave": "copy_interleave",
+    "tilecore.copy_spread": "copy_spread",
 }
 
 # TileLang keys accepted without effect, with why (told once per process).

@@ -194,8 +194,10 @@ def fragment_pipelines(module: Module, desc: TargetDesc) -> Module:
     values; see tilecore.lower.fragment_pipeline). Such loops carry `fragment_pipeline`."""
 
     def fn(n):
-        return fragment_pipeline(n, desc.options.copy_interleave) if isinstance(n, ThreadKernel) \
-            else None
+        if not isinstance(n, ThreadKernel):
+            return None
+        opts = desc.options
+        return fragment_pipeline(n, "spread" if opts.copy_spread else opts.copy_interleave)
 
     return module.with_func(module.func.with_body(rewrite(module.func.body, fn, stop=_KERNEL)))
 

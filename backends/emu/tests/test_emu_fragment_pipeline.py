@@ -17,6 +17,7 @@ from tilecore.ir.visit import rewrite, walk
 
 OFF = {"tilecore.disable_fragment_pipeline": True}
 INTERLEAVE = {"tilecore.enable_copy_interleave": True}
+SPREAD = {"tilecore.copy_spread": True}
 
 
 def _gemm(pass_configs=None, **kw):
@@ -49,6 +50,8 @@ def test_same_bits_as_written_order(shape, block_K, stages):
     c_on, c_off = on(a, b), off(a, b)
     np.testing.assert_array_equal(c_on, c_off)
     np.testing.assert_array_equal(mixed(a, b), c_off)  # the interleaved copies: same bits, no race
+    if stages >= 3:  # the copies spread over the steps (fewer stages keep the burst): likewise
+        np.testing.assert_array_equal(_gemm(SPREAD, **kw)(a, b), c_off)
     np.testing.assert_allclose(c_on.astype(np.float32), gemm.reference(a, b).astype(np.float32),
                                rtol=1e-2, atol=1e-2)
 
@@ -116,5 +119,59 @@ def test_deleting_the_moved_wait_is_reported():
 
     mutated = final.with_func(final.func.with_body(rewrite(final.func.body, drop_wait)))
     a, b = gemm.make_inputs(np.random.default_rng(2), M=64, N=64, K=128)
+    with pytest.raises(TileRuntimeError, match="has landed"):
+        EmuArtifact(mutated).run([a, b, np.zeros((64, 64), dtype=np.float16)], {})
+
+
+def _guarded_head(ir: str) -> str:
+    """The printed guarded head of the next iteration at the end of the pipelined loop."""
+    body = ir[ir.index("for k in"):body_end(ir)]
+    return body[body.rindex("if k + 1 < "):]
+
+
+def test_spread_keeps_the_burst_with_two_stages():
+    # with 2 stages a spread copy would have a single k step to land before the wait
+    # (SPREAD_MIN_STAGES): the head keeps its copies, the program is the one without the option
+    kw = dict(M=64, N=64, K=256, block_M=64, block_N=64, block_K=64, num_stages=2, threads=128)
+    assert _gemm(SPREAD, **kw).get_ir("final") == _gemm(**kw).get_ir("final")
+
+
+def test_spread_copies_sit_between_the_steps():
+    # tilecore.copy_spread: the copies (and the commit) are dealt out over steps 0..n-2 of the
+    # iteration, each piece after the next step's loads and before this step's mmas; the guarded
+    # head of iteration k + 1 keeps only the wait, the barrier and the first loads
+    kernel = _gemm(SPREAD, M=64, N=64, K=256, block_M=64, block_N=64, block_K=64, num_stages=3,
+                   threads=128)
+    ir = kernel.get_ir("final")
+    body = ir[ir.index("for k in"):body_end(ir)]
+    guarded = body[body.rindex("if k + 1 < "):]
+    assert "async_wait" in guarded and "barrier()" in guarded and "ldmatrix" in guarded
+    assert "# cp.async" not in guarded and "async_commit" not in guarded
+    before = body[:body.rindex("if k + 1 < ")]
+    assert before.count("async_commit") == 1
+    # 4 steps: the copies lie in the 3 gaps, so mmas of step 0 follow some copies and precede others
+    first_copy, last_copy = before.index("# cp.async"), before.rindex("# cp.async")
+    assert "mma" in before[first_copy:last_copy]
+
+
+def test_deleting_a_spread_copy_wait_is_reported():
+    """With the copies spread over the steps, the wait dropped from the moved head lets the next
+    tile's first loads read a stage before its copies land: emu reports it."""
+    import gemm
+
+    kernel = _gemm(SPREAD, M=64, N=64, K=256, block_M=64, block_N=64, block_K=64, num_stages=3,
+                   threads=128)
+    assert "async_commit" not in _guarded_head(kernel.get_ir("final"))
+    final = dict(kernel.stages)["wide-offsets"]
+
+    def drop_wait(n):
+        if isinstance(n, IfThenElse) and isinstance(n.then_body, SeqStmt) \
+                and any(isinstance(s, AsyncWait) for s in n.then_body.stmts):
+            kept = tuple(s for s in n.then_body.stmts if not isinstance(s, AsyncWait))
+            return IfThenElse(n.cond, SeqStmt(kept, n.then_body.loc), n.else_body, n.loc)
+        return None
+
+    mutated = final.with_func(final.func.with_body(rewrite(final.func.body, drop_wait)))
+    a, b = gemm.make_inputs(np.random.default_rng(3), M=64, N=64, K=256)
     with pytest.raises(TileRuntimeError, match="has landed"):
         EmuArtifact(mutated).run([a, b, np.zeros((64, 64), dtype=np.float16)], {})
