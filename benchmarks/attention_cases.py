@@ -46,8 +46,10 @@ PASS_CONFIGS = {"tl.enable_fast_math": True}
 
 
 def build(kind, params, arch, out_idx=None, pass_configs=None):
-    """tilecore.compile of one kernel for the device (the cubin from the disk cache)."""
-    pc = PASS_CONFIGS if pass_configs is None else pass_configs
+    """tilecore.compile of one kernel for the device (the cubin from the disk cache). A config's
+    own "pass_configs" entry (as in TileLang's autotuner) adds to the run's compile options."""
+    params = dict(params)
+    pc = dict(PASS_CONFIGS if pass_configs is None else pass_configs, **params.pop("pass_configs", {}))
     return tilecore.compile(PROGRAMS[kind](**params), out_idx=out_idx, target=f"cuda:{arch}", pass_configs=pc)
 
 
