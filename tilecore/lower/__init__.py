@@ -141,7 +141,8 @@ def async_pipelines(module: Module, desc: TargetDesc) -> Module:
         if not isinstance(n, ThreadKernel):
             return None
         return async_pipeline(n, desc.facts, tma=not desc.options.disable_tma_lower,
-                              warp_specialize=not desc.options.disable_warp_specialized)
+                              warp_specialize=not desc.options.disable_warp_specialized,
+                              persistent_any=getattr(desc.options, "ws_persistent_any", False))
 
     return module.with_func(module.func.with_body(rewrite(module.func.body, fn, stop=_KERNEL)))
 

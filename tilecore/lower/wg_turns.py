@@ -19,7 +19,7 @@ each branch (a branch without gemms takes and passes its turn at once), so every
 iteration takes exactly one turn per warpgroup.
 
 Before the loop the last warpgroup hands warpgroup 0 its first turn; after it warpgroup 0
-takes the last warpgroup's final pass, so each hardware barrier (ids TURN_BASE_ID + w) gets
+takes the last warpgroup's final pass (per tile, in a persistent kernel's tile loop), so each hardware barrier (ids TURN_BASE_ID + w) gets
 as many passes as waits (what the emulator checks: tilecore/emulator/turns.py). The turns
 change no value; they order when each warpgroup issues. Kernels that are not
 warp-specialized, ping-pong GEMMs (`groups` > 1), single-warpgroup consumers, and loop
@@ -112,6 +112,11 @@ def _consumer(stmt: Stmt, groups: int) -> tuple[Stmt, int]:
                 out += [first, dataclasses.replace(s, body=body), last]
                 changed += 1
                 continue
+            # a loop around the gemm loop (a persistent kernel's tile loop): turns per tile
+            inner, n = _consumer(s.body, groups)
+            if n:
+                s = dataclasses.replace(s, body=inner)
+                changed += n
         out.append(s)
     return (SeqStmt(tuple(out)) if changed else stmt), changed
 
