@@ -19,9 +19,10 @@ each branch (a branch without gemms takes and passes its turn at once), so every
 iteration takes exactly one turn per warpgroup.
 
 Before the loop the last warpgroup hands warpgroup 0 its first turn; after it warpgroup 0
-takes the last warpgroup's final pass (per tile, in a persistent kernel's tile loop), so each hardware barrier (ids TURN_BASE_ID + w) gets
-as many passes as waits (what the emulator checks: tilecore/emulator/turns.py). The turns
-change no value; they order when each warpgroup issues. Kernels that are not
+takes the last warpgroup's final pass (per tile, in a persistent kernel's tile loop), so each
+hardware barrier (ids TURN_BASE_ID + w) gets as many passes as waits (what the emulator
+checks: tilecore/emulator/turns.py). The turns change no value; they order when each
+warpgroup issues. Kernels that are not
 warp-specialized, ping-pong GEMMs (`groups` > 1), single-warpgroup consumers, and loop
 bodies of another shape are left as they are.
 """

@@ -29,8 +29,10 @@ def two_sms():
 
 
 def _run(sizes, tiles, configs):
-    kernel = tilecore.jit(fa.program(**sizes, **tiles), out_idx=[-1], target="emu:sm_90a", pass_configs=configs)
-    q, k, v = fa.make_inputs(np.random.default_rng(11), **{x: y for x, y in sizes.items() if x != "is_causal"})
+    kernel = tilecore.jit(fa.program(**sizes, **tiles), out_idx=[-1], target="emu:sm_90a",
+                          pass_configs=configs)
+    shapes = {x: y for x, y in sizes.items() if x != "is_causal"}
+    q, k, v = fa.make_inputs(np.random.default_rng(11), **shapes)
     want = fa.attention64(q, k, v, sizes.get("is_causal", False))[0]
     np.testing.assert_allclose(kernel(q, k, v).astype(np.float32), want.astype(np.float32), **fa.TOLERANCE)
     return kernel.get_ir("final")
@@ -41,7 +43,8 @@ def test_blocks_walk_the_query_tiles(two_sms, overlap, turns):
     configs = dict(PERSISTENT, **({"tilecore.warpgroup_turns": True} if turns else {}))
     ir = _run(SIZES, dict(TILES, overlap=overlap), configs)
     # 4 tiles (2 query tiles x 2 heads) on 2 blocks: both roles walk them
-    assert "for tile in serial(block_id, 4, step 2)" in ir and "for tile_produce in serial(block_id, 4, step 2)" in ir
+    assert "for tile in serial(block_id, 4, step 2)" in ir
+    assert "for tile_produce in serial(block_id, 4, step 2)" in ir
     assert ("warpgroup_turn_wait" in ir) == turns
 
 

@@ -29,7 +29,8 @@ def _kernel(sizes, tiles, pass_configs=TURNS):
 
 
 def _check(kernel, sizes, seed=3):
-    q, k, v = fa.make_inputs(np.random.default_rng(seed), **{x: y for x, y in sizes.items() if x != "is_causal"})
+    shapes = {x: y for x, y in sizes.items() if x != "is_causal"}
+    q, k, v = fa.make_inputs(np.random.default_rng(seed), **shapes)
     want = fa.attention64(q, k, v, sizes.get("is_causal", False))[0]
     np.testing.assert_allclose(kernel(q, k, v).astype(np.float32), want.astype(np.float32), **fa.TOLERANCE)
     return q, k, v
