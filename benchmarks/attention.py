@@ -45,6 +45,10 @@ CONFIGS = {
     "fwd": [
         # FlashAttention-3's order (asynchronous gemms, tilecore.lower.wgmma_async)
         dict(block_M=128, block_N=128, num_stages=2, threads=256, overlap=True),
+        # + FA3's scheduler barrier between the two consumer warpgroups (tilecore.lower.wg_turns):
+        # 0.8% ahead at s=4096 interleaved, level at 16384 (BENCHMARKS.md, "warpgroup turns")
+        dict(block_M=128, block_N=128, num_stages=2, threads=256, overlap=True,
+             pass_configs={"tilecore.warpgroup_turns": True}),
         dict(block_M=128, block_N=128, num_stages=2, threads=256),
         # three consumer warpgroups (192 rows: 192x128 spills at d=128, so 64 keys per tile)
         dict(block_M=192, block_N=64, num_stages=3, threads=384),
@@ -175,6 +179,8 @@ def table(results) -> str:
         elif r.get("copy_fraction"):
             extra = f"{r['copy_fraction']:.0%} of copy BW"
         ratio = f"{r['ratio']:.2f}x" if r.get("ratio") else ""
+        if r.get("paired"):  # interleaved with the peer: the ratio power capping does not skew
+            ratio += f" (paired {r['paired']['ratio']:.2f}x)"
         cfg = " ".join(f"{k}={v}" for k, v in r["config"].items())
         lines.append(
             f"| {r['case']} | {r['ms']:.3f} ms, {r['rate']:.0f} {r['unit']} | {cfg} | {peer} | {ratio} "

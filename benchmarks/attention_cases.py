@@ -18,6 +18,7 @@ import flash_attention  # noqa: E402
 import flash_attention_bwd  # noqa: E402
 import flash_decoding  # noqa: E402
 import gpu  # noqa: E402  (bench, rel_err, copy bandwidth: one definition of the timing rules)
+import gpu_paired  # noqa: E402  (interleaved A/B: ratios that survive the board's power capping)
 import mla_decoding  # noqa: E402
 
 import tilecore  # noqa: E402
@@ -46,15 +47,18 @@ PASS_CONFIGS = {"tl.enable_fast_math": True}
 
 
 def build(kind, params, arch, out_idx=None, pass_configs=None):
-    """tilecore.compile of one kernel for the device (the cubin from the disk cache)."""
-    pc = PASS_CONFIGS if pass_configs is None else pass_configs
+    """tilecore.compile of one kernel for the device (the cubin from the disk cache). A config's
+    own "pass_configs" entry (as in TileLang's autotuner) adds to the run's compile options."""
+    params = dict(params)
+    pc = dict(PASS_CONFIGS if pass_configs is None else pass_configs, **params.pop("pass_configs", {}))
     return tilecore.compile(PROGRAMS[kind](**params), out_idx=out_idx, target=f"cuda:{arch}", pass_configs=pc)
 
 
-def sweep(make_run, configs, ref, tol, label):
+def sweep(make_run, configs, ref, tol, label, runs=None):
     """Build, check (outputs poisoned with NaN first) and time each config; (sorted [(ms, cfg,
     err)], notes). `make_run(cfg)` returns (run, outputs, pick) where run() refills `outputs`
-    and pick() is the tensor compared with `ref`."""
+    and pick() is the tensor compared with `ref`. `runs` (a dict) receives each timed config's
+    run() under id(cfg), for a later paired timing of the best."""
     timed, notes = [], []
     for cfg in configs:
         try:
@@ -69,6 +73,8 @@ def sweep(make_run, configs, ref, tol, label):
                 raise AssertionError(f"relative error {err:.3e} > {tol:.0e}")
             ms = gpu.bench(run)
             timed.append((ms, cfg, err))
+            if runs is not None:
+                runs[id(cfg)] = run
             notes.append(f"{label} {cfg}: {ms:.3f} ms err {err:.2e} build {build_s:.1f}s")
         except Exception as e:  # report it and try the next config
             notes.append(f"{label} {cfg}: FAILED {type(e).__name__}: {str(e).splitlines()[0][:200]}")
@@ -97,6 +103,35 @@ def fastest_sdpa(torch, fn, names=("CUDNN_ATTENTION", "FLASH_ATTENTION")):
         if best[1] is None or ms < best[1]:
             best = (name.lower(), ms, out)
     return best
+
+
+def sdpa_call(fn, name):
+    """`fn` run under the SDPA backend `name` (as fastest_sdpa reports it)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend = getattr(SDPBackend, name.upper())
+
+    def call():
+        with sdpa_kernel(backend):
+            return fn()
+
+    return call
+
+
+def paired(torch, timed, runs, peer_fn) -> dict | None:
+    """The best config and the peer timed alternately (gpu_paired.bench_pair): two do_bench
+    medians taken seconds apart also compare two clock states (on the H200 the same forward
+    config ran 0.900 ms first and 0.947 ms last in one sweep, the board being power capped).
+    `ratio` > 1: ours is faster; None when nothing was timed or the pair failed."""
+    if not timed or peer_fn is None or id(timed[0][1]) not in runs:
+        return None
+    try:
+        reps = 60 if timed[0][0] < 1.0 else 24
+        p = gpu_paired.bench_pair(torch, runs[id(timed[0][1])], peer_fn, reps=reps)
+    except Exception as e:  # keep the unpaired row
+        print(f"paired timing failed: {type(e).__name__}: {str(e)[:160]}", flush=True)
+        return None
+    return dict(ours_ms=p["a_ms"], peer_ms=p["b_ms"], ratio=p["ratio"], mhz=p["mhz"], watts=p["watts"])
 
 
 def row(kind, case, timed, notes, peer, peer_ms, work, unit, extra=None):
@@ -137,9 +172,10 @@ def case_fwd(torch, arch, configs, d, s, causal, b=None, h=None, dtype="bfloat16
         o = torch.empty_like(q)
         return (lambda: kern(q, k, v, o)), [o], (lambda: o)
 
-    timed, notes = sweep(make_run, configs, ref, 2e-2, "tilecore")
+    runs = {}
+    timed, notes = sweep(make_run, configs, ref, 2e-2, "tilecore", runs)
     gflop = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0) / 1e9
-    return row(
+    r = row(
         "attention-fwd",
         f"attention fwd {dtype} b{b} h{h} s{s} d{d}{' causal' if causal else ''}",
         timed,
@@ -149,6 +185,8 @@ def case_fwd(torch, arch, configs, d, s, causal, b=None, h=None, dtype="bfloat16
         gflop,
         "TFLOP/s",
     )
+    r["paired"] = paired(torch, timed, runs, sdpa_call(sdpa, peer) if peer else None)
+    return r
 
 
 def case_bwd(torch, arch, configs, d, s, causal):
@@ -251,7 +289,8 @@ def case_decode(torch, arch, configs, kv_len, paged):
 
         return run, [out], (lambda: out)
 
-    timed, notes = sweep(make_run, configs, ref, 2e-2, "tilecore")
+    runs = {}
+    timed, notes = sweep(make_run, configs, ref, 2e-2, "tilecore", runs)
     mb = 2.0 * b * kv_len * hk * d * 2 / 1e6
     r = row(
         "decode",
@@ -264,6 +303,7 @@ def case_decode(torch, arch, configs, kv_len, paged):
         "GB/s",
     )
     r["copy_fraction"] = r["rate"] / COPY_GBS[0] if "rate" in r and COPY_GBS else None
+    r["paired"] = paired(torch, timed, runs, sdpa_call(sdpa, peer) if peer else None)
     return r
 
 

@@ -49,7 +49,8 @@ def main(argv=None) -> int:
             print(f"{kind} {a}: FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
             continue
         print(f"== {r['case']}: {r.get('ms')} ms ({r.get('rate')}) peer {r.get('peer')} {r.get('peer_ms')} "
-              f"ratio {r.get('ratio')} cfg {r.get('config')} ({time.perf_counter() - t0:.0f}s)", flush=True)
+              f"ratio {r.get('ratio')} paired {r.get('paired')} cfg {r.get('config')} "
+              f"({time.perf_counter() - t0:.0f}s)", flush=True)
         for n in r["notes"]:
             print("   ", n, flush=True)
     pool.shutdown(wait=False, cancel_futures=True)

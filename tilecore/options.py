@@ -48,6 +48,13 @@ class Options:
       than the same tile without it on the H200, BENCHMARKS.md): persistent warp-specialized
       GEMMs of one consumer warpgroup get a second one on alternate tiles
       (tilecore.lower.pingpong).
+    - ``warpgroup_turns`` (``tilecore.warpgroup_turns``, off): the consumer warpgroups of a
+      warp-specialized kernel take turns issuing each loop iteration's gemms, FlashAttention-3's
+      scheduler barrier (tilecore.lower.wg_turns); for FlashAttention's forward.
+    - ``ws_persistent_any`` (``tilecore.ws_persistent_any``, off): persistent tile scheduling
+      (warp_specialize._persistent) also for warp-specialized kernels whose one staged loop is
+      not a bare GEMM main loop, given a trip count every tile shares (FlashAttention's
+      non-causal forward: the producer loads the next tile's K/V during the epilogue).
     - ``mbarrier_suspend_hint`` (``tilecore.mbarrier_suspend_hint``, off): every mbarrier wait of
       a warp-specialized kernel passes a suspend-time hint (tilecore.lower.pingpong.SUSPEND_NS),
       so a waiting warp is parked instead of re-polling (for A/B runs on the H200).
@@ -73,6 +80,8 @@ class Options:
     disable_tma_store: bool = False
     ws_pingpong: bool = False
     mbarrier_suspend_hint: bool = False
+    warpgroup_turns: bool = False
+    ws_persistent_any: bool = False
     copy_interleave: bool = False
     copy_spread: bool = False
 
@@ -94,6 +103,8 @@ HONOURED = {
     "tilecore.disable_tma_store": "disable_tma_store",
     "tilecore.ws_pingpong": "ws_pingpong",
     "tilecore.mbarrier_suspend_hint": "mbarrier_suspend_hint",
+    "tilecore.warpgroup_turns": "warpgroup_turns",
+    "tilecore.ws_persistent_any": "ws_persistent_any",
     "tilecore.enable_copy_interleave": "copy_interleave",
     "tilecore.copy_spread": "copy_spread",
 }

@@ -39,6 +39,7 @@ from ..ir.thread import (
     TmaLoad,
     TmaStore,
     VecMove,
+    WarpgroupTurn,
     WarpSpecialized,
     find_kernel,
 )
@@ -52,6 +53,7 @@ from .intrinsics import run_intrinsic
 from .mbarrier import MbarrierState
 from .race import SyncClock
 from .tasks import TaskGroup
+from .turns import TurnCounts, no_region
 from .wgmma import WgmmaState
 
 
@@ -151,6 +153,7 @@ class Block:
             self.asyncs = AsyncState(self.T)
             self.mbarriers = MbarrierState()
             self.tasks: TaskGroup | None = None
+            self.turns: TurnCounts | None = None
             self.wg = WgmmaState(self.T, self.wgmma_regs) if self.wgmma_regs else None
             for b in k.shared:
                 self.shared[id(b)] = np.full(b.shape[0], S.poison_value(b.dtype), dtype=b.dtype.np)
@@ -355,6 +358,10 @@ class Block:
             self.asyncs.wait(self, s.queue, s.pending, mask)
         elif isinstance(s, WarpSpecialized):
             self._warp_specialized(s, mask)
+        elif isinstance(s, WarpgroupTurn):
+            if self.turns is None:
+                raise no_region(self.loc)
+            self.turns.execute(s, mask, self.loc)
         elif isinstance(s, (MbarrierInit, MbarrierArrive, MbarrierWait, TmaLoad, TmaStore)):
             self.mbarriers.execute(self, s, mask)
         elif isinstance(s, Atomic):
@@ -385,13 +392,15 @@ class Block:
         size = s.split // s.groups  # ping-pong consumer groups run as tasks of their own
         groups = [cons & (self.tid // size == g) for g in range(s.groups)]
         self.tasks = TaskGroup()
+        self.turns = TurnCounts(s.split)
         try:
             # the producer first, until it blocks: its copies are then in flight while the
             # consumers run, so a consumer read that skips its wait is caught as a race
             self.tasks.run([lambda: self.exec(s.producer, prod)] +
                            [lambda m=m: self.exec(s.consumer, m) for m in groups])
+            self.turns.check(self.loc)
         finally:
-            self.tasks = None
+            self.tasks = self.turns = None
     def _wgmma_state(self) -> WgmmaState:
         """The block's wgmma queue state (made on first use by a kernel without wgmma calls)."""
         if self.wg is None:

@@ -622,10 +622,38 @@ class WarpSpecialized(Stmt):
                 raise TypeError("setmaxnreg counts are multiples of 8 in 24..256")
 
 
+@dataclass(frozen=True)
+class WarpgroupTurn(Stmt):
+    """FlashAttention-3's warpgroup scheduler barrier: the `groups` consumer warpgroups of a
+    warp-specialized kernel take turns issuing their tensor-core work, so one warpgroup's
+    softmax runs while the tensor cores do another's products (tilecore.lower.wg_turns).
+
+    kind "wait": warpgroup w waits on hardware barrier `base_id + w` until the previous
+    warpgroup passed it the turn (`bar.sync id, 256`: its 128 threads and the passer's 128);
+    "pass": warpgroup w hands the turn to warpgroup (w + 1) % groups (`bar.arrive`, no wait).
+    `only` >= 0: only that warpgroup executes it (the first turn, handed to warpgroup 0 by the
+    last, and warpgroup 0's closing wait that takes the last warpgroup's final pass). Orders
+    no memory (a scheduling hint, like FA3's): the emulator checks only that every barrier
+    gets as many passes as waits, since a mismatch hangs a GPU."""
+
+    kind: str
+    base_id: int
+    groups: int = 2
+    only: int = -1
+    loc: SourceLoc | None = None
+
+    def __post_init__(self):
+        if self.kind not in ("wait", "pass"):
+            raise TypeError(f"unknown warpgroup turn kind {self.kind!r}")
+        if self.groups < 2 or not 1 <= self.base_id <= 16 - self.groups or self.only >= self.groups:
+            raise TypeError("a warpgroup turn needs 2+ groups, ids base_id.. in 1..15, only < groups")
+
+
 CONSUMER_BARRIER_ID = 1  # the named barrier of a WarpSpecialized consumer
 
 
-HOPPER_STMTS = (MbarrierInit, MbarrierArrive, MbarrierWait, TmaLoad, TmaStore, AsyncFence, WarpSpecialized)
+HOPPER_STMTS = (MbarrierInit, MbarrierArrive, MbarrierWait, TmaLoad, TmaStore, AsyncFence, WarpSpecialized,
+                WarpgroupTurn)
 
 THREAD_STMTS = (ThreadKernel, MemStore, VecMove, Barrier, AsyncCopy, AsyncCommit, AsyncWait, Atomic,
                 IntrinsicCall) + HOPPER_STMTS

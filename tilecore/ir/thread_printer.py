@@ -25,6 +25,7 @@ from .thread import (
     TmaLoad,
     TmaStore,
     VecMove,
+    WarpgroupTurn,
     WarpSpecialized,
 )
 
@@ -110,6 +111,9 @@ class ThreadPrinter(Printer):
             self.emit(depth, f"async_wait({s.queue}, pending={s.pending})")
         elif isinstance(s, AsyncFence):
             self.emit(depth, f"async_fence({s.kind})")
+        elif isinstance(s, WarpgroupTurn):
+            who = f", warpgroup {s.only} only" if s.only >= 0 else ""
+            self.emit(depth, f"warpgroup_turn_{s.kind}(id={s.base_id} + warpgroup, groups={s.groups}{who})")
         elif isinstance(s, WarpSpecialized):
             regs = f", setmaxnreg {s.producer_regs}" if s.producer_regs else ""
             self.emit(depth, f"producer (threads >= {s.split}{regs}):")

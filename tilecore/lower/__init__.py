@@ -12,6 +12,8 @@ Passes, in order (their names are anchors for backends' `tile_passes`):
   the math;
 - ``insert-barriers``: block barriers wherever shared memory passes between threads (skipped
   under ``pass_configs={"tl.disable_thread_storage_sync": True}``);
+- ``warpgroup-turns`` (option ``warpgroup_turns``): warp-specialized consumer warpgroups
+  take turns issuing their gemms (FlashAttention-3's scheduler barrier);
 - ``fragment-pipeline``: in asynchronous-copy pipelines of mma.sync gemms, the next k tile's
   first operand fragments load before this tile's last mmas;
 - ``wide-offsets``: int64 offsets into global buffers that may hold 2^31 elements or more.
@@ -41,6 +43,7 @@ from .proxy_fences import prune_proxy_fences
 from .smem_plan import plan_kernel
 from .tensorize import gemm_answer
 from .threads import lower_launch
+from .wg_turns import warpgroup_turns
 from .wgmma_async import place_async_waits
 from .wgmma_groups import merge_wgmma_waits
 from .wide_offsets import wide_offsets
@@ -61,6 +64,10 @@ def _pipelines_fragments(desc: TargetDesc) -> bool:
 
 def _pingpongs(desc: TargetDesc) -> bool:
     return desc.facts.lowers_to_threads and getattr(desc.options, "ws_pingpong", False)
+
+
+def _turns(desc: TargetDesc) -> bool:
+    return desc.facts.lowers_to_threads and getattr(desc.options, "warpgroup_turns", False)
 
 
 def _suspend_hinted(desc: TargetDesc) -> bool:
@@ -134,7 +141,8 @@ def async_pipelines(module: Module, desc: TargetDesc) -> Module:
         if not isinstance(n, ThreadKernel):
             return None
         return async_pipeline(n, desc.facts, tma=not desc.options.disable_tma_lower,
-                              warp_specialize=not desc.options.disable_warp_specialized)
+                              warp_specialize=not desc.options.disable_warp_specialized,
+                              persistent_any=getattr(desc.options, "ws_persistent_any", False))
 
     return module.with_func(module.func.with_body(rewrite(module.func.body, fn, stop=_KERNEL)))
 
@@ -173,6 +181,17 @@ def pingpong_consumers(module: Module, desc: TargetDesc) -> Module:
 
     def fn(n):
         return pingpong(n, desc.facts) if isinstance(n, ThreadKernel) else None
+
+    return module.with_func(module.func.with_body(rewrite(module.func.body, fn, stop=_KERNEL)))
+
+
+def warpgroup_turn_barriers(module: Module, desc: TargetDesc) -> Module:
+    """Invariant (option `warpgroup_turns`): the consumer warpgroups of a warp-specialized
+    kernel take turns issuing each loop iteration's gemms (FlashAttention-3's scheduler
+    barrier, tilecore.lower.wg_turns); other kernels are unchanged."""
+
+    def fn(n):
+        return warpgroup_turns(n) if isinstance(n, ThreadKernel) else None
 
     return module.with_func(module.func.with_body(rewrite(module.func.body, fn, stop=_KERNEL)))
 
@@ -220,6 +239,7 @@ LOWERING_PASSES: list[Pass] = [
     Pass("prefetch-pipelined", prefetch_pipelined, _lowers),
     Pass("insert-barriers", barriers, _syncs),
     Pass("pingpong-consumers", pingpong_consumers, _pingpongs),
+    Pass("warpgroup-turns", warpgroup_turn_barriers, _turns),
     Pass("mbarrier-suspend-hint", mbarrier_suspend_hints, _suspend_hinted),
     Pass("fragment-pipeline", fragment_pipelines, _pipelines_fragments),
     Pass("wide-offsets", wide_offsets, _lowers),

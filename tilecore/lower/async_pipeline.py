@@ -384,13 +384,15 @@ def _fresh(base: str, names: set) -> str:
 
 
 def async_pipeline(kernel: ThreadKernel, facts: TargetFacts, tma: bool = True,
-                   warp_specialize: bool = True) -> ThreadKernel:
+                   warp_specialize: bool = True, persistent_any: bool = False) -> ThreadKernel:
     """`kernel` with its T.Pipelined loops turned into multi-stage asynchronous-copy pipelines
     where the target has asynchronous copies and the loop's copies qualify (module docstring);
     TMA stages where the target has TMA and `tma`, warp-specialized where every staged loop
-    qualifies and `warp_specialize` (tilecore.lower.tma_pipeline, .warp_specialize)."""
+    qualifies and `warp_specialize` (tilecore.lower.tma_pipeline, .warp_specialize);
+    `persistent_any`: persistent tiles also for a staged loop that is not a bare GEMM main loop
+    (option `ws_persistent_any`, warp_specialize._persistent)."""
     if tma and warp_specialize and ws_possible(kernel, facts):
-        out = _pipelines(kernel, facts, True, WsPlan(kernel, facts))
+        out = _pipelines(kernel, facts, True, WsPlan(kernel, facts, persistent_any))
         if out is not None:
             return out
     return _pipelines(kernel, facts, tma, None) or kernel

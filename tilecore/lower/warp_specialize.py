@@ -39,7 +39,7 @@ REGISTER_FILE = 65536  # 32-bit registers per multiprocessor (one block resident
 class WsPlan:
     """What the pipeline pass collects for one kernel in warp-specialized mode."""
 
-    def __init__(self, kernel: ThreadKernel, facts):
+    def __init__(self, kernel: ThreadKernel, facts, persistent_any: bool = False):
         self.split = kernel.num_threads
         self.producer_thread = kernel.num_threads  # the elected producer: first of its warpgroup
         self.producers: list[Stmt] = []
@@ -57,6 +57,7 @@ class WsPlan:
         self.trips = []  # per staged loop: its trip count
         self.persistent = persistent_grid(kernel, facts)
         self.base = Var("tile_base") if self.persistent else None
+        self.persistent_any = persistent_any  # option ws_persistent_any: any body (_persistent)
 
 
 def persistent_grid(kernel: ThreadKernel, facts) -> int | None:
@@ -142,17 +143,21 @@ def assemble(kernel: ThreadKernel, plan: WsPlan, body: Stmt, inits: list,
 def _persistent(kernel: ThreadKernel, plan: WsPlan, hoist: list, producer: Stmt, consumer: Stmt):
     """(grid, block_vars, producer, consumer) of the persistent form, or None where it does not
     apply: one staged loop, whose wgmma wait was relaxed (a GEMM main loop: the body is the
-    tensor-core issue alone), with a trip count every tile shares.
+    tensor-core issue alone; with `plan.persistent_any` any body, e.g. FlashAttention's forward
+    over the key tiles), with a trip count every tile shares.
 
     Block b of the G = `plan.persistent` blocks runs tiles t = b, b + G, ... of the original
     grid (t in launch order: bx = t % gx, by = t // gx % gy, ...), both roles walking the same
     tiles; each role re-binds the original block indices and the hoisted lets per tile and the
     rings count the block's k tiles across its tiles (`tile_base` = tiles done x trip count), so
     the producer fills the next tile's stages while the consumers run the epilogue."""
-    if plan.persistent is None or len(plan.relaxed) != 1 or not plan.relaxed[0]:
+    if plan.persistent is None or len(plan.relaxed) != 1 or not (plan.relaxed[0] or plan.persistent_any):
         return None
     trips = plan.trips[0]
     block = set(map(id, kernel.block_vars)) | {id(kernel.thread_var)}
+    for h in hoist:  # a hoisted let of block-index arithmetic (a causal loop's length) is per tile
+        if any(isinstance(n, Var) and id(n) in block for n in walk(h.value)):
+            block.add(id(h.var))
     if any(isinstance(n, Var) and id(n) in block for n in walk(trips)):
         return None  # a trip count that depends on the tile
     dims = [const_int(g) for g in kernel.grid]

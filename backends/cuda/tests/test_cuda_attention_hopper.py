@@ -163,3 +163,21 @@ def test_atomic_run_needs_consecutive_aligned_offsets_on_one_buffer():
     assert atomic_run(run([1, 2, 3, 4]), 0) == 1  # starts at an odd element: not provably aligned
     assert atomic_run(run([2, 3, 4, 5]), 0) == 2  # even but not a multiple of 4
     assert atomic_run(run([0, 1, 2, 3], [buf, other, buf, buf]), 0) == 1
+
+
+@needs_nvcc
+def test_warpgroup_turns_render_as_bar_sync_and_arrive(tmp_path):
+    """FA3's scheduler barrier (option tilecore.warpgroup_turns) in the overlapped forward:
+    `bar.sync` on the warpgroup's own barrier (2 + warpgroup) before each issued run,
+    `bar.arrive` on the other's after it; ptxas keeps every HGMMA group and spills nothing."""
+    import flash_attention
+
+    src = tilecore.compile(flash_attention.program(**FWD, overlap=True), target="cuda:sm_90a",
+                           pass_configs={"tilecore.warpgroup_turns": True}).get_kernel_source()
+    waits = src.count('"bar.sync %0, 256;" :: "r"(2 + ((int)threadIdx.x / 128))')
+    passes = src.count('"bar.arrive %0, 256;" :: "r"(2 + (((int)threadIdx.x / 128) + 1) % 2)')
+    assert (waits, passes) == (4, 4)  # three branches + warpgroup 0's closing wait / the first pass
+    log, sass = _ptxas(src, tmp_path)
+    assert "0 bytes spill stores" in log and "C7512" not in log
+    if sass:
+        assert sass.count("BAR.ARV") == 4 and sass.count("HGMMA") == 32

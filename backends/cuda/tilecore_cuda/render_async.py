@@ -226,6 +226,20 @@ class AsyncRenderMixin:
             return
         self.emit(f'asm volatile("cp.async.wait_group {int(s.pending)};" ::: "memory");')
 
+    def stmt_WarpgroupTurn(self, s) -> None:
+        """FA3's scheduler barrier (tilecore.ir.thread.WarpgroupTurn): "wait" is `bar.sync` on
+        the warpgroup's own barrier, "pass" a `bar.arrive` on the next warpgroup's; each counts
+        two warpgroups (the waiter's threads and the passer's)."""
+        wg = "((int)threadIdx.x / 128)"
+        if s.kind == "wait":
+            bar, op = f"{s.base_id} + {wg}", "bar.sync"
+        else:
+            bar, op = f"{s.base_id} + ({wg} + 1) % {s.groups}", "bar.arrive"
+        stmt = f'asm volatile("{op} %0, 256;" :: "r"({bar}) : "memory");'
+        if s.only >= 0:
+            stmt = f"if ({wg} == {s.only}) {{ {stmt} }}"
+        self.emit(f"{stmt}  // warpgroup turn: {s.kind}")
+
     def stmt_Barrier(self, s) -> None:
         """Block barriers as the base does; `bar.sync id, count` for named and warpgroup ones."""
         if s.scope == "block":
