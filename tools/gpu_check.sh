@@ -12,6 +12,8 @@
 #        both attention kernels and the row kernels as tilecore builds them (NVRTC) and puts the
 #        instruction counts (LDGSTS, LDSM, HMMA, HGMMA, STG.E.128, LDL/STL, ...) in the summary;
 #        the nvcc -Xptxas -v register/spill report of the same kernels goes to sass.log.
+#        EXAMPLE_JOBS=N runs N examples at once; SKIP_INSTALL=1 skips the offline install (for
+#        several invocations running concurrently after one that installed).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/tilecore_gpu_check}
@@ -38,7 +40,9 @@ pytest_line() { grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|error)' "$1" | tai
 # Offline install: setuptools is on the machine, nothing is fetched.
 pkgs=(-e . -e backends/interp -e backends/cuda)
 [ -f conformance/pyproject.toml ] && pkgs+=(-e conformance)
-if ! $PY -m pip install -q --no-build-isolation --no-deps "${pkgs[@]}" >>"$OUT/env.log" 2>&1; then
+# SKIP_INSTALL=1: an earlier invocation on this machine installed the tree (lets several stages
+# run as concurrent invocations without racing pip over one site-packages).
+if [ "${SKIP_INSTALL:-0}" != 1 ] && ! $PY -m pip install -q --no-build-isolation --no-deps "${pkgs[@]}" >>"$OUT/env.log" 2>&1; then
   row install FAIL "pip install -e (see env.log)" 0; cat "$SUMMARY"; exit 1
 fi
 $PY -c 'import tilecore.plugins as p; print("targets:", p.targets(runnable_only=True))' >>"$OUT/env.log" 2>&1
@@ -63,13 +67,26 @@ for stage in $STAGES; do
     ;;
   examples)
     : >"$OUT/examples.log"
+    # EXAMPLE_JOBS=N runs N examples at a time (correctness only: their own timings then overlap);
+    # each writes its own log, appended in order afterwards.
+    mkdir -p "$OUT/example_logs"
+    run_example() {  # FILE -> "rc seconds" in example_logs/NAME.rc
+      local f=$1 n t1; n=$(basename "$f" .py); t1=$(date +%s)
+      timeout "${EXAMPLE_TIMEOUT:-30}" $PY "$f" cuda >"$OUT/example_logs/$n.log" 2>&1
+      echo "$? $(($(date +%s) - t1))" >"$OUT/example_logs/$n.rc"
+    }
+    jobs_max=${EXAMPLE_JOBS:-1}
     for f in examples/*.py; do
-      t1=$(date +%s)
-      timeout "${EXAMPLE_TIMEOUT:-30}" $PY "$f" cuda >>"$OUT/examples.log" 2>&1
-      rc=$?
-      row "example $(basename "$f" .py)" "$([ $rc = 0 ] && echo PASS || echo "FAIL (rc $rc)")" \
-        "python $f cuda" $(($(date +%s) - t1))
+      run_example "$f" &
+      while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
     done
+    wait
+    for f in examples/*.py; do
+      n=$(basename "$f" .py); read -r rc secs <"$OUT/example_logs/$n.rc"
+      cat "$OUT/example_logs/$n.log" >>"$OUT/examples.log"
+      row "example $n" "$([ "$rc" = 0 ] && echo PASS || echo "FAIL (rc $rc)")" "python $f cuda" "$secs"
+    done
+    rm -rf "$OUT/example_logs"
     ;;
   conformance)
     if ! $PY -c 'import tilecore_conformance.suite' 2>/dev/null; then
