@@ -16,6 +16,7 @@ from ..dtypes import (
     uint8,
     uint16,
     uint32,
+    uint64,
 )
 from ..ir.expr import cast
 from .allreduce import attr, comm_reducer, evaluate, tvm_thread_allreduce
@@ -111,6 +112,7 @@ from .ops import round_ as round  # noqa: A004
 from .parser import macro, prim_func
 from .persistent import Persistent
 from .pointers import make_tensor, ptr
+from .reducers import alloc_reducer, finalize_reducer
 from .sparse_ops import gemm_sp
 from .thread_level import (
     access_ptr,
@@ -160,6 +162,7 @@ __all__ = [
     "max_value", "min", "min_value", "pow", "prim_func", "reduce_abssum",
     "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum", "region", "round", "rsqrt", "serial",
     "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "trunc", "uint8", "uint16", "uint32",
+    "uint64",
     "unroll", "use_swizzle", "vectorized", "half", "float",
     "const", "empty", "floordiv", "floormod", "shift_left", "shift_right", "bitwise_and",
     "bitwise_or", "bitwise_xor", "bitwise_not", "print", "print_format", "device_assert",
@@ -175,4 +178,5 @@ __all__ = [
     "ptx_cp_async", "ptx_commit_group", "ptx_wait_group",
     "wgmma_gemm", "wait_wgmma", "fence_proxy_async", "cp_async_barrier_noinc", "gemm_sp",
     "attr", "comm_reducer", "evaluate", "tvm_thread_allreduce", "make_tensor", "ptr",
+    "alloc_reducer", "finalize_reducer",
 ]

@@ -31,7 +31,7 @@ from ..ir.loops import While
 from ..ir.module import PrimFunc
 from ..ir.stmt import For, IfThenElse, KernelLaunch, LetStmt, SeqStmt, Store
 from . import builder as bld
-from . import intops, loop_exit, persistent
+from . import intops, loop_exit, persistent, reducers
 from .global_views import view_ref
 from .ops import KernelSpec, LoopSpec, TensorSpec
 from .persistent import PersistentSpec
@@ -365,6 +365,9 @@ class Parser:
                 )
             buf = ref.buffer
             val = self.value_expr(value, buf.dtype)
+            if id(buf) in self.b.reducers:  # T.alloc_reducer: the update forms (reducers.py)
+                reducers.store(self.b, buf, ref.items, val)
+                return
             self.b.emit(Store(buf, tuple(as_expr(i) for i in ref.items), cast(val, buf.dtype), self.b.loc))
         elif isinstance(target, (ast.Tuple, ast.List)):
             if not isinstance(value, (tuple, list)) or len(value) != len(target.elts):
