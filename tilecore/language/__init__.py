@@ -22,11 +22,13 @@ from ..ir.expr import cast
 from .allreduce import attr, comm_reducer, evaluate, tvm_thread_allreduce
 from .async_ops import cp_async_barrier_noinc, fence_proxy_async, wait_wgmma, wgmma_gemm
 from .bitcast import reinterpret
+from .buffer_annotations import FragmentBuffer, LocalBuffer, SharedBuffer
 from .builder import builtin
 from .compat_ops import Cast, alloc_global, clamp, dtype, truncdiv, truncmod
 from .compat_ops import alloc_buffer as alloc_buffer
 from .debug_ops import device_assert, print_format
 from .debug_ops import print as print  # noqa: A004 - T.print mirrors TileLang
+from .dot_ops import dp4a, index_to_coordinates
 from .eager import const, empty
 from .global_views import im2col
 from .grid_sync import sync_grid as sync_grid
@@ -178,5 +180,6 @@ __all__ = [
     "ptx_cp_async", "ptx_commit_group", "ptx_wait_group",
     "wgmma_gemm", "wait_wgmma", "fence_proxy_async", "cp_async_barrier_noinc", "gemm_sp",
     "attr", "comm_reducer", "evaluate", "tvm_thread_allreduce", "make_tensor", "ptr",
-    "alloc_reducer", "finalize_reducer",
+    "alloc_reducer", "finalize_reducer", "SharedBuffer", "FragmentBuffer", "LocalBuffer",
+    "dp4a", "index_to_coordinates",
 ]

@@ -32,6 +32,7 @@ from ..ir.module import PrimFunc
 from ..ir.stmt import For, IfThenElse, KernelLaunch, LetStmt, SeqStmt, Store
 from . import builder as bld
 from . import intops, loop_exit, persistent, reducers
+from .buffer_annotations import check_macro_args
 from .global_views import view_ref
 from .ops import KernelSpec, LoopSpec, TensorSpec
 from .persistent import PersistentSpec
@@ -239,6 +240,7 @@ class Parser:
                                   hint=f"the macro's signature is {self.fn.__name__}"
                                   f"{inspect.signature(self.fn)}") from e
         sig.apply_defaults()
+        check_macro_args(self.fn, sig.arguments, self.b.loc)  # T.SharedBuffer(...) annotations
         self.scopes = [_Scope("macro")]
         self.scopes[0].vars.update(sig.arguments)
         for s in fdef.body:
