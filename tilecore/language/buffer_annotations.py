@@ -53,10 +53,7 @@ def _same_shape(got, want) -> bool:
 
 
 def _maker(scope: str, name: str):
-    def make(shape, dtype="float32", *args, **kwargs) -> BufferAnnotation:
-        if args or kwargs:
-            raise TileTypeError(f"{name}({shape!r}, {dtype!r}, ...): only shape and dtype are "
-                                "read", hint=f"write {name}(shape, dtype)")
+    def make(shape, dtype="float32") -> BufferAnnotation:
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         return BufferAnnotation(scope, shape, dt.as_dtype(dtype))
 
