@@ -108,3 +108,19 @@ def test_macro_buffer_annotations_check_their_arguments():
         def k3(A: T.Tensor((16,), T.float32)):
             with T.Kernel(1, threads=32) as bx:
                 _double(T.alloc_shared((8,), T.float32), T.alloc_fragment((16,), T.float32))
+
+
+def test_get_block_binding_is_the_kernels_block_index():
+    @T.prim_func
+    def k(A: T.Tensor((3, 4), T.int32)):
+        with T.Kernel(4, 3, threads=32) as (bx, by):
+            A[T.get_block_binding(1), T.get_block_binding(0)] = by * 10 + bx
+
+    a = np.zeros((3, 4), np.int32)
+    tilecore.compile(k, target="interp")(a)
+    np.testing.assert_array_equal(a, np.arange(3)[:, None] * 10 + np.arange(4))
+    with pytest.raises(TileShapeError, match="the grid has 2 dimension"):
+        @T.prim_func
+        def k2(A: T.Tensor((3, 4), T.int32)):
+            with T.Kernel(4, 3, threads=32) as (bx, by):
+                A[0, 0] = T.get_block_binding(2)

@@ -121,6 +121,7 @@ from .thread_level import (
     alloc_barrier,
     barrier_arrive,
     barrier_wait,
+    get_block_binding,
     get_thread_binding,
     mbarrier_arrive,
     mbarrier_wait_parity,
@@ -181,5 +182,5 @@ __all__ = [
     "wgmma_gemm", "wait_wgmma", "fence_proxy_async", "cp_async_barrier_noinc", "gemm_sp",
     "attr", "comm_reducer", "evaluate", "tvm_thread_allreduce", "make_tensor", "ptr",
     "alloc_reducer", "finalize_reducer", "SharedBuffer", "FragmentBuffer", "LocalBuffer",
-    "dp4a", "index_to_coordinates",
+    "dp4a", "index_to_coordinates", "get_block_binding",
 ]
