@@ -14,8 +14,10 @@ from .errors import (
     TileTargetError,
     caller_loc,
 )
+from .ir.const_dtypes import check as check_const_dtypes
 from .ir.module import Module, ModuleAttrs, PrimFunc
 from .ir.pointers import check_target as check_pointers
+from .ir.reducers import check as check_reducers
 from .ir.static_checks import check_program
 from .kernel import Kernel, normalize_out_idx
 from .language import eager
@@ -45,6 +47,8 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None,  # n
     _one_kernel_unless_interp(func, t)
     subbyte.check_kernel(func, t, out_idx)  # int4: the targets that run it, inputs only
     check_pointers(func, t)  # T.make_tensor: interp only
+    check_reducers(func, t)  # T.alloc_reducer: used in order; interp and cpu
+    check_const_dtypes(func)  # T.uint64: build-time constants only
     # the user's mistakes (a zero grid, an unbound T.dynamic) first: a target asked whether it
     # supports the program may lower it, and must not be the one to trip over them. All but the
     # shared-memory budget here: it imports the lowering's planner (the whole tilecore.lower

@@ -118,12 +118,19 @@ bool_ = DType("bool", "bool", 8)
 # tilecore.subbyte. Not in ALL: ALL is the set every backend runs.
 int4 = DType("int4", "int", 4)
 
+# TileLang's `T.uint64`: build-time constants (`T.uint64(0)`, the opaque handle TVM's
+# `reduce_scope` attribute takes) and host tensors; a kernel value of it is refused when
+# compiled (tilecore.ir.const_dtypes): integers compute as int64 here, which holds no uint64
+# above 2**63 - 1. Not in ALL.
+uint64 = DType("uint64", "uint", 64)
+CONST_ONLY: tuple[DType, ...] = (uint64,)
+
 ALL: tuple[DType, ...] = (
     float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2,
     int8, int16, int32, int64, uint8, uint16, uint32, bool_,
 )
 SUB_BYTE: tuple[DType, ...] = (int4,)
-BY_NAME: dict[str, DType] = {d.name: d for d in ALL + SUB_BYTE}
+BY_NAME: dict[str, DType] = {d.name: d for d in ALL + SUB_BYTE + CONST_ONLY}
 
 _NUMPY: dict[str, np.dtype] = {
     "float16": np.dtype(np.float16),
@@ -139,6 +146,7 @@ _NUMPY: dict[str, np.dtype] = {
     "uint8": np.dtype(np.uint8),
     "uint16": np.dtype(np.uint16),
     "uint32": np.dtype(np.uint32),
+    "uint64": np.dtype(np.uint64),
     "bool": np.dtype(np.bool_),
     "int4": np.dtype(ml_dtypes.int4),
 }
@@ -155,7 +163,7 @@ _TORCH_NAMES = {
     "float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "float64": "float64",
     "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2", "int8": "int8",
     "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8", "uint16": "uint16",
-    "uint32": "uint32", "bool": "bool",
+    "uint32": "uint32", "uint64": "uint64", "bool": "bool",
     "int4": "int8",  # TileLang's as_torch(): int8 storage of packed pairs
 }
 
@@ -178,7 +186,7 @@ def as_dtype(value) -> DType:
         except TypeError:
             npd = None
         if npd is not None:
-            for d in ALL + SUB_BYTE:
+            for d in ALL + SUB_BYTE + CONST_ONLY:
                 if _NUMPY[d.name] == npd:
                     return d
         tname = str(value)

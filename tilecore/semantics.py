@@ -112,7 +112,7 @@ def wrap_int(x, d: DType):
 
 # dtype name -> the range of its C compute width (int_compute_dtype), for the no-overflow test
 _COMPUTE_RANGE = {d.name: (dt.min_value(int_compute_dtype(d)), dt.max_value(int_compute_dtype(d)))
-                  for d in dt.ALL + dt.SUB_BYTE if d.is_int}
+                  for d in dt.ALL + dt.SUB_BYTE + dt.CONST_ONLY if d.is_int}
 
 
 def wrap_result(x, d: DType):

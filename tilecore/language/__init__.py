@@ -16,16 +16,19 @@ from ..dtypes import (
     uint8,
     uint16,
     uint32,
+    uint64,
 )
 from ..ir.expr import cast
 from .allreduce import attr, comm_reducer, evaluate, tvm_thread_allreduce
 from .async_ops import cp_async_barrier_noinc, fence_proxy_async, wait_wgmma, wgmma_gemm
 from .bitcast import reinterpret
+from .buffer_annotations import FragmentBuffer, LocalBuffer, SharedBuffer
 from .builder import builtin
 from .compat_ops import Cast, alloc_global, clamp, dtype, truncdiv, truncmod
 from .compat_ops import alloc_buffer as alloc_buffer
 from .debug_ops import device_assert, print_format
 from .debug_ops import print as print  # noqa: A004 - T.print mirrors TileLang
+from .dot_ops import dp4a, index_to_coordinates
 from .eager import const, empty
 from .global_views import im2col
 from .grid_sync import sync_grid as sync_grid
@@ -111,12 +114,14 @@ from .ops import round_ as round  # noqa: A004
 from .parser import macro, prim_func
 from .persistent import Persistent
 from .pointers import make_tensor, ptr
+from .reducers import alloc_reducer, finalize_reducer
 from .sparse_ops import gemm_sp
 from .thread_level import (
     access_ptr,
     alloc_barrier,
     barrier_arrive,
     barrier_wait,
+    get_block_binding,
     get_thread_binding,
     mbarrier_arrive,
     mbarrier_wait_parity,
@@ -160,6 +165,7 @@ __all__ = [
     "max_value", "min", "min_value", "pow", "prim_func", "reduce_abssum",
     "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum", "region", "round", "rsqrt", "serial",
     "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "trunc", "uint8", "uint16", "uint32",
+    "uint64",
     "unroll", "use_swizzle", "vectorized", "half", "float",
     "const", "empty", "floordiv", "floormod", "shift_left", "shift_right", "bitwise_and",
     "bitwise_or", "bitwise_xor", "bitwise_not", "print", "print_format", "device_assert",
@@ -175,4 +181,6 @@ __all__ = [
     "ptx_cp_async", "ptx_commit_group", "ptx_wait_group",
     "wgmma_gemm", "wait_wgmma", "fence_proxy_async", "cp_async_barrier_noinc", "gemm_sp",
     "attr", "comm_reducer", "evaluate", "tvm_thread_allreduce", "make_tensor", "ptr",
+    "alloc_reducer", "finalize_reducer", "SharedBuffer", "FragmentBuffer", "LocalBuffer",
+    "dp4a", "index_to_coordinates", "get_block_binding",
 ]

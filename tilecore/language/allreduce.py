@@ -68,6 +68,11 @@ def attr(node, attr_key, value) -> ReduceScope:
         raise TileSyntaxError(f"T.attr({attr_key!r}) is not supported", b.loc,
                               hint="tilecore reads only T.attr(T.comm_reducer(...), 'reduce_scope', ...) "
                                    "around T.tvm_thread_allreduce; use T.* operations otherwise")
+    from .bitcast import Handle
+
+    if not (isinstance(value, (Handle, int)) or (isinstance(value, Expr) and value.dtype.is_int)):
+        raise TileTypeError(f"T.attr(..., 'reduce_scope', {value!r}): the value is TVM's opaque "
+                            "handle", b.loc, hint="pass T.reinterpret(T.uint64(0), dtype='handle')")
     b.reduce_scope = node
     return ReduceScope(node)
 

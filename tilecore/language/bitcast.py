@@ -21,6 +21,8 @@ every target already has, exactly:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .. import dtypes as dt
 from ..errors import TileTypeError
 from ..ir.expr import Const, Expr, Var, as_expr, binop, cast, select, unary
@@ -121,12 +123,23 @@ def _encode(x: Expr, s) -> Expr:
                                 binop("shl", cast(big_e, u), as_expr(m_bits, u))), cast(mant, u))
 
 
+@dataclass(frozen=True)
+class Handle:
+    """`T.reinterpret(x, dtype="handle")`: TVM's opaque pointer made from an integer. Only
+    `T.attr(..., "reduce_scope", handle)` takes one (tilecore.language.allreduce), where TVM
+    reads nothing from it; any other use fails as a non-value."""
+
+    value: Expr
+
+
 def reinterpret(value, dtype) -> Expr:
     """`value`'s bits as `dtype` (TileLang's `T.reinterpret(value, dtype)`; see the module
     docstring). TVM's argument order (`tirx.reinterpret(dtype, value)`) is
     `tilecore.tvm.tirx.reinterpret`."""
     if isinstance(value, str) or (isinstance(dtype, Expr) and not isinstance(value, Expr)):
         value, dtype = dtype, value  # T.reinterpret("float16", x): the dtype came first
+    if isinstance(dtype, str) and dtype == "handle":
+        return Handle(as_expr(value))
     src = as_expr(value)
     d = dt.as_dtype(dtype)
     s = src.dtype

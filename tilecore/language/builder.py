@@ -44,6 +44,7 @@ class Builder:
     reduce_scope: object = None  # `with T.attr(T.comm_reducer(...), "reduce_scope")` (allreduce.py)
     let_values: dict = field(default_factory=dict)  # id(let Var) -> (Var, value): proves extents
     parallel_loops: list = field(default_factory=list)  # enclosing T.Parallel (vars, extents)
+    reducers: dict = field(default_factory=dict)  # id(T.alloc_reducer buffer) -> op (reducers.py)
 
     def pending_name(self) -> str | None:
         """The name the statement being parsed assigns to (used to name allocated buffers)."""

@@ -30,6 +30,7 @@ from ..dtypes import (  # noqa: F401 - re-exported: TileLang's module has the dt
     uint8,
     uint16,
     uint32,
+    uint64,
 )
 
 

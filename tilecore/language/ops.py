@@ -310,6 +310,13 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
     if is_view_ref(src) or is_view_ref(dst):
         copy_view(src, dst)  # a regrouping view of a global tensor: an element copy
         return
+    from .views import regroups, tile_operands
+
+    if regroups(src) or regroups(dst):  # a regrouping T.reshape view: through a staging tile
+        src, dst, finish = tile_operands(src, dst, dst_read=False)
+        copy(src, dst, eviction_policy=eviction_policy)
+        finish()
+        return
     src_shape, dst_shape = shape_of(src), shape_of(dst)
     if src_shape is None and dst_shape is None:
         raise TileShapeError(
@@ -440,6 +447,10 @@ def fill(buffer, value) -> None:
     """Set every element of a buffer or region to `value`; an element (`T.fill(buf[0], v)`) is
     the one-element region at it, as in TileLang."""
     b = current()
+    from .views import regroups
+
+    if regroups(buffer):  # a regrouping T.reshape view holds exactly its base's elements
+        buffer = buffer.base
     one = (1,) * len(buffer.items) if isinstance(buffer, Ref) and buffer.is_element else None
     r = region_of(buffer, one, "fill target")
     b.emit(Fill(r, cast(as_expr(value, r.buffer.dtype), r.buffer.dtype), b.loc))
@@ -453,8 +464,13 @@ def clear(buffer) -> None:
 
 def _reduce(kind, src, dst, dim, clear):
     b = current()
-    from .views import BufferView
+    from .views import BufferView, regroups, tile_operands
 
+    if regroups(src) or regroups(dst):  # a regrouping T.reshape view: through a staging tile
+        src, dst, finish = tile_operands(src, dst, dst_read=not clear)
+        _reduce(kind, src, dst, dim, clear)
+        finish()
+        return
     if isinstance(src, BufferView) and isinstance(dim, int):
         src, dim = src.as_base(f"reduce_{kind} source"), src.base_dim(dim)
     s, d = buffer_of(src, f"reduce_{kind} source"), buffer_of(dst, f"reduce_{kind} destination")
@@ -510,6 +526,18 @@ def reduce_absmax(buffer, out, dim=-1, clear=True):
 def cumsum(src, dst=None, dim=0, reverse=False):
     """Inclusive prefix sum of src along dim into dst (in place when dst is omitted)."""
     b = current()
+    from .views import regroups, staging_tile, tile_operands, write_back
+
+    if regroups(src) or regroups(dst):  # a regrouping T.reshape view: through a staging tile
+        if dst is None or dst is src:  # in place: the staged source holds the result
+            tmp = staging_tile(src, copy_in=True)
+            cumsum(tmp, tmp, dim, reverse)
+            write_back(src, tmp)
+            return
+        src, dst, finish = tile_operands(src, dst, dst_read=False)
+        cumsum(src, dst, dim, reverse)
+        finish()
+        return
     s = buffer_of(src, "cumsum source")
     d = s if dst is None else buffer_of(dst, "cumsum destination")
     if tuple(s.shape) != tuple(d.shape):

@@ -31,7 +31,8 @@ from ..ir.loops import While
 from ..ir.module import PrimFunc
 from ..ir.stmt import For, IfThenElse, KernelLaunch, LetStmt, SeqStmt, Store
 from . import builder as bld
-from . import intops, loop_exit, persistent
+from . import intops, loop_exit, persistent, reducers
+from .buffer_annotations import check_macro_args
 from .global_views import view_ref
 from .ops import KernelSpec, LoopSpec, TensorSpec
 from .persistent import PersistentSpec
@@ -239,6 +240,7 @@ class Parser:
                                   hint=f"the macro's signature is {self.fn.__name__}"
                                   f"{inspect.signature(self.fn)}") from e
         sig.apply_defaults()
+        check_macro_args(self.fn, sig.arguments, self.b.loc)  # T.SharedBuffer(...) annotations
         self.scopes = [_Scope("macro")]
         self.scopes[0].vars.update(sig.arguments)
         for s in fdef.body:
@@ -365,6 +367,9 @@ class Parser:
                 )
             buf = ref.buffer
             val = self.value_expr(value, buf.dtype)
+            if id(buf) in self.b.reducers:  # T.alloc_reducer: the update forms (reducers.py)
+                reducers.store(self.b, buf, ref.items, val)
+                return
             self.b.emit(Store(buf, tuple(as_expr(i) for i in ref.items), cast(val, buf.dtype), self.b.loc))
         elif isinstance(target, (ast.Tuple, ast.List)):
             if not isinstance(value, (tuple, list)) or len(value) != len(target.elts):

@@ -65,6 +65,21 @@ def get_thread_binding(dim: int = 0) -> Expr:
 
 
 @builtin
+def get_block_binding(dim: int = 0) -> Expr:
+    """The block's index along grid dimension `dim` (blockIdx.x for 0): the variable
+    `with T.Kernel(...) as (bx, ...)` binds, usable in tile programs and thread-level ones."""
+    b = current()
+    if b.kernel is None:
+        raise TileSyntaxError("T.get_block_binding outside `with T.Kernel(...)`", b.loc,
+                              hint="call it inside the kernel body")
+    bvars = b.kernel.block_vars
+    if not isinstance(dim, int) or not 0 <= dim < len(bvars):
+        raise TileShapeError(f"T.get_block_binding({dim!r}): the grid has {len(bvars)} "
+                             "dimension(s)", b.loc, hint=f"use a dim in [0, {len(bvars) - 1}]")
+    return bvars[dim]
+
+
+@builtin
 def thread_binding(start, stop=None, thread: str = "threadIdx.x", annotations=None) -> Expr:
     """TIR's `T.thread_binding(begin, end, thread="threadIdx.x")` used as a value: the thread
     index along that axis, which must cover the block's threads exactly (`0, threads`)."""

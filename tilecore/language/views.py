@@ -5,8 +5,11 @@ A view is frontend-only: `view[i, j, k]` is the base element at the same row-maj
 (an element access, so it works inside `T.Parallel` on every target), and a view that differs
 from its base only by unit dimensions (`(n, 1, h)` over `(n, h)`) also stands for its base in
 tile operations (`T.copy`, `T.reduce_*` with the dimension mapped, `T.fill`, ...). A view that
-regroups dimensions is usable element by element only; a view with another dtype (TileLang's
-`T.view(..., dtype=...)` reinterpreting storage) is refused.
+regroups dimensions (`(n, q * h)` seen as `(n, q, h)`) is a tile operand through a staging
+tile (`tile_operands`): a source is first copied element by element into a tile of the view's
+shape, a destination is computed into such a tile and copied back (`T.fill` fills the base: the
+same elements). A view with another dtype (TileLang's `T.view(..., dtype=...)` reinterpreting
+storage) is refused.
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .. import dtypes as dt
 from ..errors import TileShapeError, TileTypeError
 from ..ir.buffer import Buffer
-from ..ir.expr import as_expr, binop
-from .builder import builtin
+from ..ir.expr import Load, Var, as_expr, binop
+from ..ir.stmt import Store
+from .builder import builtin, current
 from .refs import SliceItem, squeezed
 
 
@@ -73,9 +78,10 @@ class BufferView:
         if not self.unit_only:
             raise TileShapeError(
                 f"{what}: the T.reshape view of {self.base.name} {self.shape} regroups the "
-                f"dimensions of {tuple(self.base.shape)}; tile operations take it only when it "
-                "adds or drops size-1 dimensions", hint=f"pass {self.base.name} itself, or "
-                "compute through the view element by element inside T.Parallel")
+                f"dimensions of {tuple(self.base.shape)}; this operation takes a view only when "
+                "it adds or drops size-1 dimensions (T.copy, T.fill, T.reduce_* and T.cumsum "
+                "take any view)", hint=f"pass {self.base.name} itself, or T.copy the view into "
+                "a tile of its shape first")
         return self.base
 
     def base_dim(self, dim: int) -> int:
@@ -86,6 +92,54 @@ class BufferView:
                                  hint="reduce along a dimension with more than one element")
         nth = sum(1 for n in self.shape[:dim] if n != 1)
         return [i for i, n in enumerate(self.base.shape) if n != 1][nth]
+
+
+def regroups(x) -> bool:
+    """Whether `x` is a view that regroups its base's dimensions (not only unit ones)."""
+    return isinstance(x, BufferView) and not x.unit_only
+
+
+def _element_copy(view: BufferView, tmp: Buffer, into_view: bool) -> None:
+    """Emit T.Parallel loops copying every element between `view` and `tmp` (its shape)."""
+    from .global_views import _parallel
+
+    b = current()
+    loop = [Var(b.unique_name(f"v{k}"), dt.int32) for k in range(len(view.shape))]
+    base_idx = tuple(as_expr(i) for i in view.base_items(loop))
+    if into_view:
+        body = Store(view.base, base_idx, Load(tmp, tuple(loop)), b.loc)
+    else:
+        body = Store(tmp, tuple(loop), Load(view.base, base_idx), b.loc)
+    b.emit(_parallel(loop, view.shape, body, b.loc))
+
+
+def write_back(view: BufferView, tmp: Buffer) -> None:
+    """Emit the copy of staging tile `tmp` back into the elements of `view`."""
+    _element_copy(view, tmp, into_view=True)
+
+
+def staging_tile(view: BufferView, copy_in: bool) -> Buffer:
+    """A tile of `view`'s shape in its base's scope; holding the view's elements when `copy_in`."""
+    b = current()
+    tmp = b.allocate(Buffer(b.unique_name(f"{view.base.name}_view"), tuple(view.shape),
+                            view.dtype, view.base.scope))
+    if copy_in:
+        _element_copy(view, tmp, into_view=False)
+    return tmp
+
+
+def tile_operands(src, dst, dst_read: bool):
+    """(src, dst, finish) for a tile operation whose operands may be regrouping views: each
+    such view is replaced by a staging tile (the source's filled now; the destination's filled
+    now only when the operation reads it, `dst_read`), and `finish()` copies the destination
+    tile back into its view's base after the operation is emitted."""
+    if regroups(src):
+        src = staging_tile(src, copy_in=True)
+    if not regroups(dst):
+        return src, dst, lambda: None
+    view = dst
+    tmp = staging_tile(view, copy_in=dst_read)
+    return src, tmp, lambda: write_back(view, tmp)
 
 
 def _shape(shape) -> tuple:
@@ -124,4 +178,5 @@ def view(src, shape=None, dtype=None) -> BufferView:
     return reshape(src, shape if shape is not None else base.shape)
 
 
-__all__ = ["BufferView", "reshape", "view"]
+__all__ = ["BufferView", "regroups", "reshape", "staging_tile", "tile_operands", "view",
+           "write_back"]

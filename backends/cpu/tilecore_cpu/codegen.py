@@ -16,9 +16,12 @@ import numpy as np
 from tilecore import dtypes as dt
 from tilecore.errors import TileTargetError
 from tilecore.ir.debug import DEBUG_STMTS
+from tilecore.ir.expr import Load, binop, cast
 from tilecore.ir.grid_sync import phases as grid_phases
 from tilecore.ir.loops import While
 from tilecore.ir.module import PrimFunc
+from tilecore.ir.reducers import BINOP as REDUCER_BINOP
+from tilecore.ir.reducers import FinalizeReducer, ReducerUpdate
 from tilecore.ir.stmt import (
     AtomicAdd,
     AtomicAddRegion,
@@ -238,6 +241,11 @@ class Codegen:
             tileops.emit(self, s)
         elif isinstance(s, DEBUG_STMTS):
             debug.emit_debug(self, s)
+        elif isinstance(s, ReducerUpdate):  # a block's iterations run in sequence: read-modify-write
+            combined = binop(REDUCER_BINOP[s.op], Load(s.buffer, s.indices), s.value)
+            self._store(Store(s.buffer, s.indices, cast(combined, s.buffer.dtype), s.loc))
+        elif isinstance(s, FinalizeReducer):  # the updates combined as they ran
+            pass
         else:
             raise TileTargetError(f"the cpu backend cannot compile {type(s).__name__} statements", loc,
                                   hint="run this kernel on interp (or an emu target)")

@@ -299,7 +299,15 @@ class Program:
 
         return atomic_prev
 
-    def _elementwise(self, s, accumulate: bool, vec: bool = False):
+    def s_ReducerUpdate(self, s, vec):  # T.alloc_reducer updates (tilecore.ir.reducers)
+        return self._elementwise(s, accumulate=True, op=s.op)
+
+    def s_FinalizeReducer(self, s, vec):  # every update has combined already: nothing to do
+        return lambda env, mask: None
+
+    def _elementwise(self, s, accumulate: bool, vec: bool = False, op: str | None = None):
+        """A store, an atomic addition (`accumulate`), or a reducer update (`op`: sum/max/min;
+        its element must have been initialized when uninitialized reads are tracked)."""
         buf, loc = s.buffer, s.loc
         bslot = self.slots(buf)
         sh = self.slots.shadow.get(id(buf))
@@ -342,8 +350,10 @@ class Program:
             if mask is None and np.ndim(val) == 0 and all(np.ndim(i) == 0 for i in raw):
                 idx = tuple(check_bounds(arr, buf, raw, None, loc, "write"))
                 if accumulate:
-                    cur = arr[idx]
-                    val = cast_value(np.asarray(cur).astype(compute_np(d)) + val, d, d)
+                    if op is not None and sh is not None and not env[sh][idx]:
+                        _uninit_accumulate(buf, idx, loc)
+                    cur = np.asarray(arr[idx]).astype(compute_np(d))
+                    val = cast_value(_COMBINE[op or "sum"](cur, val), d, d)
                 arr[idx] = to_storage(val)
                 if sh is not None:
                     env[sh][idx] = True
@@ -360,7 +370,12 @@ class Program:
                 idx = [i[sel] for i in idx]
                 v = v[sel]
             if accumulate:
-                _atomic_add_many(arr, tuple(idx), v, d)
+                if op is not None and sh is not None and not env[sh][tuple(idx)].all():
+                    _uninit_accumulate(buf, tuple(idx), loc)
+                if op in (None, "sum"):
+                    _atomic_add_many(arr, tuple(idx), v, d)
+                else:
+                    _extremum_many(arr, tuple(idx), v, d, op)
             else:
                 if vec:
                     check_unique_writes(buf, tuple(idx), to_storage(v), loc)
@@ -574,6 +589,25 @@ def _region_oob(buf, bs, loc, what):
         f"tile {what} [{rng}] lies outside {buf.scope} buffer {buf.name}{tuple(buf.shape)}", loc,
         hint="tile regions of shared/fragment buffers must stay inside the buffer",
     )
+
+
+_COMBINE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
+
+
+def _uninit_accumulate(buf, idx, loc):
+    """A reducer update of an element nothing initialized (TileLang asks for T.fill first)."""
+    from tilecore.errors import TileRuntimeError
+
+    raise TileRuntimeError(f"{buf.name} is accumulated into before it was initialized (at "
+                           f"{idx})", loc, hint=f"T.fill / T.clear {buf.name} first")
+
+
+def _extremum_many(arr, idx, v, d, op):
+    """`arr[idx] = max/min(arr[idx], v)` over possibly repeated indices; exact in every dtype
+    (no rounding), NaN propagating like T.max / T.min on floats."""
+    tmp = arr.astype(compute_np(d))
+    _COMBINE[op].at(tmp, idx, np.asarray(v).astype(compute_np(d)))
+    arr[...] = wrap_int(tmp, d) if d.is_int else tmp.astype(arr.dtype)
 
 
 def _atomic_add_many(arr, idx, v, d):
