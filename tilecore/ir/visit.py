@@ -99,6 +99,12 @@ def children(node) -> Iterator:
     yield from _kids(node)
 
 
+def child_list(node) -> list:
+    """The direct child nodes of `node` as a list, for walkers that keep their own stack (and
+    state per node). The list is cached on frozen nodes: never modify it."""
+    return _kids(node)
+
+
 def walk(node, *, into_buffers: bool = False) -> Iterator:
     """Every node below and including `node`, pre-order. Buffers are leaves unless asked."""
     stack = [node]

@@ -173,7 +173,13 @@ def _tab(offset, width: int, tx: Var, threads: int, buf):
     v = try_evaluate(offset, {id(tx): t})
     if v is None:
         return None
-    v = np.broadcast_to(np.asarray(v, dtype=np.int64), (threads,))
+    v = np.asarray(v, dtype=np.int64)
+    if v.ndim == 0 and threads > 2:
+        # the same elements for every thread (a TMA box, a uniform copy): the last two threads
+        # stand for all of them -- `_Footprint` gives the same owners (the last thread's, or
+        # "several") and the same conflicts, from 2 * width entries instead of threads * width
+        t = t[-2:]
+    v = np.broadcast_to(v, t.shape)
     idx = (v[:, None] + np.arange(width)).reshape(-1)
     tid = np.repeat(t, width)
     ok = (idx >= 0) & (idx < buf.shape[0])

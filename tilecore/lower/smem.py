@@ -110,8 +110,12 @@ def conflict_degree(layout: SharedLayout, itemsize: int, model: BankModel, patte
         w = (addr[:, :, None] // model.bank_bytes + np.arange(words)).reshape(addr.shape[0], -1)
         bank = w % model.banks
         ph_id = np.broadcast_to(np.arange(w.shape[0])[:, None], w.shape)
-        keys = np.unique(np.stack([ph_id.ravel(), bank.ravel(), w.ravel()], axis=1), axis=0)
-        _, counts = np.unique(keys[:, :2], axis=0, return_counts=True)
+        # distinct (phase, bank, word) triples, then how many per (phase, bank): each triple as
+        # one int64 key (np.unique over rows, axis=0, sorted row views: 10x slower)
+        lo = int(w.min())
+        span = int(w.max()) - lo + 1
+        keys = np.unique((ph_id * model.banks + bank).ravel() * span + (w.ravel() - lo))
+        _, counts = np.unique(keys // span, return_counts=True)
         worst = max(worst, int(counts.max()))
     return worst
 

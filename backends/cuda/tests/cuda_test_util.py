@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import os
 import sys
@@ -59,20 +58,86 @@ def _run_dir() -> Path:
     return d
 
 
-def nvcc_cubin(source: str, arch: str, name: str = "kernel") -> bytes:
-    """The cubin nvcc builds from `source` for `arch`, compiled once per test run.
+# ---------------------------------------------------------------- kernels compiled in batches
 
-    Several tests check the same example kernels (one that nvcc accepts them, one for spills):
-    they share one real nvcc build in each run instead of one each. Never tilecore's compile
-    cache, which outlives the run: every run compiles with nvcc."""
-    key = hashlib.sha256(f"{arch}\x00{source}".encode()).hexdigest()[:32]
-    path = _run_dir() / f"{key}.cubin"
-    if path.exists():
-        cubin = path.read_bytes()
-        if cubin[:4] == b"\x7fELF":
-            return cubin
-    cubin = build.compile_cuda(source, arch, name=name, compiler="nvcc", use_cache=False)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_bytes(cubin)
-    os.replace(tmp, path)  # atomic: a concurrent worker reads a whole cubin or none
-    return cubin
+BATCH = 8  # kernels per nvcc run: most of the fixed cost shared, chunks still spread over workers
+
+
+def batched_resources(group: str, index: int, count: int, kernel_of) -> dict:
+    """`{"registers", "frame_bytes"}` of kernel `index` of `group` (`count` kernels), built by
+    one nvcc run with the other kernels of its chunk (BATCH consecutive indices of one arch;
+    `tilecore_cuda.batch`), once per test run: the first worker to need a chunk builds it, the
+    others read its results from the run's folder.
+
+    `kernel_of(i)` gives `(entry, source, arch)` of kernel i, or raises. A kernel that does not
+    lower or compile fails only its own test: when the chunk's run fails, each kernel of it is
+    compiled alone and the failures are recorded per kernel (`{"error": log}`)."""
+    import fcntl
+    import json
+
+    from tilecore_cuda.batch import batch_entry, batch_source
+
+    chunk = index // BATCH
+    path = _run_dir() / f"batch-{group}-{chunk}.json"
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a worker wanting the chunk waits for its builder
+        if not path.exists():
+            out: dict[str, dict] = {}
+            by_arch: dict[str, list] = {}
+            for i in range(chunk * BATCH, min(count, (chunk + 1) * BATCH)):
+                try:
+                    entry, source, arch = kernel_of(i)
+                except Exception as e:  # noqa: BLE001 - recorded; that kernel's own test fails with it
+                    out[str(i)] = {"error": f"{type(e).__name__}: {e}"}
+                    continue
+                by_arch.setdefault(arch, []).append((i, entry, source))
+            for arch, items in by_arch.items():
+                out.update(_build_chunk(group, chunk, arch, items, batch_entry, batch_source))
+            path.with_suffix(".tmp").write_text(json.dumps(out))
+            os.replace(path.with_suffix(".tmp"), path)
+        return json.loads(path.read_text())[str(index)]
+
+
+def _build_chunk(group, chunk, arch, items, batch_entry, batch_source) -> dict:
+    """Resources of `items` ((index, entry, source)) from one nvcc run for `arch`; when that
+    run fails, from one run per kernel (recording each kernel's own error)."""
+    try:
+        cubin = build.compile_cuda(batch_source([(e, s) for _, e, s in items]), arch,
+                                   name=f"{group}_{chunk}", compiler="nvcc", use_cache=False)
+        res = build.kernel_resources(cubin)
+        return {str(i): res[batch_entry(e, k)] for k, (i, e, _) in enumerate(items)}
+    except build.CudaCompileError:
+        out = {}
+        for i, entry, source in items:
+            try:
+                cubin = build.compile_cuda(source, arch, name=entry, compiler="nvcc", use_cache=False)
+                out[str(i)] = build.cubin_resources(cubin)
+            except build.CudaCompileError as e:
+                out[str(i)] = {"error": str(e)}
+        return out
+
+
+def example_kernels() -> list[tuple]:
+    """(module, sizes, arch) of every example, each of its TEST_SIZES, for each of CI_ARCHS,
+    in the order their batches are built (one arch at a time)."""
+    cases = [p.values for p in example_cases()]
+    return [(mod, sizes, arch) for arch in CI_ARCHS for mod, sizes in cases]
+
+
+def example_resources(mod, sizes: dict, arch: str) -> dict:
+    """Registers and stack frame of example `mod` at `sizes` for cuda:`arch` from its batched
+    nvcc build (shared by every test of the run that asks: compile and spill checks)."""
+    import tilecore
+
+    kernels = example_kernels()
+    index = next(i for i, (m, s, a) in enumerate(kernels) if m is mod and s == sizes and a == arch)
+
+    def kernel_of(i: int) -> tuple[str, str, str]:
+        m, s, a = kernels[i]
+        k = tilecore.compile(m.program(**split(m.program, s)), out_idx=m.OUT_IDX, target=f"cuda:{a}")
+        return k.artifact.rendered.entry, k.get_kernel_source(), a
+
+    res = batched_resources("examples", index, len(kernels), kernel_of)
+    if "error" in res:
+        pytest.fail(f"{mod.__name__} at {sizes} for {arch}:\n{res['error']}")
+    return res

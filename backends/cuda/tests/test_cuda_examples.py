@@ -4,7 +4,7 @@ and fp16/bf16 gemm uses the tensor cores through mma.sync."""
 from __future__ import annotations
 
 import pytest
-from cuda_test_util import CI_ARCHS, example_cases, example_modules, needs_nvcc, nvcc_cubin, split
+from cuda_test_util import CI_ARCHS, example_cases, example_modules, example_resources, needs_nvcc, split
 
 import tilecore
 
@@ -20,9 +20,9 @@ def cuda_source(mod, sizes: dict, arch: str = "sm_80") -> tuple[str, str]:
 @pytest.mark.parametrize("arch", CI_ARCHS)
 @pytest.mark.parametrize("mod, sizes", example_cases())
 def test_example_compiles_with_nvcc(mod, sizes, arch):
-    entry, src = cuda_source(mod, sizes, arch)
-    cubin = nvcc_cubin(src, arch, name=entry)
-    assert cubin[:4] == b"\x7fELF"
+    # its entry in the cubin of one batched nvcc run (a kernel that fails there is compiled
+    # alone, and only its test fails, with nvcc's log)
+    assert example_resources(mod, sizes, arch)["registers"] > 0
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

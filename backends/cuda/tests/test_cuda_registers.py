@@ -10,7 +10,16 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from cuda_test_util import CI_ARCHS, example_cases, example_modules, needs_gpu, needs_nvcc, nvcc_cubin, split
+from cuda_test_util import (
+    CI_ARCHS,
+    batched_resources,
+    example_cases,
+    example_modules,
+    example_resources,
+    needs_gpu,
+    needs_nvcc,
+    split,
+)
 from tilecore_cuda import build
 from tilecore_cuda.artifact import CudaArtifact
 from tilecore_cuda.render import render_cuda
@@ -42,9 +51,7 @@ def test_launch_bounds_is_the_thread_count(mod, sizes):
 @pytest.mark.parametrize("arch", CI_ARCHS)
 @pytest.mark.parametrize("mod, sizes", example_cases())
 def test_no_local_memory_in_example_kernels(mod, sizes, arch):
-    kernel, _ = lowered(mod, sizes, arch)
-    cubin = nvcc_cubin(kernel.get_kernel_source(), arch)  # shared with test_cuda_examples' build
-    res = build.cubin_resources(cubin)
+    res = example_resources(mod, sizes, arch)  # batched nvcc build, shared with test_cuda_examples
     assert res["frame_bytes"] == 0, res
     assert 0 < res["registers"] <= 255
 
@@ -172,17 +179,48 @@ def benchmark_configs() -> list:
     return out
 
 
-# one test per configuration, so that pytest-xdist spreads their nvcc builds over the cores
+BENCHMARK_CONFIGS = benchmark_configs()
+
+
+def _benchmark_kernel(i: int) -> tuple[str, str, str]:
+    _, example_name, kwargs = BENCHMARK_CONFIGS[i]
+    kernel = tilecore.compile(example(example_name).program(**kwargs), target="cuda:sm_90a")
+    return kernel.artifact.rendered.entry, kernel.get_kernel_source(), "sm_90a"
+
+
+# one test per configuration, built by nvcc in batches (cuda_test_util.batched_resources) that
+# pytest-xdist's workers share
 @needs_nvcc
 @pytest.mark.parametrize("name, example_name, kwargs",
-                         [pytest.param(*c, id=c[0]) for c in benchmark_configs()])
+                         [pytest.param(*c, id=c[0]) for c in BENCHMARK_CONFIGS])
 def test_no_local_memory_in_benchmark_kernels(name, example_name, kwargs):
     """Issue 9: no benchmark kernel spills (its registers fit in 255 without a stack frame)."""
-    func = example(example_name).program(**kwargs)
-    src = tilecore.compile(func, target="cuda:sm_90a").get_kernel_source()
-    res = build.cubin_resources(build.compile_cuda(src, "sm_90a", name=name.replace("-", "_"),
-                                                   compiler="nvcc", use_cache=False))
+    index = [c[0] for c in BENCHMARK_CONFIGS].index(name)
+    res = batched_resources("benchmarks", index, len(BENCHMARK_CONFIGS), _benchmark_kernel)
+    assert "error" not in res, res.get("error")
     assert res["frame_bytes"] == 0, (name, res)
+
+
+@needs_nvcc
+def test_a_batch_reports_each_kernel_alone(tmp_path, monkeypatch):
+    """One nvcc run of several kernels reads each one's registers and stack frame; a kernel
+    that does not compile fails alone (the others keep their results)."""
+    import cuda_test_util
+
+    monkeypatch.setattr(cuda_test_util, "_run_dir", lambda: tmp_path)
+    frame = ('extern "C" __global__ void k(float* a, int n) { float t[256];'
+             " for (int i = 0; i < 256; i++) t[(i * n) & 255] = a[i * n]; a[threadIdx.x] = t[n & 255]; }")
+    plain = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] += 1.0f; }'
+    broken = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] = undefined_name; }'
+    kernels = [("k", frame, "sm_80"), ("k", plain, "sm_80"), ("k", broken, "sm_80")]
+    got = [batched_resources("mutation", i, 3, kernels.__getitem__) for i in range(3)]
+    assert got[0]["frame_bytes"] >= 1024 and got[1]["frame_bytes"] == 0 and got[1]["registers"] > 0
+    assert "undefined_name" in got[2]["error"]
+    # a good chunk: both kernels from one run, the same numbers as their builds alone
+    kernels = [("k", frame, "sm_80"), ("k", plain, "sm_80")]
+    alone = [build.cubin_resources(build.compile_cuda(s, a, compiler="nvcc", use_cache=False))
+             for _, s, a in kernels]
+    assert [batched_resources("pair", i, 2, kernels.__getitem__) for i in range(2)] == alone
 
 
 @needs_nvcc

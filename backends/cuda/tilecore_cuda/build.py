@@ -249,18 +249,24 @@ def nvcc_check(source: str, archs: tuple[str, ...], name: str = "kernel") -> Non
 
 # .nv.info attributes (EIFMT_SVAL records: u8 format, u8 attribute, u16 size, payload)
 _EIATTR_FRAME_SIZE, _EIATTR_REGCOUNT, _EIFMT_SVAL = 0x11, 0x2F, 0x04
+_SHT_SYMTAB = 2
 
 
-def cubin_resources(cubin: bytes) -> dict[str, int]:
-    """`{"registers": n, "frame_bytes": m}` of the (one) kernel in `cubin`, read from its ELF
-    `.nv.info` section; `frame_bytes` > 0 means local memory (register spills or a stack)."""
+def kernel_resources(cubin: bytes) -> dict[str, dict[str, int]]:
+    """`{kernel name: {"registers": n, "frame_bytes": m}}` for every kernel in `cubin`, read
+    from its ELF `.nv.info` section (records name kernels by symbol-table index); `frame_bytes`
+    > 0 means local memory (register spills or a stack). One nvcc run of many kernels
+    (`tilecore_cuda.batch`) is read per kernel here."""
     shoff, = struct.unpack_from("<Q", cubin, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
     secs = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
     names = secs[shstrndx][4]
     regs: dict[int, int] = {}
     frames: dict[int, int] = {}
+    symtab = None
     for sh in secs:
+        if sh[1] == _SHT_SYMTAB:
+            symtab = sh
         if cubin[names + sh[0]:].split(b"\0", 1)[0] != b".nv.info":
             continue
         data, i = cubin[sh[4]:sh[4] + sh[5]], 0
@@ -274,7 +280,21 @@ def cubin_resources(cubin: bytes) -> dict[str, int]:
                 sym, value = struct.unpack_from("<II", data, i + 4)
                 (regs if attr == _EIATTR_REGCOUNT else frames)[sym] = value
             i += 4 + size
-    if len(regs) != 1:
-        raise TileInternalError(f"expected one kernel's register count in the cubin, found {len(regs)}")
-    (sym, n), = regs.items()
-    return {"registers": n, "frame_bytes": frames.get(sym, 0)}
+    if symtab is None:
+        raise TileInternalError("the cubin has no symbol table")
+    strtab = secs[symtab[6]][4]
+
+    def name(sym: int) -> str:
+        st_name, = struct.unpack_from("<I", cubin, symtab[4] + sym * 24)  # Elf64_Sym is 24 bytes
+        return cubin[strtab + st_name:].split(b"\0", 1)[0].decode()
+
+    return {name(sym): {"registers": n, "frame_bytes": frames.get(sym, 0)} for sym, n in regs.items()}
+
+
+def cubin_resources(cubin: bytes) -> dict[str, int]:
+    """`{"registers": n, "frame_bytes": m}` of the (one) kernel in `cubin` (see
+    :func:`kernel_resources`)."""
+    res = kernel_resources(cubin)
+    if len(res) != 1:
+        raise TileInternalError(f"expected one kernel's register count in the cubin, found {len(res)}")
+    return next(iter(res.values()))

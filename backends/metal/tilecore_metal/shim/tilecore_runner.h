@@ -9,9 +9,11 @@
 
 namespace tilecore_shim {
 
-// body(tid, bid) runs Metal thread tid of threadgroup bid.
-template <class Body>
-inline int run_grid(unsigned gx, unsigned gy, unsigned gz, unsigned threads, Body body) {
+// fn(ctx, tid, bid) runs Metal thread tid of threadgroup bid. Not a template: it is compiled
+// once, into the precompiled shim's object, instead of once per kernel (its std::thread,
+// std::barrier and std::vector code were most of a small kernel's clang++ optimizer time).
+__attribute__((noinline)) inline int run_grid_fn(unsigned gx, unsigned gy, unsigned gz, unsigned threads,
+                                                 void (*fn)(void*, uint3, uint3), void* ctx) {
   if (threads == 0 || threads > 1024) return 1;
   std::barrier<> group((std::ptrdiff_t)threads);
   std::vector<std::unique_ptr<SimdGroup>> simd;
@@ -27,13 +29,21 @@ inline int run_grid(unsigned gx, unsigned gy, unsigned gz, unsigned threads, Bod
       self.group = &group;
       for (unsigned long g = 0; g < total; ++g) {
         const uint3 bid = uint3((uint)(g % gx), (uint)((g / gx) % gy), (uint)(g / ((unsigned long)gx * gy)));
-        body(uint3(t, 0u, 0u), bid);
+        fn(ctx, uint3(t, 0u, 0u), bid);
         group.arrive_and_wait();  // the next group reuses threadgroup memory
       }
     });
   }
   for (auto& th : pool) th.join();
   return 0;
+}
+
+// body(tid, bid) runs Metal thread tid of threadgroup bid: the kernel's side is one call
+// through a function pointer per thread and group.
+template <class Body>
+inline int run_grid(unsigned gx, unsigned gy, unsigned gz, unsigned threads, Body body) {
+  return run_grid_fn(gx, gy, gz, threads,
+                     [](void* ctx, uint3 tid, uint3 bid) { (*static_cast<Body*>(ctx))(tid, bid); }, &body);
 }
 
 }  // namespace tilecore_shim
