@@ -246,7 +246,10 @@ class CExprRenderer:
                         f"(({self.type_name(d)})(-9223372036854775807L - 1))"
                 return "(-9223372036854775807LL - 1)" if v == -(2**63) else f"{v}LL"
             if d.kind == "uint":
-                return f"{v}u"
+                # A negative constant of a narrow unsigned type computes in C's promoted `int`,
+                # as the scalar semantics do (`int_compute_dtype`): `-1u` would turn `x <= -1`
+                # into an unsigned comparison that is always true.
+                return str(v) if v < 0 and d.bits < 32 else f"{v}u"
             if v == -(2**31):
                 return "(-2147483647 - 1)"
             return str(v) if d.name == "int32" else f"(({self.type_name(d)}){v})"
@@ -265,13 +268,21 @@ class CExprRenderer:
             return "float"
         return self.type_name(d)
 
+    def _cmp_operand(self, e) -> str:
+        """An operand of a comparison: a negative 32-bit unsigned constant compares as the
+        signed 64-bit value it is (the scalar semantics compare values, not bit patterns;
+        `x <= 4294967295u` would always hold), anything else in its compute type."""
+        if isinstance(e, Const) and e.dtype.kind == "uint" and e.dtype.bits == 32 and int(e.value) < 0:
+            return f"(({self.type_name(dt.int64)})({int(e.value)}))"
+        return self.compute(e)
+
     def expr_BinOp(self, e: BinOp) -> str:
         """Arithmetic, comparison or logic; floats through float32 for narrow types, C ints otherwise."""
         t = e.a.dtype
         if e.op in ("and", "or"):
             return f"({self.expr(e.a)} {_C_OPS[e.op]} {self.expr(e.b)})"
         if e.op in _CMP:
-            return f"({self.compute(e.a)} {_C_OPS[e.op]} {self.compute(e.b)})"
+            return f"({self._cmp_operand(e.a)} {_C_OPS[e.op]} {self._cmp_operand(e.b)})"
         if t.is_float:
             a, b = self.compute(e.a), self.compute(e.b)
             cd = dt.float64 if t.name == "float64" else dt.float32

@@ -56,12 +56,16 @@ def _regression_kernel(i: int) -> tuple[str, str, str]:
 @needs_nvcc
 @pytest.mark.parametrize("name", sorted(REGRESSIONS))
 def test_regression_programs_compile_with_nvcc(name):
-    """The wide-integer reductions the GPU suite runs (test_cuda_gpu) compile for CI's archs
-    (nvcc builds them in batches shared by the run's workers), and accumulate in 64 bits
-    (`long long`) as tilecore.semantics says."""
+    """The regression programs the GPU suite runs (test_cuda_gpu) compile for CI's archs
+    (nvcc builds them in batches shared by the run's workers); the wide-integer reductions
+    accumulate in 64 bits (`long long`) as tilecore.semantics says, and a negative bound
+    against an unsigned value stays signed."""
     for arch in CI_ARCHS:
         res = batched_resources("regressions", REGRESSION_KERNELS.index((name, arch)),
                                 len(REGRESSION_KERNELS), _regression_kernel)
         assert "error" not in res, res.get("error")
     src = tilecore.compile(prim_func(REGRESSIONS[name]), target="cuda:sm_80").get_kernel_source()
-    assert "long long" in src
+    if name.startswith("negative_bound"):  # the constant stays a signed value, not `-1u`
+        assert "-1u" not in src and "<= -1)" in src
+    else:
+        assert "long long" in src
