@@ -118,6 +118,16 @@ def unsigned(code: str) -> str:
     return f"np.uint64({code})"
 
 
+def int_arg(code) -> str:
+    """An int argument of a runtime helper call, never a literal: numba compiles a dispatcher
+    once per argument-type tuple and types an int literal as `Literal[int](value)`, so literal
+    sizes, starts or fault codes made one compile per distinct value (in the conformance suite
+    dozens of compiles of `load_masked2`, `cdiv`, ...); `np.int64(3)` is typed `int64`."""
+    code = str(code)
+    bare = code.replace("(", "").replace(")", "").replace(" ", "")
+    return f"np.int64({bare})" if bare.lstrip("-").isdigit() else code
+
+
 def const_code(value, d: DType) -> str:
     """A typed literal in compute form (narrow constants rounded to their dtype first)."""
     if d.is_bool:
@@ -189,8 +199,8 @@ class ExprGen:
     def fault_call(self, kind: str, buf, idx_codes) -> str:
         """`oob(err, code, i0..i3)`: records a fault site with up to four indices."""
         code = self.faults.add(Fault(kind, buf, self.loc, len(idx_codes)))
-        ix = list(idx_codes[:4]) + ["-1"] * (4 - min(4, len(idx_codes)))
-        return f"oob(err, {code}, {', '.join(ix)})"
+        ix = [int_arg(c) for c in idx_codes[:4]] + ["np.int64(-1)"] * (4 - min(4, len(idx_codes)))
+        return f"oob(err, {int_arg(code)}, {', '.join(ix)})"
 
     # ----------------------------------------------------------------- expressions
     def gen(self, e) -> str:
@@ -251,7 +261,7 @@ class ExprGen:
                 return f"{e.op}({a}, {b})"
             if e.op in ("div", "mod"):
                 code = self.faults.add(Fault("divzero", None, self.loc))
-                r = f"c{e.op}({a}, {b}, err, {code})"
+                r = f"c{e.op}({int_arg(a)}, {int_arg(b)}, err, {int_arg(code)})"
             elif e.op in ("add", "sub", "mul"):
                 r = f"({a} {_FLOAT_BIN[e.op]} {b})"
             else:
