@@ -45,10 +45,11 @@ import numpy as np  # noqa: F401
 from numba import njit, prange  # noqa: F401
 
 from tilecore_cpu.runtime import (  # noqa: F401
-    cdiv, cmod, copy1, copy2, dec_bfloat16, dec_float8_e4m3fn, dec_float8_e5m2, dec_float16,
-    enc_bfloat16, enc_float8_e4m3fn, enc_float8_e5m2, enc_float16, exp2_f32, exp_f32, f2i, fill1,
-    fill2, fmax, fmin, load_masked1, load_masked2, odd_f32, oob, rnd_bfloat16, rnd_float8_e4m3fn,
-    rnd_float8_e5m2, rnd_float16, store_masked1, store_masked2,
+    acc2, cdiv, cmod, copy1, copy2, dec2_bfloat16, dec2_float16, dec2_float8_e4m3fn,
+    dec2_float8_e5m2, dec_bfloat16, dec_float16, dec_float8_e4m3fn, dec_float8_e5m2, enc_bfloat16,
+    enc_float16, enc_float8_e4m3fn, enc_float8_e5m2, exp2_f32, exp_f32, f2i, fill1, fill2, fmax,
+    fmin, load_masked1, load_masked2, odd_f32, oob, rnd_bfloat16, rnd_float16, rnd_float8_e4m3fn,
+    rnd_float8_e5m2, store_masked1, store_masked2,
 )
 '''
 JIT = 'njit(cache=True, error_model="numpy"{extra})'

@@ -289,6 +289,47 @@ def fill2(dst, d0, d1, n0, n1, v):
             dst[np.uint64(d0 + i), np.uint64(d1 + j)] = v
 
 
+@njit(**_JIT)
+def acc2(c, p):
+    """c += p elementwise (float accumulators: numba rounds the sum to c's dtype on store, as
+    np.float32(...) does); a float gemm's accumulation into its C tile."""
+    for i in range(c.shape[0]):
+        for j in range(c.shape[1]):
+            c[i, j] = c[i, j] + p[i, j]
+
+
+@njit(**_JIT)
+def dec2_float16(out, src):
+    """out[i, j] = dec_float16(src[i, j]): a narrow gemm operand tile decoded to float32."""
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = dec_float16(src[i, j])
+
+
+@njit(**_JIT)
+def dec2_bfloat16(out, src):
+    """The bfloat16 dec2_float16."""
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = dec_bfloat16(src[i, j])
+
+
+@njit(**_JIT)
+def dec2_float8_e4m3fn(out, src):
+    """The float8_e4m3fn dec2_float16."""
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = dec_float8_e4m3fn(src[i, j])
+
+
+@njit(**_JIT)
+def dec2_float8_e5m2(out, src):
+    """The float8_e5m2 dec2_float16."""
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = dec_float8_e5m2(src[i, j])
+
+
 # ---------------------------------------------------------------- integer and float arithmetic
 
 

@@ -294,6 +294,13 @@ def _gemm_body(cg, s: Gemm) -> None:
             b = f"{b}.T"
         prod = cg.scratch_array("_prod", (m, n), cnp)
         lines.add(f"np.dot({a}, {b}, {prod})")
+        if dc.name in ("float32", "float64"):  # one runtime call instead of a loop nest
+            if s.clear_accum:
+                lines.add(f"copy2({c}, np.int64(0), np.int64(0), {prod}, np.int64(0), np.int64(0), "
+                          f"np.int64({m}), np.int64({n}))")
+            else:
+                lines.add(f"acc2({c}, {prod})")
+            return
         p = f"{prod}[_i, _j]"
     else:
         prod = None
@@ -317,11 +324,7 @@ def _gemm_body(cg, s: Gemm) -> None:
 
 def _decoded(cg, view: str, shape, d) -> str:
     out = cg.scratch_array("_dec", shape, "float32")
-    cg.lines.add(f"for _i in range({shape[0]}):")
-    with cg.lines.indent():
-        cg.lines.add(f"for _j in range({shape[1]}):")
-        with cg.lines.indent():
-            cg.lines.add(f"{out}[_i, _j] = dec_{d.name}({view}[_i, _j])")
+    cg.lines.add(f"dec2_{d.name}({out}, {view})")  # a runtime call, not a loop nest per kernel
     return out
 
 
