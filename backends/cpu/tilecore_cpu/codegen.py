@@ -16,6 +16,7 @@ import numpy as np
 from tilecore import dtypes as dt
 from tilecore.errors import TileTargetError
 from tilecore.ir.debug import DEBUG_STMTS
+from tilecore.ir.expr import Const
 from tilecore.ir.grid_sync import phases as grid_phases
 from tilecore.ir.loops import While
 from tilecore.ir.module import PrimFunc
@@ -246,7 +247,7 @@ class Codegen:
     def _element(self, buf, indices, value_fn) -> None:
         """`buf[indices] = value_fn(ref)` with a bounds check unless proven in range."""
         idx = [self.x.gen(i) for i in indices]
-        ref = f"{self.names.of(buf)}[{', '.join(unsigned(c) for c in idx)}]"
+        ref = f"{self.names.of(buf)}[{', '.join(unsigned(c, self.x.counters) for c in idx)}]"
         ok = self.x.in_bounds(buf, indices, idx)
         if ok is None:
             self.lines.add(f"{ref} = {value_fn(ref)}")
@@ -276,6 +277,8 @@ class Codegen:
         if r is not None:
             self.x.env[id(s.var)] = r
         split = split_guard(s)
+        if isinstance(s.start, Const) and s.start.value >= 0 and s.step > 0:
+            self.x.counters.add(var)  # max(start, ...) in the split form stays >= start too
         if split is None:
             step = f", {s.step}" if s.step != 1 else ""
             self.lines.add(f"for {var} in range({start}, {stop}{step}):")

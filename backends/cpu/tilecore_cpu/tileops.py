@@ -55,12 +55,13 @@ class _R:
         it = iter(loop_vars)
         self.idx = [s if n == 1 else (next(it) if s == "(0)" else f"{s} + {next(it)}")
                     for s, n in zip(self.starts, r.extents)]
+        self.loop_vars = loop_vars  # range(n) counters: never negative (exprs.unsigned)
         self.region_ok = cg.x.in_bounds(r.buffer, r.starts, self.starts, r.extents)
         self.is_global = r.buffer.scope == "global"
 
     @property
     def ref(self) -> str:
-        return f"{self.name}[{', '.join(unsigned(c) for c in self.idx)}]"
+        return f"{self.name}[{', '.join(unsigned(c, self.loop_vars) for c in self.idx)}]"
 
     def elem_ok(self, cg) -> str:
         return " and ".join(f"(0 <= {c} < {cg.x.dim(self.r.buffer, d)})" for d, c in enumerate(self.idx))
