@@ -34,3 +34,40 @@ def test_quickstart_on_cpu_from_empty_caches_then_from_the_compile_cache(tmp_pat
     assert cold["jit_call_cpu_s"] <= COLD_CPU_S, cold
     assert hit["jit_call_cpu_s"] <= HIT_CPU_S, hit
     assert hit["jit_call_cpu_s"] < cold["jit_call_cpu_s"] / 2, (cold, hit)  # it really was a hit
+
+
+_HIT = r"""
+import sys
+import numpy as np
+import tilecore
+import tilecore.language as T
+
+@T.prim_func
+def scale(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+    with T.Kernel(2, threads=32) as bx:
+        s = T.alloc_shared((32,), "float32")
+        T.copy(A[bx * 32], s)
+        for i in T.Parallel(32):
+            s[i] = s[i] * 2.0 + 1.0
+        T.copy(s, B[bx * 32])
+
+k = tilecore.compile(scale, out_idx=[-1], target="cpu")
+a = np.arange(64, dtype=np.float32)
+assert np.array_equal(k(a), a * 2 + 1)
+print("registries" if "numba.np.arraymath" in sys.modules else "lazy")
+"""
+
+
+def test_a_cache_hit_runs_without_loading_numbas_registries(tmp_path):
+    """A new process loading a cached kernel skips numba's registry refresh (tilecore_cpu.cache
+    .lazy_registries: 0.25 s of the hit, scipy's import among it), and the kernel still runs
+    right (its allocations go through numba's runtime, which is initialised)."""
+    env = dict(os.environ, TILECORE_CACHE_DIR=str(tmp_path), NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    script = tmp_path / "hit.py"
+    script.write_text(_HIT)
+    runs = [subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                           timeout=300) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-3000:]
+    assert runs[0].stdout.split()[-1] == "registries"  # the miss compiled (with the registries)
+    assert runs[1].stdout.split()[-1] == "lazy", runs[1].stdout

@@ -15,7 +15,7 @@ from tilecore.errors import SourceLoc, TileRuntimeError
 
 from . import debug
 from .blas import single_threaded
-from .cache import load, load_compiled, runtime_tag
+from .cache import lazy_registries, load, load_compiled, runtime_tag
 from .emit import Fault
 from .exprs import NARROW_BITS, storage_np
 
@@ -126,7 +126,8 @@ class CpuArtifact:
             with warnings.catch_warnings():
                 # np.dot on transposed (Fortran-order) tiles is fine: BLAS takes them as they are
                 warnings.simplefilter("ignore", category=_perf_warning())
-                dispatcher.compile(_numba_signature(self.params, bool(self.prints)))
+                with lazy_registries(dispatcher):
+                    dispatcher.compile(_numba_signature(self.params, bool(self.prints)))
 
         load_compiled(self.path, compile_it)
 

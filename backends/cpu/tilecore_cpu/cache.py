@@ -20,6 +20,7 @@ import os
 import sys
 import tempfile
 import warnings
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
@@ -140,3 +141,41 @@ def load_compiled(path: Path, compile_fn) -> None:
                           f"({type(e).__name__}: {e}); deleted {len(files)} file(s) and compiled "
                           "again", tcache.TileCacheWarning, stacklevel=3)
     compile_fn()
+
+
+@contextmanager
+def lazy_registries(dispatcher):
+    """Around `dispatcher.compile(sig)`: numba's disk-cache load (`Cache.load_overload`) first
+    refreshes the target context, which imports and installs every typing/lowering registry
+    (numba.np.arraymath imports scipy.linalg to look for BLAS): about 0.25 s of a new process's
+    first cache hit, and nothing a loaded kernel uses (its machine code is linked already).
+    During that load only, the refresh just initialises numba's runtime (NRT: the kernels
+    allocate through it). A cache miss is unaffected: numba's compiler refreshes both contexts
+    itself before compiling; BLAS kernels import scipy when they first call np.dot. The global
+    compiler lock keeps other threads' compiles away while the shortcut is in place; a numba
+    without these internals gets the plain load."""
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.runtime import rtsys
+
+    cache = getattr(dispatcher, "_cache", None)
+    if cache is None or not callable(getattr(cache, "load_overload", None)):
+        yield
+        return
+    with global_compiler_lock:
+        if "load_overload" in vars(cache):  # re-entered: the shortcut is in place already
+            yield
+            return
+        plain = cache.load_overload
+
+        def load_overload(sig, ctx):
+            ctx.refresh = lambda: rtsys.initialize(ctx)
+            try:
+                return plain(sig, ctx)
+            finally:
+                del ctx.refresh
+
+        cache.load_overload = load_overload
+        try:
+            yield
+        finally:
+            del cache.load_overload

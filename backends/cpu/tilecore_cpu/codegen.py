@@ -16,7 +16,7 @@ import numpy as np
 from tilecore import dtypes as dt
 from tilecore.errors import TileTargetError
 from tilecore.ir.debug import DEBUG_STMTS
-from tilecore.ir.expr import Load, binop, cast
+from tilecore.ir.expr import Const, Load, binop, cast
 from tilecore.ir.grid_sync import phases as grid_phases
 from tilecore.ir.loops import While
 from tilecore.ir.module import PrimFunc
@@ -48,10 +48,11 @@ import numpy as np  # noqa: F401
 from numba import njit, prange  # noqa: F401
 
 from tilecore_cpu.runtime import (  # noqa: F401
-    cdiv, cmod, dec_bfloat16, dec_float8_e4m3fn, dec_float8_e5m2, dec_float16, enc_bfloat16,
-    enc_float8_e4m3fn, enc_float8_e5m2, enc_float16, exp2_f32, exp_f32, f2i, fmax, fmin, load_masked1,
-    load_masked2, odd_f32, oob, rnd_bfloat16, rnd_float8_e4m3fn, rnd_float8_e5m2, rnd_float16,
-    store_masked1, store_masked2,
+    acc2, cdiv, cmod, copy1, copy2, dec2_bfloat16, dec2_float16, dec2_float8_e4m3fn,
+    dec2_float8_e5m2, dec_bfloat16, dec_float16, dec_float8_e4m3fn, dec_float8_e5m2, enc_bfloat16,
+    enc_float16, enc_float8_e4m3fn, enc_float8_e5m2, exp2_f32, exp_f32, f2i, fill1, fill2, fmax,
+    fmin, load_masked1, load_masked2, odd_f32, oob, rnd_bfloat16, rnd_float16, rnd_float8_e4m3fn,
+    rnd_float8_e5m2, store_masked1, store_masked2,
 )
 '''
 JIT = 'njit(cache=True, error_model="numpy"{extra})'
@@ -253,7 +254,7 @@ class Codegen:
     def _element(self, buf, indices, value_fn) -> None:
         """`buf[indices] = value_fn(ref)` with a bounds check unless proven in range."""
         idx = [self.x.gen(i) for i in indices]
-        ref = f"{self.names.of(buf)}[{', '.join(unsigned(c) for c in idx)}]"
+        ref = f"{self.names.of(buf)}[{', '.join(unsigned(c, self.x.counters) for c in idx)}]"
         ok = self.x.in_bounds(buf, indices, idx)
         if ok is None:
             self.lines.add(f"{ref} = {value_fn(ref)}")
@@ -283,6 +284,8 @@ class Codegen:
         if r is not None:
             self.x.env[id(s.var)] = r
         split = split_guard(s)
+        if isinstance(s.start, Const) and s.start.value >= 0 and s.step > 0:
+            self.x.counters.add(var)  # max(start, ...) in the split form stays >= start too
         if split is None:
             step = f", {s.step}" if s.step != 1 else ""
             self.lines.add(f"for {var} in range({start}, {stop}{step}):")

@@ -34,10 +34,10 @@ def emit_debug(gen, s) -> None:
     lines, x = gen.lines, gen.x
     if isinstance(s, DeviceAssert):
         code = gen.faults.add(Fault("assert", s.msg, x.loc, len(s.block)))
-        ix = [f"np.int64({x.gen(b)})" for b in s.block[:4]] + ["-1"] * (4 - min(4, len(s.block)))
+        ix = [f"np.int64({x.gen(b)})" for b in s.block[:4]] + ["np.int64(-1)"] * (4 - min(4, len(s.block)))
         lines.add(f"if not ({x.gen(s.cond)}):")
         with lines.indent():
-            lines.add(f"oob(err, {code}, {', '.join(ix)})")
+            lines.add(f"oob(err, np.int64({code}), {', '.join(ix)})")  # no literal: one compile
         return
     site = len(gen.print_sites)
     gen.print_sites.append((s.fmt, tuple(a.dtype for a in s.args)))

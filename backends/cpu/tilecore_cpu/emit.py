@@ -14,7 +14,8 @@ _NARROW = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 RESERVED = {
     "np", "math", "njit", "prange", "block", "launch", "launch_serial", "err", "cdiv", "cmod", "fmax",
     "fmin", "oob", "f2i", "exp_f32", "exp2_f32", "range", "min", "max", "abs", "True", "False", "None",
-    "load_masked1", "load_masked2", "store_masked1", "store_masked2",
+    "load_masked1", "load_masked2", "store_masked1", "store_masked2", "copy1", "copy2", "fill1",
+    "fill2", "acc2", *(f"dec2_{n}" for n in _NARROW),
     "int", "float", "bool", *(f"{p}_{n}" for p in ("enc", "dec", "rnd") for n in _NARROW),
     "_blk", "_b", "_g0", "_g1", "_g2",  # the launchers' block loop (the serial one inlines the body)
 }

@@ -249,6 +249,87 @@ def store_masked2(dst, d0, d1, src, s0, s1, n0, n1):
                     dst[k, m] = src[s0 + i, s1 + j]
 
 
+# ---------------------------------------------------------------- in-bounds tile copies and fills
+# The unmasked path of a same-dtype tile copy and of a fill (every element inside its buffer:
+# proven, or tested once by the caller). As loops in every kernel they were most of a generated
+# program's statements, and numba types and lowers each loop nest again per kernel (about 45 ms
+# of a small kernel's compile each); a call to one of these costs it about 9 ms: typing resolves
+# the call against the signature compiled once per process (loaded from the disk cache after
+# that), and LLVM inlines the linked helper with the caller's constant sizes, so the machine
+# code is the loop nest it was. Indices are unsigned (no negative-index wraparound).
+
+
+@njit(**_JIT)
+def copy1(dst, d0, src, s0, n0):
+    """dst[d0 + i] = src[s0 + i] for i < n0 (both ranges inside their arrays)."""
+    for i in range(n0):
+        dst[np.uint64(d0 + i)] = src[np.uint64(s0 + i)]
+
+
+@njit(**_JIT)
+def copy2(dst, d0, d1, src, s0, s1, n0, n1):
+    """The 2-D copy1."""
+    for i in range(n0):
+        for j in range(n1):
+            dst[np.uint64(d0 + i), np.uint64(d1 + j)] = src[np.uint64(s0 + i), np.uint64(s1 + j)]
+
+
+@njit(**_JIT)
+def fill1(dst, d0, n0, v):
+    """dst[d0 + i] = v for i < n0 (inside dst)."""
+    for i in range(n0):
+        dst[np.uint64(d0 + i)] = v
+
+
+@njit(**_JIT)
+def fill2(dst, d0, d1, n0, n1, v):
+    """The 2-D fill1."""
+    for i in range(n0):
+        for j in range(n1):
+            dst[np.uint64(d0 + i), np.uint64(d1 + j)] = v
+
+
+@njit(**_JIT)
+def acc2(c, p):
+    """c += p elementwise (float accumulators: numba rounds the sum to c's dtype on store, as
+    np.float32(...) does); a float gemm's accumulation into its C tile."""
+    for i in range(c.shape[0]):
+        for j in range(c.shape[1]):
+            c[i, j] = c[i, j] + p[i, j]
+
+
+@njit(**_JIT)
+def dec2_float16(out, src):
+    """out[i, j] = dec_float16(src[i, j]): a narrow gemm operand tile decoded to float32."""
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = dec_float16(src[i, j])
+
+
+@njit(**_JIT)
+def dec2_bfloat16(out, src):
+    """The bfloat16 dec2_float16."""
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = dec_bfloat16(src[i, j])
+
+
+@njit(**_JIT)
+def dec2_float8_e4m3fn(out, src):
+    """The float8_e4m3fn dec2_float16."""
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = dec_float8_e4m3fn(src[i, j])
+
+
+@njit(**_JIT)
+def dec2_float8_e5m2(out, src):
+    """The float8_e5m2 dec2_float16."""
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = dec_float8_e5m2(src[i, j])
+
+
 # ---------------------------------------------------------------- integer and float arithmetic
 
 

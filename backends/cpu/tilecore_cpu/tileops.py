@@ -14,7 +14,7 @@ from tilecore.ir.expr import Const, Var
 from tilecore.ir.stmt import AtomicAddRegion, Copy, CumSum, Fill, Gemm, Reduce
 
 from .emit import Lines
-from .exprs import const_code, convert, round_to, storage_np, to_compute, to_storage, unsigned
+from .exprs import const_code, convert, int_arg, round_to, storage_np, to_compute, to_storage, unsigned
 
 TILE_OPS = (Copy, Fill, AtomicAddRegion, Gemm, Reduce, CumSum)
 
@@ -55,27 +55,33 @@ class _R:
         it = iter(loop_vars)
         self.idx = [s if n == 1 else (next(it) if s == "(0)" else f"{s} + {next(it)}")
                     for s, n in zip(self.starts, r.extents)]
+        self.loop_vars = loop_vars  # range(n) counters: never negative (exprs.unsigned)
         self.region_ok = cg.x.in_bounds(r.buffer, r.starts, self.starts, r.extents)
         self.is_global = r.buffer.scope == "global"
 
     @property
     def ref(self) -> str:
-        return f"{self.name}[{', '.join(unsigned(c) for c in self.idx)}]"
+        return f"{self.name}[{', '.join(unsigned(c, self.loop_vars) for c in self.idx)}]"
 
     def elem_ok(self, cg) -> str:
         return " and ".join(f"(0 <= {c} < {cg.x.dim(self.r.buffer, d)})" for d, c in enumerate(self.idx))
 
 
-def _region_op(cg, regions: list[Region], elem, masked_call=None) -> None:
+def _region_op(cg, regions: list[Region], elem, masked_call=None, fast_call=None) -> None:
     """Loop over the common squeezed shape; `elem(rs, masked)` emits one element's work.
-    `masked_call(rs, shape)` may return one line doing the whole masked path instead."""
+    `masked_call(rs, shape)` may return one line doing the whole masked path instead, and
+    `fast_call(rs, shape)` one line doing the unmasked path (a runtime helper: see `_helper_ok`)."""
     shape = regions[0].squeezed_shape
     loop_vars = [cg.names.fresh(f"_t{i}") for i in range(len(shape))]
     rs = [_R(cg, r, loop_vars) for r in regions]
     lines = cg.lines
     call = masked_call(rs, shape) if masked_call is not None else None
+    fast = fast_call(rs, shape) if fast_call is not None else None
 
     def loops(masked: bool):
+        if fast is not None and not masked:
+            lines.add(fast)
+            return
         for v, n in zip(loop_vars, shape):
             lines.add(f"for {v} in range({n}):")
             lines.depth += 1
@@ -133,7 +139,31 @@ def _copy(cg, s: Copy) -> None:
         else:
             cg.lines.add(f"{dst.ref} = {value}")
 
-    _region_op(cg, [s.src, s.dst], elem, _masked_copy_call if sd == dd else None)
+    if sd == dd:
+        _region_op(cg, [s.src, s.dst], elem, _masked_copy_call, _copy_call)
+    else:
+        _region_op(cg, [s.src, s.dst], elem)
+
+
+def _helper_ok(rs, shape) -> bool:
+    """Whether the runtime's in-bounds helpers (`copy{1,2}`, `fill{1,2}`) fit: regions of rank 1
+    or 2 with no squeezed dimension. They exist because a call costs numba's compile of a
+    kernel about a fifth of what the loop nest costs (runtime.py, "in-bounds tile copies")."""
+    return len(shape) in (1, 2) and all(tuple(r.r.extents) == tuple(shape) for r in rs)
+
+
+def _copy_call(rs, shape) -> str | None:
+    """The `copy{1,2}` call doing a same-dtype copy's unmasked path, or None (loops instead)."""
+    if not _helper_ok(rs, shape):
+        return None
+    src, dst = rs
+    return (f"copy{len(shape)}({dst.name}, {_ints(dst.starts)}, {src.name}, {_ints(src.starts)}, "
+            f"{_ints(shape)})")
+
+
+def _ints(codes) -> str:
+    """Int arguments of a runtime helper call, none a literal (`exprs.int_arg`)."""
+    return ", ".join(int_arg(c) for c in codes)
 
 
 def _masked_copy_call(rs, shape) -> str | None:
@@ -147,7 +177,7 @@ def _masked_copy_call(rs, shape) -> str | None:
         return None
     starts = ", ".join(f"np.int64({c})" for c in dst.starts)
     sstarts = ", ".join(f"np.int64({c})" for c in src.starts)
-    sizes = ", ".join(str(n) for n in shape)
+    sizes = _ints(shape)
     if src.is_global:
         zero = f"np.{storage_np(src.r.buffer.dtype).name}(0)"
         return f"load_masked{len(shape)}({dst.name}, {starts}, {src.name}, {sstarts}, {sizes}, {zero})"
@@ -168,7 +198,13 @@ def _fill(cg, s: Fill) -> None:
         else:
             cg.lines.add(f"{dst.ref} = {v}")
 
-    _region_op(cg, [s.dst], elem)
+    def fill_call(rs, shape):
+        if not _helper_ok(rs, shape):
+            return None
+        (dst,) = rs
+        return f"fill{len(shape)}({dst.name}, {_ints(dst.starts)}, {_ints(shape)}, {v})"
+
+    _region_op(cg, [s.dst], elem, fast_call=fill_call)
 
 
 def _compute_as(code: str, src, dst) -> str:
@@ -259,6 +295,13 @@ def _gemm_body(cg, s: Gemm) -> None:
             b = f"{b}.T"
         prod = cg.scratch_array("_prod", (m, n), cnp)
         lines.add(f"np.dot({a}, {b}, {prod})")
+        if dc.name in ("float32", "float64"):  # one runtime call instead of a loop nest
+            if s.clear_accum:
+                lines.add(f"copy2({c}, np.int64(0), np.int64(0), {prod}, np.int64(0), np.int64(0), "
+                          f"np.int64({m}), np.int64({n}))")
+            else:
+                lines.add(f"acc2({c}, {prod})")
+            return
         p = f"{prod}[_i, _j]"
     else:
         prod = None
@@ -282,11 +325,7 @@ def _gemm_body(cg, s: Gemm) -> None:
 
 def _decoded(cg, view: str, shape, d) -> str:
     out = cg.scratch_array("_dec", shape, "float32")
-    cg.lines.add(f"for _i in range({shape[0]}):")
-    with cg.lines.indent():
-        cg.lines.add(f"for _j in range({shape[1]}):")
-        with cg.lines.indent():
-            cg.lines.add(f"{out}[_i, _j] = dec_{d.name}({view}[_i, _j])")
+    cg.lines.add(f"dec2_{d.name}({out}, {view})")  # a runtime call, not a loop nest per kernel
     return out
 
 
