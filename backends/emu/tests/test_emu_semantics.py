@@ -14,7 +14,9 @@ TARGET = "emu:sm_80"
 
 def _numpy_reference(name: str, a: np.ndarray, out_dtype) -> np.ndarray:
     x = a.astype(np.int64)
-    if name.startswith("cumsum"):
+    if name.startswith("negative_bound"):  # values compare as values: never <= -1, always > -3
+        r = np.where(~(x <= -1), 1 + (x > -3), 5)
+    elif name.startswith("cumsum"):
         r = np.cumsum(x, axis=1)
     elif name.startswith("abssum"):
         r = np.abs(x).sum(axis=1)
