@@ -50,12 +50,7 @@ def test_split_k_adds_half_pairs_natively():
 @pytest.mark.skipif(not os.path.isfile(CUOBJDUMP), reason="cuobjdump is not installed")
 def test_split_k_sass_has_vector_half_atomics_and_hinted_tma(tmp_path):
     src = _source(M=1, N=4096, K=4096, split_k=2, b_eviction="evict_first", **SMALL)
-    cu, cubin = tmp_path / "k.cu", tmp_path / "k.cubin"
-    cu.write_text(src)
-    res = subprocess.run([nvcc_path(), "-cubin", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v",
-                          "-o", str(cubin), str(cu)], capture_output=True, text=True, check=True)
-    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in res.stderr + res.stdout
-    sass = subprocess.run([CUOBJDUMP, "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+    sass = _spill_free_sass(tmp_path, src)
     assert "ATOM.E.ADD.F16x2" in sass and "ATOM.E.CAS" not in sass
     assert any("UTMALDG.2D" in ln and "desc[" in ln for ln in sass.splitlines())  # the cache policy
 
@@ -102,12 +97,7 @@ def test_workspace_split_k_publishes_partials_through_an_acq_rel_counter():
 @pytest.mark.skipif(not os.path.isfile(CUOBJDUMP), reason="cuobjdump is not installed")
 def test_workspace_split_k_sass_fences_the_counter(tmp_path):
     src = _source(M=1, N=4096, K=4096, split_k=2, **{**WS, "block_K": 256})
-    cu, cubin = tmp_path / "k.cu", tmp_path / "k.cubin"
-    cu.write_text(src)
-    res = subprocess.run([nvcc_path(), "-cubin", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v",
-                          "-o", str(cubin), str(cu)], capture_output=True, text=True, check=True)
-    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in res.stderr + res.stdout
-    sass = subprocess.run([CUOBJDUMP, "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+    sass = _spill_free_sass(tmp_path, src)
     assert sass.count("MEMBAR.SC.GPU") == 2 and "ATOMG.E.ADD" in sass and "UTMALDG.2D" in sass
 
 
@@ -128,3 +118,13 @@ def test_workspace_split_k_on_gpu(M, N, K, kw):
     ref = a.astype(np.float64) @ b.astype(np.float64)
     assert np.linalg.norm(first - ref) / np.linalg.norm(ref) < 1e-3
     np.testing.assert_array_equal(first, again)  # the sum runs in split order: deterministic
+
+
+def _spill_free_sass(tmp_path, src: str) -> str:
+    """The sm_90a SASS of `src` built by nvcc, after asserting ptxas reports no stack or spills."""
+    cu, cubin = tmp_path / "k.cu", tmp_path / "k.cubin"
+    cu.write_text(src)
+    res = subprocess.run([nvcc_path(), "-cubin", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas", "-v",
+                          "-o", str(cubin), str(cu)], capture_output=True, text=True, check=True)
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in res.stderr + res.stdout
+    return subprocess.run([CUOBJDUMP, "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout

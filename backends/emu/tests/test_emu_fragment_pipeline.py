@@ -110,14 +110,7 @@ def test_deleting_the_moved_wait_is_reported():
     kernel = _gemm(M=64, N=64, K=128, block_M=64, block_N=64, block_K=32, num_stages=3, threads=128)
     final = dict(kernel.stages)["wide-offsets"]
 
-    def drop_wait(n):
-        if isinstance(n, IfThenElse) and isinstance(n.then_body, SeqStmt) \
-                and any(isinstance(s, AsyncWait) for s in n.then_body.stmts):
-            kept = tuple(s for s in n.then_body.stmts if not isinstance(s, AsyncWait))
-            return IfThenElse(n.cond, SeqStmt(kept, n.then_body.loc), n.else_body, n.loc)
-        return None
-
-    mutated = final.with_func(final.func.with_body(rewrite(final.func.body, drop_wait)))
+    mutated = _without_guarded_waits(final)
     a, b = gemm.make_inputs(np.random.default_rng(2), M=64, N=64, K=128)
     with pytest.raises(TileRuntimeError, match="has landed"):
         EmuArtifact(mutated).run([a, b, np.zeros((64, 64), dtype=np.float16)], {})
@@ -164,6 +157,15 @@ def test_deleting_a_spread_copy_wait_is_reported():
     assert "async_commit" not in _guarded_head(kernel.get_ir("final"))
     final = dict(kernel.stages)["wide-offsets"]
 
+    mutated = _without_guarded_waits(final)
+    a, b = gemm.make_inputs(np.random.default_rng(3), M=64, N=64, K=256)
+    with pytest.raises(TileRuntimeError, match="has landed"):
+        EmuArtifact(mutated).run([a, b, np.zeros((64, 64), dtype=np.float16)], {})
+
+
+def _without_guarded_waits(final):
+    """`final` with the cp.async waits inside guarded blocks deleted (the mutation a race check
+    must catch)."""
     def drop_wait(n):
         if isinstance(n, IfThenElse) and isinstance(n.then_body, SeqStmt) \
                 and any(isinstance(s, AsyncWait) for s in n.then_body.stmts):
@@ -171,7 +173,4 @@ def test_deleting_a_spread_copy_wait_is_reported():
             return IfThenElse(n.cond, SeqStmt(kept, n.then_body.loc), n.else_body, n.loc)
         return None
 
-    mutated = final.with_func(final.func.with_body(rewrite(final.func.body, drop_wait)))
-    a, b = gemm.make_inputs(np.random.default_rng(3), M=64, N=64, K=256)
-    with pytest.raises(TileRuntimeError, match="has landed"):
-        EmuArtifact(mutated).run([a, b, np.zeros((64, 64), dtype=np.float16)], {})
+    return final.with_func(final.func.with_body(rewrite(final.func.body, drop_wait)))
