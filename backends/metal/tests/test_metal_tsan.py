@@ -1,7 +1,12 @@
 """ThreadSanitizer finds a removed threadgroup_barrier in generated MSL run on metal-cpu."""
 
+import glob
+import subprocess
+
 import numpy as np
+import pytest
 from metal_test_util import needs_clang
+from tilecore_metal.build import find_clang
 from tilecore_metal.sanitize import run_under_tsan
 
 import tilecore
@@ -22,7 +27,18 @@ def _reverse():
     return reverse
 
 
+def _tsan_runtime() -> bool:
+    """Whether clang++ finds ThreadSanitizer's runtime (Debian: libclang-rt-22-dev)."""
+    cxx = find_clang()
+    if cxx is None:
+        return False
+    out = subprocess.run([cxx, "-print-runtime-dir"], capture_output=True, text=True, check=False)
+    return bool(glob.glob(f"{out.stdout.strip()}/*tsan*"))
+
+
 @needs_clang
+@pytest.mark.skipif(not _tsan_runtime(), reason="clang++ has no ThreadSanitizer runtime "
+                    "(apt-get install libclang-rt-22-dev; .ci/run installs it)")
 def test_tsan_reports_a_removed_barrier_and_nothing_otherwise():
     kernel = tilecore.jit(_reverse(), out_idx=[-1], target="metal-cpu")
     a = np.arange(256, dtype=np.float32)
