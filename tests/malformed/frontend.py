@@ -55,6 +55,11 @@ MISTAKES = [
     _k("inner_loop_index_after_loop", "TileNameError",
        "for i in T.serial(4):\n    for j in T.serial(4):\n        A[j] = 1.0\n    A[j] = 2.0  # <- here",
        "'j'"),
+    # integers compute in int64 at most: a larger constant was a different number per target
+    # (emu crashed with OverflowError on `x < 2**64 - 1`)
+    _k("constant_beyond_int64", "TileTypeError",
+       "if A[0] < 18446744073709551615:  # <- here\n    A[1] = 1", "does not fit int64",
+       header='A: T.Tensor((16,), "int32")'),
     _k("loop_bound_float", "TileTypeError",
        "for i in T.serial(A[0]):  # <- here\n    A[i] = 1.0", "integers"),
     _whole("kernel_binding_count", "TileBindingError",

@@ -260,8 +260,23 @@ for _composite in (BinOp, Unary, Cast, Select):
 # --------------------------------------------------------------------------- construction helpers
 
 
+def _check_int64(value: Scalar, dtype: DType | None = None) -> None:
+    """An integer constant of a kernel must be an int64 (every integer computes in int64 at most),
+    or a value of its own dtype when that is given (`T.uint64(2**64 - 1)`): a larger one was a
+    different number on each target, or crashed one. (A float operand's constant is a float:
+    `x < 2**64` on float32 is fine.)"""
+    if isinstance(value, int) and not isinstance(value, bool) and not _fits(value, dt.int64) \
+            and not (dtype is not None and _fits(value, dtype)):
+        raise TileTypeError(f"the integer constant {value} does not fit int64, the widest "
+                            "integer a kernel computes with",
+                            hint="use a constant between -2**63 and 2**63 - 1 (a comparison "
+                                 "with a larger bound is decided in Python, before the kernel)")
+
+
 def const(value: Scalar, dtype: DType | None = None) -> Const:
     """A Const from a Python scalar; dtype defaults to int32/int64, float32 or bool."""
+    if dtype is None or dtype.is_int:
+        _check_int64(value, dtype)
     if dtype is None:
         if isinstance(value, bool):
             dtype = dt.bool_
@@ -287,6 +302,8 @@ def as_expr(value: ExprLike, like: DType | None = None) -> Expr:
                 return const(value)
             if like.is_bool:
                 return const(value)
+            if like.is_int:
+                _check_int64(value, like)
             return Const(value, like)
         return const(value)
     try:

@@ -252,8 +252,9 @@ class ExprGen:
         a, b = self.gen(e.a), self.gen(e.b)
         t = e.a.dtype
         if e.op in _CMP:
-            if t.is_int:
-                a, b = self.observed(e.a, a), self.observed(e.b, b)
+            if t.is_int:  # comparisons compare values: a constant is compared as it is
+                a = a if isinstance(e.a, Const) else self.observed(e.a, a)  # (`x <= -1` on
+                b = b if isinstance(e.b, Const) else self.observed(e.b, b)  # uint32 never holds)
             return f"({a} {_CMP[e.op]} {b})"
         if e.op == "and":
             return f"({a} & {b})"

@@ -65,7 +65,9 @@ def test_regression_programs_compile_with_nvcc(name):
                                 len(REGRESSION_KERNELS), _regression_kernel)
         assert "error" not in res, res.get("error")
     src = tilecore.compile(prim_func(REGRESSIONS[name]), target="cuda:sm_80").get_kernel_source()
-    if name.startswith("negative_bound"):  # the constant stays a signed value, not `-1u`
-        assert "-1u" not in src and "<= -1)" in src
+    if name.startswith(("negative_bound", "compare_constants")):  # constants stay signed values
+        assert "-1u" not in src and "-2u" not in src
+        assert "<= -1)" in src or "<= ((long long)(-1)))" in src or "== -1)" in src \
+            or "== ((long long)(-1)))" in src
     else:
         assert "long long" in src

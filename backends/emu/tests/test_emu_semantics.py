@@ -1,6 +1,7 @@
 """The emulator computes what tilecore.semantics defines, for values the generator never makes:
 reductions and cumsum of int32 near 2**30 and uint32 >= 2**31 (issue 19: the thread lowering
-accumulated below 64 bits), checked against NumPy and against interp."""
+accumulated below 64 bits) and comparisons with constants outside the compared type (issue 16),
+checked against NumPy and against interp."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ def _numpy_reference(name: str, a: np.ndarray, out_dtype) -> np.ndarray:
     x = a.astype(np.int64)
     if name.startswith("negative_bound"):  # values compare as values: never <= -1, always > -3
         r = np.where(~(x <= -1), 1 + (x > -3), 5)
+    elif name.startswith("compare_constants"):  # regressions.COMPARE_CONSTANTS, on int64 values
+        r = ((x < -1) * 1 + (x >= -2) * 2 + (x == -1) * 4 + (-1 < x) * 8 + (x != -2) * 16
+             + (x <= 4294967295) * 32 + (x > -2147483649) * 64 + (x == 4294967295) * 128)
     elif name.startswith("cumsum"):
         r = np.cumsum(x, axis=1)
     elif name.startswith("abssum"):

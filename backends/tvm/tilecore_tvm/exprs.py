@@ -19,6 +19,7 @@ from tvm import tirx as tir
 from tvm.script.ir_builder import tirx as T
 
 from tilecore import dtypes as dt
+from tilecore import semantics as S
 from tilecore.dtypes import DType
 from tilecore.ir.expr import BinOp, Cast, Const, Load, Select, Unary, Var
 from tilecore.ir.visit import walk
@@ -27,6 +28,7 @@ from .caps import Caps, Unsupported
 from .dtypes import FP8, compute, storage
 
 _CMP = {"lt": tir.LT, "le": tir.LE, "gt": tir.GT, "ge": tir.GE, "eq": tir.EQ, "ne": tir.NE}
+_MIRROR = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}  # c op x -> x op' c
 _FLOAT_UNARY = {
     "exp": tir.exp, "exp2": tir.exp2, "log": tir.log, "log2": tir.log2, "sqrt": tir.sqrt,
     "tanh": tir.tanh, "erf": tir.erf, "floor": tir.floor, "ceil": tir.ceil, "sin": tir.sin,
@@ -170,6 +172,28 @@ def nan_max(a, b):
 def nan_min(a, b):
     """np.minimum: NaN if either operand is NaN."""
     return share(a, lambda x: share(b, lambda y: tir.Select(tir.Or(x <= y, tir.isnan(x)), x, y)))
+
+
+def constant_outside(e: BinOp):
+    """The result of comparison `e` when one operand is an integer constant outside the other's
+    compute range (`x <= -1` on uint32), which holds for every value of that operand: comparisons
+    compare values (tilecore.semantics), while TIR cannot even build the constant (`uint32(-1)`
+    is an InternalError). None for every other comparison."""
+    t = e.a.dtype
+    if not t.is_int:
+        return None
+    if isinstance(e.b, Const) and not isinstance(e.a, Const):
+        v, op = int(e.b.value), e.op
+    elif isinstance(e.a, Const) and not isinstance(e.b, Const):
+        v, op = int(e.a.value), _MIRROR[e.op]
+    else:
+        return None
+    ct = S.int_compute_dtype(t)
+    if dt.min_value(ct) <= v <= dt.max_value(ct):
+        return None
+    below = v < dt.min_value(ct)  # then x > v for every x, else x < v
+    held = {"lt": not below, "le": not below, "gt": below, "ge": below, "eq": False, "ne": True}
+    return tir.const(held[op], "bool")
 
 
 def wrap_arith(op: str, a, b, tdt: str, wide: bool):
@@ -343,6 +367,8 @@ class ExprLower:
     def binop(self, e: BinOp, index: bool):
         op, t = e.op, e.a.dtype
         self._check(t)
+        if op in _CMP and (held := constant_outside(e)) is not None:
+            return held
         a, b = self(e.a, index), self(e.b, index)
         if op in _CMP:
             return _CMP[op](a, b)
