@@ -77,8 +77,8 @@ def tuned_config(kind: str, target, dim: int = 128, is_causal: bool = False,
                  dtype: str = "float16", seq_len: int | None = None) -> dict:
     """Tile parameters for `kind` ("fwd", "bwd", "decode", "mla") on `target`: the measured-best
     Hopper tiles for 16-bit dtypes (forward: head dim 64 or 128, the overlapped loop for d=128,
-    walking key tiles last to first when causal; backward: 128), else {} (the program's defaults). `seq_len` (optional: the
-    sequence length, for decode the KV cache length) picks the tiles measured best for short
+    walking key tiles last to first when causal; backward: 128), else {} (the program's
+    defaults). `seq_len` (optional: the sequence length, for decode the KV cache length) picks the tiles measured best for short
     ones (d=64 causal forward, decode). A decode config has `direct=True`: the split kernel
     writes the output, no combine kernel follows."""
     if kind not in KINDS:
