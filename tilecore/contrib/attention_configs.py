@@ -79,8 +79,8 @@ def tuned_config(kind: str, target, dim: int = 128, is_causal: bool = False,
     Hopper tiles for 16-bit dtypes (forward: head dim 64 or 128, the overlapped loop for d=128,
     walking key tiles last to first when causal; backward: 128), else {} (the program's
     defaults). `seq_len` (optional: the sequence length, for decode the KV cache length) picks
-    the tiles measured best for short ones (d=64 causal forward, decode). A decode config has `direct=True`: the split kernel
-    writes the output, no combine kernel follows."""
+    the tiles measured best for short ones (d=64 causal forward, decode). A decode config has
+    `direct=True`: the split kernel writes the output, no combine kernel follows."""
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r}: one of {', '.join(KINDS)}")
     if dtype not in ("float16", "bfloat16") or not is_hopper(target):
