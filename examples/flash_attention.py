@@ -27,16 +27,22 @@ LOG2E = 1.4426950408889634
 
 def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=64, block_N=64,
             num_stages=1, threads=128, dtype="float16", kv_heads=None, sm_scale=None, return_lse=False,
-            overlap=False, reverse_causal=True):
+            overlap=False, reverse_causal=True, diag_first=False):
     """One block per (query tile, head, batch). `sm_scale` defaults to 1/sqrt(dim); the softmax
     runs in base 2 (exp2 of scores pre-multiplied by log2(e) * sm_scale). `overlap=True` orders
     the loop as FlashAttention-3 does (the next tile's scores and this tile's P V in flight
     together, asynchronous gemms on sm_90a; the same values everywhere); `overlap="masked"`
     is that order in one loop body (on the H200 the overlap is faster at d=128 without a mask,
     slower causal and at d=64: tilecore.contrib.attention_configs picks it). `reverse_causal`
-    launches causal query tiles longest first.
+    launches causal query tiles longest first. `diag_first` (causal, `overlap=True`, block_N a
+    multiple of block_M; ignored otherwise) walks the key tiles last to first, so the one masked
+    tile is the peeled first iteration's and the overlapped body carries no mask.
     """
     kv_heads = kv_heads or heads
+    # in the reversed walk each row's first tile must hold one of its keys (its diagonal one):
+    # true when every query tile lies inside one key tile (block_N a multiple of block_M);
+    # otherwise a row masked across its whole first tile would take exp2(-inf - -inf)
+    diag_first = bool(diag_first and is_causal and overlap is True and block_N % block_M == 0)
     if heads % kv_heads:
         raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
     groups = heads // kv_heads
@@ -134,17 +140,38 @@ def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=64,
             # One extra iteration: k = 0 has no P V yet, k = loop_range only its P V. Each
             # stage holds K(k) and V(k - 1) (clamped: the unused tile is loaded, not read).
             for k in T.Pipelined(loop_range + 1, num_stages=num_stages):
-                T.copy(K[bz, T.min(k, loop_range - 1) * block_N:(T.min(k, loop_range - 1) + 1) * block_N,
-                         kv_head, :], K_shared)
-                T.copy(V[bz, T.max(k - 1, 0) * block_N:(T.max(k - 1, 0) + 1) * block_N, kv_head, :],
-                       V_shared)
-                if k == 0:
+                if diag_first:
+                    # causal, key tiles last to first: the diagonal tile (the masked one) is
+                    # iteration 0's, so the overlapped body below carries no mask
+                    T.copy(K[bz, T.max(loop_range - 1 - k, 0) * block_N:(T.max(loop_range - 1 - k, 0) + 1)
+                             * block_N, kv_head, :], K_shared)
+                    T.copy(V[bz, T.min(loop_range - k, loop_range - 1) * block_N:
+                             (T.min(loop_range - k, loop_range - 1) + 1) * block_N, kv_head, :], V_shared)
+                else:
+                    T.copy(K[bz, T.min(k, loop_range - 1) * block_N:(T.min(k, loop_range - 1) + 1) * block_N,
+                             kv_head, :], K_shared)
+                    T.copy(V[bz, T.max(k - 1, 0) * block_N:(T.max(k - 1, 0) + 1) * block_N, kv_head, :],
+                           V_shared)
+                if k == 0 and diag_first:
+                    # the diagonal tile, masked after its product: a mask written into the
+                    # accumulators before it (init_scores) made ptxas spill 132 bytes here
+                    T.clear(acc_s)
+                    T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                    for i, j in T.Parallel(block_M, block_N):
+                        acc_s[i, j] = T.if_then_else(bx * block_M + i >= (loop_range - 1) * block_N + j,
+                                                     acc_s[i, j], -T.infinity(accum))
+                    online_softmax(acc_s, scores_max, scores_max_prev, scores_scale, scores_sum, logsum)
+                    T.copy(acc_s, acc_s_cast)
+                elif k == 0:
                     init_scores(acc_s, k, bx)
                     T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
                     online_softmax(acc_s, scores_max, scores_max_prev, scores_scale, scores_sum, logsum)
                     T.copy(acc_s, acc_s_cast)
                 elif k < loop_range:
-                    init_scores(acc_s, k, bx)
+                    if diag_first:
+                        T.clear(acc_s)  # below the diagonal: no key is masked
+                    else:
+                        init_scores(acc_s, k, bx)
                     T.gemm(Q_shared, K_shared, acc_s, transpose_B=True, policy=T.GemmWarpPolicy.FullRow,
                            wg_wait=-1)
                     T.gemm(acc_s_cast, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow, wg_wait=-1)

@@ -26,6 +26,12 @@ _HOPPER = {
     # 1.932 -> 2.008 ms: the loop's extra iteration, and ptxas spills the masked body), d=64
     # slower everywhere (BENCHMARKS.md, "attention: FA3 overlap")
     ("fwd", 128, "overlap"): dict(block_M=128, block_N=128, num_stages=2, threads=256, overlap=True),
+    # causal: the overlapped loop walking key tiles last to first (`diag_first`: the one masked
+    # tile is the peeled first iteration's, the overlapped body has no mask and no spill);
+    # interleaved against the plain causal loop 0.949x the time at s=4096, 0.929x at s=16384
+    # (BENCHMARKS.md, "attention: diag_first", session 9)
+    ("fwd", 128, "causal"): dict(block_M=128, block_N=128, num_stages=2, threads=256, overlap=True,
+                                 diag_first=True),
     # d=64: three consumer warpgroups (192 rows, 384 threads + the producer: 3 or more stages
     # put the kernel over half the shared memory, so it is warp-specialized; 4 ran 1% ahead of
     # 3); 128x64 s2 (no producer) stays ahead only causal at s <= 4096 (BENCHMARKS.md,
@@ -70,18 +76,18 @@ SHORT_KV = 2048
 def tuned_config(kind: str, target, dim: int = 128, is_causal: bool = False,
                  dtype: str = "float16", seq_len: int | None = None) -> dict:
     """Tile parameters for `kind` ("fwd", "bwd", "decode", "mla") on `target`: the measured-best
-    Hopper tiles for 16-bit dtypes (forward: head dim 64 or 128, the overlapped loop for d=128
-    without a mask; backward: 128), else {} (the program's defaults). `seq_len` (optional: the
-    sequence length, for decode the KV cache length) picks the tiles measured best for short
-    ones (d=64 causal forward, decode). A decode config has `direct=True`: the split kernel
-    writes the output, no combine kernel follows."""
+    Hopper tiles for 16-bit dtypes (forward: head dim 64 or 128, the overlapped loop for d=128,
+    walking key tiles last to first when causal; backward: 128), else {} (the program's
+    defaults). `seq_len` (optional: the sequence length, for decode the KV cache length) picks
+    the tiles measured best for short ones (d=64 causal forward, decode). A decode config has
+    `direct=True`: the split kernel writes the output, no combine kernel follows."""
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r}: one of {', '.join(KINDS)}")
     if dtype not in ("float16", "bfloat16") or not is_hopper(target):
         return {}
     if kind == "fwd":
-        if dim == 128 and not is_causal:
-            return dict(_HOPPER[("fwd", 128, "overlap")])
+        if dim == 128:
+            return dict(_HOPPER[("fwd", 128, "causal" if is_causal else "overlap")])
         if dim == 64 and is_causal and seq_len is not None and seq_len <= SHORT_SEQ:
             return dict(_HOPPER[("fwd", 64, "short causal")])
         return dict(_HOPPER.get(("fwd", dim), {}))

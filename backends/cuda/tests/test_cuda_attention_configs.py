@@ -18,7 +18,9 @@ if EXAMPLES not in sys.path:  # the kernels are the example scripts
 def test_hopper_gets_the_tuned_tiles_other_targets_the_defaults():
     fwd = tuned_config("fwd", "cuda:sm_90a", 128, False, "bfloat16")
     assert fwd["overlap"] is True and fwd["block_M"] == 128 and fwd["threads"] == 256
-    assert "overlap" not in tuned_config("fwd", "cuda:sm_90a", 128, True, "bfloat16")  # causal: plain loop
+    causal = tuned_config("fwd", "cuda:sm_90a", 128, True, "bfloat16")  # overlapped, key tiles last to first
+    assert causal["overlap"] is True and causal["diag_first"] is True
+    assert causal["block_N"] % causal["block_M"] == 0
     d64 = tuned_config("fwd", "cuda:sm_90", 64, False, "float16")
     assert (d64["block_M"], d64["threads"]) == (192, 384)  # three consumer warpgroups
     assert tuned_config("fwd", "cuda:sm_90", 64, True, "float16", seq_len=4096)["block_M"] == 128

@@ -1,0 +1,163 @@
+"""Interleaved A/B timing of attention configs on the GPU (one process):
+python benchmarks/attention_ab.py '<JSON list of steps>'
+
+Steps:
+- ["fwd", [dim, seq, causal], [cfg_A, cfg_B, ...]]: each config built, checked against SDPA
+  (output poisoned first), then every config after the first timed alternately with A
+  (gpu_paired.bench_pair: the median of the per-pair ratios t_X / t_A; > 1: A is faster) and
+  every config alternately with SDPA (t_SDPA / t_X; > 1: ours is faster).
+- ["decode", [kv_len, ...], [cfg, ...]]: GQA 32/8 d128 b32 decoding at each cache length, each
+  config and cuDNN timed alternately (t_cuDNN / t_X) and by do_bench; with the launch floor
+  (do_bench of a 1-element torch add) first, so a straight line through time against bytes
+  splits each config's time into a fixed part and a streaming rate.
+Prints one line per measurement; the configs use the keys of benchmarks/attention_cases.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import attention_cases as cases  # noqa: E402
+import gpu  # noqa: E402
+import gpu_paired  # noqa: E402
+
+
+def _bind(kern, *args):
+    """kern(*args) as a function of nothing."""
+    return lambda: kern(*args)
+
+
+def _pair(torch, a, b, ms):
+    return gpu_paired.bench_pair(torch, a, b, reps=60 if ms < 1.0 else 24)
+
+
+def step_fwd(torch, arch, args, cfgs):
+    """Check then A/B-time forward configs at (dim, seq, causal)."""
+    d, s, causal = args
+    b, h = cases.fwd_shape(d, s)
+    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))
+    sdpa = cases.sdpa_call(lambda: torch.nn.functional.scaled_dot_product_attention(
+        qt, kt, vt, is_causal=causal), "cudnn_attention")
+    ref = sdpa().transpose(1, 2).float()
+    base = dict(batch=b, heads=h, seq_len=s, dim=d, is_causal=causal, dtype="bfloat16")
+    gflop = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0) / 1e9
+    runs = []
+    for cfg in cfgs:
+        kern = cases.build("fwd", dict(base, **cfg), arch)
+        o = torch.empty_like(q)
+        o.fill_(float("nan"))
+        run = _bind(kern, q, k, v, o)
+        run()
+        err = gpu.rel_err(o, ref)
+        assert err < 2e-2, f"{cfg}: relative error {err:.3e}"
+        runs.append(run)
+    tag = f"fwd d{d} s{s}{' causal' if causal else ''}"
+    ms0 = gpu.bench(runs[0])
+    for i, (cfg, run) in enumerate(zip(cfgs, runs)):
+        ms = gpu.bench(run)
+        vs = _pair(torch, run, sdpa, ms)
+        line = (f"{tag} cfg{i} {json.dumps(cfg)}: {ms:.3f} ms ({gflop / ms:.0f} TFLOP/s) | paired vs cuDNN "
+                f"{vs['a_ms']:.3f} / {vs['b_ms']:.3f} ms ratio {vs['ratio']:.3f} "
+                f"({vs['mhz']} MHz {vs['watts']} W)")
+        if i:
+            ab = _pair(torch, runs[0], run, ms0)
+            line += f" | vs cfg0 {ab['a_ms']:.3f} / {ab['b_ms']:.3f} ms t_X/t_A {ab['ratio']:.3f}"
+        print(line, flush=True)
+
+
+def step_decode(torch, arch, kvs, cfgs):
+    """Decoding configs against cuDNN at each KV length (with the launch floor first)."""
+    tiny = torch.ones(1, device="cuda")
+    print(f"launch floor (do_bench of a 1-element add): {gpu.bench(lambda: tiny.add_(1)) * 1e3:.2f} us",
+          flush=True)
+    for kv in kvs:
+        _decode_at(torch, arch, kv, cfgs)
+
+
+def _decode_at(torch, arch, kv, cfgs):
+    """One cache length of step_decode."""
+    b, h, hk, d = 32, 32, 8, 128
+    q = torch.randn(b, h, d, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(b, kv, hk, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    qt, kt, vt = q.unsqueeze(2), k.transpose(1, 2).contiguous(), v.transpose(1, 2).contiguous()
+    sdpa = cases.sdpa_call(lambda: torch.nn.functional.scaled_dot_product_attention(
+        qt, kt, vt, enable_gqa=True), "cudnn_attention")
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        qt.float(), kt.float(), vt.float(), enable_gqa=True)[:, :, 0]
+    mb = 2.0 * b * kv * hk * d * 2 / 1e6
+    peer = gpu.bench(sdpa)
+    print(f"decode kv{kv}: {mb:.1f} MB; cuDNN do_bench {peer * 1e3:.1f} us ({mb / peer:.0f} GB/s)",
+          flush=True)
+    base = dict(batch=b, heads=h, kv_heads=hk, seq_kv=kv, dim=d, dtype="bfloat16")
+    for cfg in cfgs:
+        kern = cases.build("decode", dict(base, **cfg), arch)
+        out = torch.empty(b, h, d, device="cuda", dtype=torch.bfloat16)
+        if cfg.get("direct"):
+            run = _bind(kern, q, k, v, out)
+        else:
+            merge = cases.build("combine", dict(batch=b, heads=h, num_split=cfg["num_split"], dim=d,
+                                                dtype="bfloat16"), arch)
+            op = torch.empty(b, h, cfg["num_split"], d, device="cuda", dtype=torch.float32)
+            lp = torch.empty(b, h, cfg["num_split"], device="cuda", dtype=torch.float32)
+            split, combine = _bind(kern, q, k, v, op, lp), _bind(merge, op, lp, out)
+
+            def run(split=split, combine=combine):
+                split()
+                combine()
+        out.fill_(float("nan"))
+        run()
+        err = gpu.rel_err(out, ref)
+        assert err < 2e-2, f"{cfg}: relative error {err:.3e}"
+        ms = gpu.bench(run)
+        vs = _pair(torch, run, sdpa, ms)
+        print(f"  {json.dumps(cfg)}: do_bench {ms * 1e3:.1f} us ({mb / ms:.0f} GB/s) | paired "
+              f"{vs['a_ms'] * 1e3:.1f} / cuDNN {vs['b_ms'] * 1e3:.1f} us ratio {vs['ratio']:.3f}", flush=True)
+
+
+def build_all(plan, arch) -> int:
+    """Compile every kernel of `plan` for `arch` (no GPU needed): run here with
+    TILECORE_CACHE_DIR set and carry that cache, so the device call spends no time compiling."""
+    n = 0
+    for kind, args, cfgs in plan:
+        for cfg in cfgs:
+            if kind == "fwd":
+                d, s, causal = args
+                b, h = cases.fwd_shape(d, s)
+                cases.build("fwd", dict(batch=b, heads=h, seq_len=s, dim=d, is_causal=causal,
+                                        dtype="bfloat16", **cfg), arch)
+                n += 1
+                continue
+            for kv in args:
+                cases.build("decode", dict(batch=32, heads=32, kv_heads=8, seq_kv=kv, dim=128,
+                                           dtype="bfloat16", **cfg), arch)
+                if not cfg.get("direct"):
+                    cases.build("combine", dict(batch=32, heads=32, num_split=cfg["num_split"], dim=128,
+                                                dtype="bfloat16"), arch)
+                n += 1
+    return n
+
+
+def main(argv=None) -> int:
+    """Run the steps of the JSON plan in argv[0] (`--build ARCH PLAN`: only compile them)."""
+    argv = argv or sys.argv[1:]
+    if argv[0] == "--build":
+        print(build_all(json.loads(argv[2]), argv[1]), "configs built")
+        return 0
+    import torch
+    from tilecore_cuda.launch import device_arch
+
+    arch = device_arch(torch.cuda.current_device())
+    for kind, args, cfgs in json.loads(argv[0]):
+        try:
+            dict(fwd=step_fwd, decode=step_decode)[kind](torch, arch, args, cfgs)
+        except Exception as e:  # keep going
+            print(f"{kind} {args}: FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
