@@ -83,7 +83,7 @@ def test_int4_stores_wrap_and_arithmetic_is_int32(target):
 
 
 def test_targets_without_subbyte_storage_and_int4_outputs_are_refused():
-    with pytest.raises(TileTargetError, match="target cpu does not run sub-byte integers: A is int4"):
+    with pytest.raises(TileTargetError, match="target cpu does not run sub-byte types: A is int4"):
         tilecore.compile(_mm(16, 16, 32), out_idx=-1, target="cpu")
 
     @T.prim_func

@@ -117,6 +117,10 @@ bool_ = DType("bool", "bool", 8)
 # targets that run them (interp), two per byte (low nibble first) in host tensors; see
 # tilecore.subbyte. Not in ALL: ALL is the set every backend runs.
 int4 = DType("int4", "int", 4)
+# TileLang's `T.float4_e2m1fn` (OCP MX FP4: 1 sign, 2 exponent, 1 mantissa bits; finite only,
+# +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}): a sub-byte type like int4 (the same storage rules). A
+# conversion to it rounds to nearest even and saturates to +-6 (ml_dtypes; CUDA's satfinite).
+float4_e2m1fn = DType("float4_e2m1fn", "float", 4)
 
 # TileLang's `T.uint64`: build-time constants (`T.uint64(0)`, the opaque handle TVM's
 # `reduce_scope` attribute takes) and host tensors; a kernel value of it is refused when
@@ -129,7 +133,7 @@ ALL: tuple[DType, ...] = (
     float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2,
     int8, int16, int32, int64, uint8, uint16, uint32, bool_,
 )
-SUB_BYTE: tuple[DType, ...] = (int4,)
+SUB_BYTE: tuple[DType, ...] = (int4, float4_e2m1fn)
 BY_NAME: dict[str, DType] = {d.name: d for d in ALL + SUB_BYTE + CONST_ONLY}
 
 _NUMPY: dict[str, np.dtype] = {
@@ -149,6 +153,7 @@ _NUMPY: dict[str, np.dtype] = {
     "uint64": np.dtype(np.uint64),
     "bool": np.dtype(np.bool_),
     "int4": np.dtype(ml_dtypes.int4),
+    "float4_e2m1fn": np.dtype(ml_dtypes.float4_e2m1fn),
 }
 
 # Spellings accepted besides the canonical names (TileLang / TVM habits).
@@ -156,7 +161,8 @@ ALIASES: dict[str, DType] = {
     "float": float32, "half": float16, "double": float64, "fp16": float16, "fp32": float32,
     "bf16": bfloat16, "fp64": float64, "int": int32, "float8_e4m3": float8_e4m3fn,
     "e4m3_float8": float8_e4m3fn, "e5m2_float8": float8_e5m2, "fp8_e4m3": float8_e4m3fn,
-    "fp8_e5m2": float8_e5m2, "bool_": bool_, "uint": uint32, "long": int64, "short": int16,
+    "fp8_e5m2": float8_e5m2, "float4_e2m1": float4_e2m1fn, "fp4_e2m1": float4_e2m1fn,
+    "bool_": bool_, "uint": uint32, "long": int64, "short": int16,
 }
 
 _TORCH_NAMES = {
@@ -165,6 +171,7 @@ _TORCH_NAMES = {
     "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8", "uint16": "uint16",
     "uint32": "uint32", "uint64": "uint64", "bool": "bool",
     "int4": "int8",  # TileLang's as_torch(): int8 storage of packed pairs
+    "float4_e2m1fn": "float4_e2m1fn_x2",  # TileLang's as_torch(): torch's packed pair type
 }
 
 
@@ -259,5 +266,5 @@ def min_value(d: DType):
 
 
 def has_infinity(d: DType) -> bool:
-    """float8_e4m3fn has no infinity; every other float does."""
-    return d.is_float and d.name != "float8_e4m3fn"
+    """float8_e4m3fn and float4_e2m1fn have no infinity; every other float does."""
+    return d.is_float and d.name not in ("float8_e4m3fn", "float4_e2m1fn")

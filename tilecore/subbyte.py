@@ -1,8 +1,11 @@
-"""Sub-byte integer tensors (TileLang's `T.int4`): where they run and how hosts pass them.
+"""Sub-byte tensors (TileLang's `T.int4`, `T.float4_e2m1fn`): where they run, how hosts pass them.
 
 - Semantics: int4 holds -8..7; a conversion to it wraps (keeps the low 4 bits, C-style, like
   every tilecore integer); arithmetic on int4 values computes in `int` (int32), as C promotes.
-  `T.gemm` of int4 operands accumulates into int32.
+  `T.gemm` of int4 operands accumulates into int32. float4_e2m1fn (tilecore.dtypes) computes
+  in float32 like the other narrow floats; a conversion to it rounds to nearest even and
+  saturates to +-6. The same storage and host rules below hold for it: a packed host tensor's
+  nibble is the FP4 code (a torch.float4_e2m1fn_x2 tensor is accepted as packed pairs too).
 - Kernel storage: one value per byte (ml_dtypes.int4) on the targets that declare
   `TargetInfo.sub_byte` (`interp` and `emu:*`). Other targets (cpu, cuda, hip, metal, tvm) refuse
   a kernel holding an int4 buffer with a TileTargetError naming the target (`check_kernel`).
@@ -23,20 +26,27 @@ from .ir.buffer import Buffer
 from .ir.visit import walk
 
 
-def _subbyte_buffers(func) -> list:
-    seen, out = set(), []
+def _subbyte_nodes(func) -> tuple[list, object]:
+    """(the sub-byte buffers of `func`, its first sub-byte value or None), in one walk."""
+    from .ir.expr import Expr
+
+    seen, out, value = set(), [], None
     for n in list(func.params) + list(walk(func.body)):
         if isinstance(n, Buffer) and n.dtype in dt.SUB_BYTE and id(n) not in seen:
             seen.add(id(n))
             out.append(n)
-    return out
+        elif value is None and isinstance(n, Expr) and getattr(n, "dtype", None) in dt.SUB_BYTE:
+            value = n
+    return out, value
 
 
 def check_kernel(func, target, out_idx) -> None:
     """Before compiling: a TileTargetError when `func` holds an int4 buffer and `target` cannot
     run it, a TileTypeError when it writes or returns an int4 global tensor."""
-    bufs = _subbyte_buffers(func)
+    bufs, value = _subbyte_nodes(func)
     if not bufs:
+        if value is not None:
+            _check_value(func, target, value)
         return
     from .call_args import written_params
     from .kernel import normalize_out_idx
@@ -51,8 +61,25 @@ def check_kernel(func, target, out_idx) -> None:
     if info is None or not info.sub_byte:  # the target declares it (TargetInfo.sub_byte)
         b = bufs[0]
         raise TileTargetError(
-            f"target {target} does not run sub-byte integers: {b.name} is {b.dtype}", func.loc,
-            hint="run int4 kernels on interp or emu:<arch>, or store the values as int8")
+            f"target {target} does not run sub-byte types: {b.name} is {b.dtype}", func.loc,
+            hint=f"run {b.dtype} kernels on interp or emu:<arch>, or store the values as "
+                 + ("int8" if b.dtype.is_int else "uint8 codes and decode them with "
+                    "T.reinterpret(code, T.float4_e2m1fn)"))
+
+
+def _check_value(func, target, value) -> None:
+    """A kernel with no sub-byte buffer may still compute a sub-byte value (`T.cast(x,
+    T.float4_e2m1fn)` then `T.reinterpret(..., T.uint8)`): refused where sub-byte types do not
+    run, as their buffers are."""
+    from .plugins import target_infos
+
+    info = target_infos().get(target.kind)
+    if info is None or not info.sub_byte:
+        raise TileTargetError(
+            f"target {target} does not run sub-byte types: {func.name} computes a "
+            f"{value.dtype} value", func.loc,
+            hint="run it on interp or emu:<arch>; on other targets round through an 8-bit "
+                 "or wider type")
 
 
 def check_inputs_only(func, written: frozenset, out_idx) -> None:
@@ -81,18 +108,22 @@ def logical(shape: tuple, dtype, pos: int, p: Buffer) -> tuple:
 
 
 def _is_packed_dtype(dtype) -> bool:
-    return str(dtype) in ("int8", "uint8", "torch.int8", "torch.uint8")
+    return str(dtype) in ("int8", "uint8", "torch.int8", "torch.uint8", "torch.float4_e2m1fn_x2")
 
 
 def unpack(a, d: dt.DType) -> np.ndarray:
     """The one-value-per-byte storage of packed argument `a` (NumPy array or torch tensor)."""
     if hasattr(a, "detach"):
-        a = a.detach().cpu().numpy()
+        import torch
+
+        a = a.detach().cpu().contiguous().view(torch.uint8).numpy()  # float4_e2m1fn_x2 too
     b = np.ascontiguousarray(a).view(np.uint8)
-    lo = (b & 0xF).astype(np.int8)
-    hi = (b >> 4).astype(np.int8)
+    lo = b & 0xF
+    hi = b >> 4
     out = np.stack([lo, hi], axis=-1).reshape(b.shape[:-1] + (b.shape[-1] * 2,))
-    out = np.where(out >= 8, out - 16, out)  # int4: sign-extend the nibble
+    if d.is_float:  # float4_e2m1fn: the nibble is the code; ml_dtypes keeps it in the low bits
+        return np.ascontiguousarray(out).view(d.np)
+    out = np.where(out >= 8, out.astype(np.int8) - 16, out.astype(np.int8))  # int4: sign-extend
     return out.astype(np.int64).astype(d.np)
 
 

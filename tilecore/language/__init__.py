@@ -3,6 +3,7 @@
 from ..dtypes import (
     bfloat16,
     bool_,
+    float4_e2m1fn,
     float8_e4m3fn,
     float8_e5m2,
     float16,
@@ -178,6 +179,7 @@ __all__ = [
     "Persistent",
     "reinterpret", "alloc_buffer", "reshape", "view",
     "int", "uint", "long", "short", "double", "im2col", "tvm_warp_shuffle", "int4", "access_ptr",
+    "float4_e2m1fn",
     "ptx_cp_async", "ptx_commit_group", "ptx_wait_group",
     "wgmma_gemm", "wait_wgmma", "fence_proxy_async", "cp_async_barrier_noinc", "gemm_sp",
     "attr", "comm_reducer", "evaluate", "tvm_thread_allreduce", "make_tensor", "ptr",

@@ -17,6 +17,12 @@ every target already has, exactly:
   subnormals, zero and infinities get their patterns. Two values have no arithmetic identity:
   `-0.0` gives the pattern of `+0.0`, and every NaN the canonical quiet NaN (`0x7FC00000`,
   `0x7E00`, `0x7FC0`). On a target with integer bit operations only (not `cpu`).
+- `float4_e2m1fn` <-> an 8-bit integer (`T.reinterpret(T.cast(x, T.float4_e2m1fn), T.uint8)`,
+  TileLang's FP4 encoding idiom; the widths differ, so this is the one exception to the
+  one-width rule): the 4-bit code in the low nibble (high nibble 0), and back from the low
+  nibble (the high one is ignored). Every FP4 value is `x2 / 2` for an integer `x2` in
+  {0, 1, 2, 3, 4, 6, 8, 12}, so both directions are small integer formulas; `-0.0` encodes as
+  code 0, like the float encodings above.
 """
 
 from __future__ import annotations
@@ -123,6 +129,37 @@ def _encode(x: Expr, s) -> Expr:
                                 binop("shl", cast(big_e, u), as_expr(m_bits, u))), cast(mant, u))
 
 
+_FP4 = "float4_e2m1fn"
+
+
+def _fp4_decode(code: Expr) -> Expr:
+    """The float4_e2m1fn value of the code in the low nibble of 8-bit integer `code`."""
+    i32 = dt.int32
+    c = binop("bitand", cast(code, i32), as_expr(15))
+    e = binop("bitand", binop("shr", c, as_expr(1)), as_expr(3))
+    m = binop("bitand", c, as_expr(1))
+    # twice the magnitude: m for e == 0 (subnormal), (2 + m) << (e - 1) otherwise
+    x2 = select(binop("eq", e, as_expr(0)), m,
+                binop("shl", binop("add", m, as_expr(2)), binop("max", binop("sub", e, as_expr(1)),
+                                                                as_expr(0))))
+    mag = binop("mul", cast(x2, dt.float32), as_expr(0.5, dt.float32))
+    neg = binop("ne", binop("bitand", c, as_expr(8)), as_expr(0))
+    return cast(select(neg, unary("neg", mag), mag), dt.as_dtype(_FP4))
+
+
+def _fp4_encode(x: Expr, d) -> Expr:
+    """The 4-bit code of float4_e2m1fn value `x` as 8-bit integer type `d` (high nibble 0)."""
+    i32, f32 = dt.int32, dt.float32
+    xf = cast(x, f32)
+    x2 = cast(binop("mul", unary("abs", xf), as_expr(2.0, f32)), i32)  # 0,1,2,3,4,6,8,12
+    mag = select(binop("lt", x2, as_expr(4)), x2,
+                 select(binop("lt", x2, as_expr(8)),
+                        binop("add", as_expr(4), binop("shr", binop("sub", x2, as_expr(4)), as_expr(1))),
+                        binop("add", as_expr(6), binop("shr", binop("sub", x2, as_expr(8)), as_expr(2)))))
+    sign = select(binop("lt", xf, as_expr(0.0, f32)), as_expr(8), as_expr(0))
+    return cast(binop("bitor", mag, sign), d)
+
+
 @dataclass(frozen=True)
 class Handle:
     """`T.reinterpret(x, dtype="handle")`: TVM's opaque pointer made from an integer. Only
@@ -143,6 +180,8 @@ def reinterpret(value, dtype) -> Expr:
     src = as_expr(value)
     d = dt.as_dtype(dtype)
     s = src.dtype
+    if _FP4 in (s.name, d.name) and {s.name, d.name} <= {_FP4, "uint8", "int8"} and s != d:
+        return _fp4_encode(src, d) if s.name == _FP4 else _fp4_decode(src)
     if s.bits != d.bits:
         raise TileTypeError(f"T.reinterpret from {s} ({s.bits} bits) to {d} ({d.bits} bits): the "
                             "widths differ", hint="reinterpret between types of one width; "

@@ -17,6 +17,7 @@ from ..dtypes import (  # noqa: F401 - re-exported: TileLang's module has the dt
     DType,
     bfloat16,
     bool_,
+    float4_e2m1fn,
     float8_e4m3fn,
     float8_e5m2,
     float16,
