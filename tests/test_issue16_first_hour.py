@@ -107,3 +107,39 @@ def test_the_root_marker_is_inert_under_any_other_name(tmp_path):
                "print(sorted(k for k in vars(m) if not k.startswith('__')))\n",
                dict(os.environ))
     assert got == "['_hand_over', 'importlib', 'os', 'sys']", got
+
+
+_PROBE = '''import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))  # as tests/ do
+
+
+def test_probe():
+    import gemm
+
+    parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert parent not in [os.path.abspath(p or os.curdir) for p in sys.path], "parent on sys.path"
+    assert not hasattr(gemm, "DECOY"), "the decoy folder beside the clone was imported"
+'''
+
+
+def test_pytest_keeps_the_clones_parent_off_sys_path(tmp_path):
+    """The root `__init__.py` makes the clone a package, and pytest imports a package's
+    `__init__.py` with its parent prepended to sys.path: a folder beside the clone named like
+    an example (`gemm/`) then shadowed examples/gemm.py in the tests. The repository's pytest
+    configuration (pyproject's `-p tilecore_conformance.rootdir`) collects the root as a plain
+    folder instead; a stand-in clone with the same configuration must see its own gemm."""
+    (tmp_path / "gemm").mkdir()
+    (tmp_path / "gemm" / "__init__.py").write_text("DECOY = True\n")
+    clone = tmp_path / "tilecore"
+    (clone / "examples").mkdir(parents=True)
+    (clone / "tests").mkdir()
+    shutil.copy(ROOT / "__init__.py", clone / "__init__.py")
+    shutil.copy(ROOT / "pyproject.toml", clone / "pyproject.toml")
+    (clone / "examples" / "gemm.py").write_text("REAL = True\n")
+    (clone / "tests" / "test_probe.py").write_text(_PROBE)
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "tests/test_probe.py"], cwd=clone, env=dict(os.environ),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout + out.stderr
