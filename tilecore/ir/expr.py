@@ -260,12 +260,16 @@ for _composite in (BinOp, Unary, Cast, Select):
 # --------------------------------------------------------------------------- construction helpers
 
 
+_I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+
+
 def _check_int64(value: Scalar, dtype: DType | None = None) -> None:
     """An integer constant of a kernel must be an int64 (every integer computes in int64 at most),
     or a value of its own dtype when that is given (`T.uint64(2**64 - 1)`): a larger one was a
     different number on each target, or crashed one. (A float operand's constant is a float:
     `x < 2**64` on float32 is fine.)"""
-    if isinstance(value, int) and not isinstance(value, bool) and not _fits(value, dt.int64) \
+    # bounds written out: const() runs for every constant lowering builds
+    if type(value) is not bool and isinstance(value, int) and not _I64_MIN <= value <= _I64_MAX \
             and not (dtype is not None and _fits(value, dtype)):
         raise TileTypeError(f"the integer constant {value} does not fit int64, the widest "
                             "integer a kernel computes with",
