@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import types
 import warnings
 
 from . import compile_cache, plugins, subbyte
@@ -21,6 +22,7 @@ from .ir.reducers import check as check_reducers
 from .ir.static_checks import check_program
 from .kernel import Kernel, normalize_out_idx
 from .language import eager
+from .language.parser import Macro
 from .options import options_from_pass_configs
 
 
@@ -162,6 +164,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+@functools.lru_cache(maxsize=4096)
 def _global_names(code) -> frozenset:
     """Every global name `code` and the functions nested in it (the kernel) may read."""
     names = set(code.co_names)
@@ -171,20 +174,33 @@ def _global_names(code) -> frozenset:
     return frozenset(names)
 
 
+def _names_read(fn) -> frozenset:
+    """The global names `fn` reads, directly or through the plain functions and `T.macro`
+    helpers of its own module that it names (transitively): a kernel calling `scale(A[i])`
+    whose `scale` reads `FACTOR` depends on `FACTOR` too. Helpers of other modules count by
+    identity only (walking a library's functions would put its globals into every key)."""
+    g = fn.__globals__
+    names = set(_global_names(fn.__code__))
+    todo, seen = list(names), {fn.__code__}
+    while todo:
+        value = g.get(todo.pop())
+        helper = value.fn if isinstance(value, Macro) else value
+        if isinstance(helper, types.FunctionType) and helper.__globals__ is g \
+                and helper.__code__ not in seen:
+            seen.add(helper.__code__)
+            new = _global_names(helper.__code__) - names
+            names |= new
+            todo.extend(new)
+    return frozenset(names)
+
+
 def _read_values(fn) -> tuple:
     """The current values of the module globals and closure cells a factory's body (and the
-    kernel inside it) reads, as part of its cache key: a kernel built from `TILE = 64` must be
-    rebuilt after `TILE = 128`. Hashable values count by value, others (a list, an array) by
-    identity."""
-    names = getattr(fn, "_tile_global_names", None)
-    if names is None:
-        names = _global_names(fn.__code__)
-        try:
-            fn._tile_global_names = names
-        except AttributeError:
-            pass
+    kernel inside it, and the same-module helpers they call: `_names_read`) reads, as part of
+    its cache key: a kernel built from `TILE = 64` must be rebuilt after `TILE = 128`. Hashable
+    values count by value, others (a list, an array) by identity."""
     g = fn.__globals__
-    vals = tuple((n, _hashable(g[n])) for n in sorted(names) if n in g)
+    vals = tuple((n, _hashable(g[n])) for n in sorted(_names_read(fn)) if n in g)
     cells = ()
     if fn.__closure__:
         cells = tuple((n, _hashable(c.cell_contents))
