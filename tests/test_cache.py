@@ -63,7 +63,8 @@ def test_files_are_private_and_honour_the_environment(tmp_path, monkeypatch):
         assert (d.stat().st_mode & 0o777) == 0o700
 
 
-@pytest.mark.parametrize("damage", ["truncate", "garbage", "flip", "empty", "bad-record"])
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "flip", "empty", "bad-record",
+                                    "other-version"])
 def test_a_damaged_entry_is_deleted_reported_once_and_rebuilt(store, damage):
     store.put_record("k", {"a": 1}, {"b": b"x" * 100})
     path = store.path("k")
@@ -76,6 +77,8 @@ def test_a_damaged_entry_is_deleted_reported_once_and_rebuilt(store, damage):
         path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
     elif damage == "empty":
         path.write_bytes(b"")
+    elif damage == "other-version":  # intact, but another file format's magic
+        path.write_bytes(b"TCC0" + data[len(cache.MAGIC):])
     else:  # an intact file whose payload is not a record
         path.write_bytes(cache.encode(b"\xff" * 20))
     store.clear_memory()
@@ -85,6 +88,34 @@ def test_a_damaged_entry_is_deleted_reported_once_and_rebuilt(store, damage):
     store.put_record("k", {"a": 2})  # rebuilt
     store.clear_memory()
     assert store.get_record("k") == ({"a": 2}, {})
+
+
+def test_damaged_entries_are_reported_once_per_store(store):
+    """Issue 16 item 15's "reported once": a cache full of bad entries says so once, not per
+    entry; each bad entry is still deleted and rebuilt."""
+    for k in ("a", "b", "c"):
+        store.put(k, b"value " + k.encode())
+        store.path(k).write_bytes(b"garbage")
+    store.clear_memory()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert [store.get(k) for k in ("a", "b", "c")] == [None, None, None]
+    assert len([w for w in seen if issubclass(w.category, cache.TileCacheWarning)]) == 1
+    assert not any(store.path(k).exists() for k in ("a", "b", "c"))
+
+
+def test_the_default_root_is_per_user_and_private(tmp_path, monkeypatch):
+    """Without TILECORE_CACHE_DIR: $XDG_CACHE_HOME/tilecore, else ~/.cache/tilecore, created
+    with mode 0700 (numba's pickles live there: other users must not plant entries)."""
+    monkeypatch.delenv("TILECORE_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache.root() == tmp_path / "xdg" / "tilecore"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache.root() == tmp_path / "home" / ".cache" / "tilecore"
+    cache.Store("ns").put("k", b"v")
+    for d in (tmp_path / "home", tmp_path / "home" / ".cache", cache.root(), cache.root() / "ns"):
+        assert (d.stat().st_mode & 0o777) == 0o700, d
 
 
 def test_lru_eviction_keeps_the_cap_and_the_recently_used(tmp_path):

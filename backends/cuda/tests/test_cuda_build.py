@@ -97,3 +97,68 @@ def test_negated_negative_literals_stay_negations():
     """Unary neg of a negative literal once printed `(--1)`, C's decrement (found by conformance)."""
     r = render_cuda(misc_module()).source
     assert "(-(-1.5f))" in r and "(-(-1))" in r and "--" not in r
+
+
+def test_a_damaged_cubin_entry_is_deleted_reported_and_recompiled(tmp_path, monkeypatch):
+    """Issue 16 item 15: the cubin cache returned a truncated cubin unchecked. Now a cut
+    entry fails its checksum: it is deleted, reported, and the cubin compiled again (no
+    compiler needed here: the compile is a stand-in that counts)."""
+    import warnings
+
+    from tilecore import cache
+
+    monkeypatch.setenv("TILECORE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(build, "compiler_id", lambda compiler: "stand-in 1.0")
+    calls = []
+    cubin = b"\x7fELF" + bytes(range(256)) * 8
+    monkeypatch.setattr(build, "_compile_nvcc", lambda *a: calls.append(a) or cubin)
+    build.CUBINS.clear_memory()
+    assert build.compile_cuda("src", "sm_80", name="m", compiler="nvcc") == cubin
+    (entry,) = (tmp_path / "cuda").glob("*.tcc")
+    build.CUBINS.clear_memory()
+    assert build.compile_cuda("src", "sm_80", name="m", compiler="nvcc") == cubin and len(calls) == 1
+    entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])  # a cut write, a full disk
+    build.CUBINS.clear_memory()
+    with pytest.warns(cache.TileCacheWarning, match="damaged"):
+        assert build.compile_cuda("src", "sm_80", name="m", compiler="nvcc") == cubin
+    assert len(calls) == 2  # recompiled, not served cut
+    build.CUBINS.clear_memory()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the rebuilt entry is whole again
+        assert build.compile_cuda("src", "sm_80", name="m", compiler="nvcc") == cubin
+    assert len(calls) == 2
+
+
+def test_generated_cuda_indexes_a_tensor_that_may_reach_2_31_elements_in_64_bits():
+    """Issue 16 item 2: `int` offsets wrapped past 2^31 elements. A symbolic tensor (assumed
+    large) is indexed in `long long`; a small constant-shape one keeps 32-bit offsets."""
+    import re
+
+    import tilecore
+    import tilecore.language as T
+
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def k(A: T.Tensor((n, 8), "float32"), C: T.Tensor((16, 8), "float32")):
+        with T.Kernel(T.ceildiv(n, 16), threads=32) as bx:
+            for i, j in T.Parallel(16, 8):
+                if bx * 16 + i < n:
+                    A[bx * 16 + i, j] = A[bx * 16 + i, j] + C[i, j]
+
+    src = tilecore.jit(k, target="cuda").get_kernel_source()
+
+    def indices(name):
+        out = []
+        for m in re.finditer(rf"\b{name}\[", src):  # the bracketed index, nesting included
+            depth, i = 1, m.end()
+            while depth:
+                depth += {"[": 1, "]": -1}.get(src[i], 0)
+                i += 1
+            out.append(src[m.end():i - 1])
+        return out
+
+    a, c = indices("A"), indices("C")
+    assert a and c
+    assert all("long long" in e for e in a), a
+    assert not any("long long" in e or "LL" in e for e in c), c
