@@ -66,3 +66,21 @@ def test_readme_lists_every_environment_variable():
     readme = (ROOT / "README.md").read_text()
     missing = sorted(v for v in named if f"`{v}`" not in readme)
     assert not missing, f"README's environment-variable table lacks {missing}"
+
+
+def test_readme_first_hour_says_what_issue_16_asks():
+    """Issue 16 item 18: the README says to use a venv and what the install weighs, how to get
+    torch's CPU build, the fast test loop, and names the language reference, the differences
+    from TileLang and the backend walkthrough (which exist, as does the oracle's README);
+    item 15: that a cache directory must be trusted like code."""
+    readme = (ROOT / "README.md").read_text()
+    for needle in ("python -m venv", "1.4 GB", "torch==2.13.0",
+                   "--index-url https://download.pytorch.org/whl/cpu", "python -m pytest -q tests",
+                   "--tile-target=interp"):
+        assert needle in readme, needle
+    for doc in ("docs/language.md", "docs/tilelang-differences.md", "docs/write-a-backend.md"):
+        assert doc in readme and (ROOT / doc).read_text().strip(), doc
+    assert "docs/backend-skeleton/" in (ROOT / "docs" / "write-a-backend.md").read_text()
+    assert (ROOT / "backends" / "interp" / "README.md").read_text().strip()
+    row = next(ln for ln in readme.splitlines() if ln.startswith("| `TILECORE_CACHE_DIR`"))
+    assert "0700" in row and "trust" in row and "like code" in row, row
