@@ -70,7 +70,10 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None,  # n
                       desc_once, diagnostics=diagnostics)
     check_program(func)  # in full on a miss: the shared-memory budget too
     plugins.manager().hook.tile_build_begin(target=t)  # e.g. cuda may load NVRTC beside the pipeline
-    reason = plugins.unsupported(t, func)
+    try:
+        reason = plugins.unsupported(t, func)
+    except TileTargetError as e:  # the target string itself (emu:sm_75x): the user's jit line
+        raise e.with_loc(caller_loc()) from None
     if reason:
         raise TileTargetError(f"target {t} cannot compile {func.name}: {reason}", func.loc,
                               hint="pick another target (`python -m tilecore targets`)")

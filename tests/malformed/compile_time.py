@@ -92,6 +92,12 @@ MISTAKES = [
     _jit("arch_on_archless_target", "TileTargetError", "tilecore.jit(k, target='interp:sm_75')",
          "no archs"),
     _jit("unknown_arch", "TileTargetError", "tilecore.jit(k, target='metal-cpu:apple1')", "apple1"),
+    # issue 16 item 6's own example: an arch on the cpu target (ignored before)
+    _jit("arch_on_cpu_target", "TileTargetError", "tilecore.jit(k, target='cpu:sm_75')", "no archs"),
+    # an emulator spec no installed lowering has (unlocated before: raised by emu's hook)
+    _jit("emu_unknown_lowering_arch", "TileTargetError", "tilecore.jit(k, target='emu:sm_75x')",
+         "sm_75x"),
+    _jit("compile_unknown_keyword", "TileError", "tilecore.compile(k, targt=target)", "targt"),
     _jit("compile_not_a_kernel", "TileError", "tilecore.compile(lambda: 0, target=target)",
          "prim_func"),
     _jit("jit_not_callable", "TileError", "tilecore.jit(42, target=target)", "int"),
