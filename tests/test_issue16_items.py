@@ -1,7 +1,8 @@
 """Regression tests of issue 16's sub-cases that had none before the item-by-item audit
 (docs/issue16-coverage.md): a loop reusing an index name (item 6, decided legal: TileLang's
-scoping), jit factories keyed on what same-module helpers read and on closure cells (item 7),
-and T.ceildiv's signs on the backends themselves, not only the toy (item 8)."""
+scoping), the uninitialized-read report naming the buffer (item 4), jit factories keyed on
+what same-module helpers read and on closure cells (item 7), and T.ceildiv's signs on the
+backends themselves, not only the toy (item 8)."""
 
 import numpy as np
 import pytest
@@ -9,6 +10,51 @@ from optional_backends import needs_interp, target_params
 
 import tilecore
 import tilecore.language as T
+from tilecore.errors import TileRuntimeError
+
+THIS = __file__
+
+
+# ----------------------------------------------------------------------------- item 4
+def _uncleared():
+    @T.prim_func
+    def k(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((16, 16), "float16")
+            acc = T.alloc_fragment((16, 16), "float32")
+            T.copy(A, a)
+            T.gemm(a, a, acc)  # <- acc never cleared
+            T.copy(acc, C)
+
+    return k, (np.ones((16, 16), np.float16),), "acc", "acc never cleared"
+
+
+def _half_written():
+    @T.prim_func
+    def k(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            sbuf = T.alloc_shared((16,), "float32")
+            for i in T.Parallel(8):
+                sbuf[i] = A[i]
+            for i in T.Parallel(16):
+                B[i] = sbuf[i]  # <- reads sbuf[8:]
+
+    return k, (np.zeros(16, np.float32),), "sbuf", "reads sbuf[8:]"
+
+
+@pytest.mark.filterwarnings("ignore::tilecore.errors.TilePerformanceWarning")
+@pytest.mark.parametrize("make", [_uncleared, _half_written], ids=["accumulator", "shared"])
+@pytest.mark.parametrize("target", target_params("interp", "emu:sm_80"))
+def test_an_uninitialized_read_names_the_buffer_and_the_line(target, make, monkeypatch):
+    """On by default in the test suites (conftest) and conformance; here set explicitly so the
+    test says what it needs."""
+    monkeypatch.setenv("TILECORE_CHECK_UNINIT", "1")
+    func, args, name, marker = make()
+    with pytest.raises(TileRuntimeError, match="uninitialized") as e:
+        tilecore.jit(func, out_idx=[-1], target=target)(*args)
+    assert e.value.loc is not None and e.value.loc.file == THIS, str(e.value)
+    assert marker in (e.value.loc.source_line() or ""), str(e.value)
+    assert f"buffer {name}" in str(e.value), str(e.value)
 
 
 # ----------------------------------------------------------------------------- item 6

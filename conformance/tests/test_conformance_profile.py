@@ -1,5 +1,7 @@
 """The generated-program profiles: how programs split into shards and which seeds they use."""
 
+import os
+
 import pytest
 from tilecore_conformance.profile import CI_EXAMPLES, CI_SHARDS, LONG_EXAMPLES, LONG_SHARDS, from_options
 
@@ -44,3 +46,19 @@ def test_ci_keeps_300_programs_per_target_and_the_long_profile_10000():
     low = {k: i.ci_programs for k, i in plugins.target_infos().items()
            if i.ci_programs is not None and i.ci_programs < 300}
     assert not low, f"targets below 300 generated programs in CI: {low}"
+
+
+def test_the_plugin_turns_the_uninitialized_read_report_on(pytestconfig, monkeypatch):
+    """Issue 16 item 4: the report of reads of memory nothing wrote is on by default in
+    conformance (a generated program must never read such memory): configuring the plugin
+    sets TILECORE_CHECK_UNINIT when the environment leaves it unset, and keeps a user's 0."""
+    from tilecore_conformance import plugin
+
+    # configuring again re-draws the seed of a --tile-long run: the session's is put back after
+    monkeypatch.setattr(pytestconfig.option, "tile_seed", pytestconfig.option.tile_seed)
+    monkeypatch.delenv("TILECORE_CHECK_UNINIT", raising=False)
+    plugin.pytest_configure(pytestconfig)
+    assert os.environ["TILECORE_CHECK_UNINIT"] == "1"
+    monkeypatch.setenv("TILECORE_CHECK_UNINIT", "0")
+    plugin.pytest_configure(pytestconfig)
+    assert os.environ["TILECORE_CHECK_UNINIT"] == "0"
