@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from optional_backends import needs_interp
+from optional_backends import needs_interp, target_params
 
 import tilecore
 import tilecore.language as T
@@ -171,15 +171,15 @@ def test_inputs_are_never_written_back_and_autograd_tensors_are_read():
 
 
 # ----------------------------------------------------------------------------- item 14
-@needs_interp
-def test_cpu_only_kernels_opt_out_of_the_portable_limits():
+@pytest.mark.parametrize("target", target_params("interp", "cpu"))
+def test_cpu_only_kernels_opt_out_of_the_portable_limits(target):
     @T.prim_func
     def k(A: T.Tensor((16,), "float32")):
         with T.Kernel(1, threads=2048, is_cpu=True) as bx:
             A[0] = 1.0
 
     a = np.zeros(16, np.float32)
-    tilecore.jit(k, target="interp")(a)
+    tilecore.jit(k, target=target)(a)
     assert a[0] == 1.0
 
 
