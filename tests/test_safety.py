@@ -186,13 +186,8 @@ def test_cpu_only_kernels_opt_out_of_the_portable_limits(target):
 # ----------------------------------------------------------------------------- item 13
 _ERRORS = {"TileError", "TileSyntaxError", "TileNameError", "TileTypeError", "TileShapeError",
            "TileBindingError", "TileCallError", "TileTargetError", "TileRuntimeError"}
-#: Raise sites not yet given a fix, by file: this list may only shrink. (The eager frontend and
-#: the asynchronous-copy emulation are being reworked by other changes; the backend runtime
-#: errors report device and toolchain failures.)
-_NOT_YET = {
-    "tilecore/language/eager.py": 11, "tilecore/emulator/asyncops.py": 2,
-    "backends/cuda/tilecore_cuda/launch.py": 1,
-}
+#: Raise sites not yet given a fix, by file: this list may only shrink (it is empty).
+_NOT_YET: dict[str, int] = {}
 
 
 def _sites_without_hint() -> dict[str, int]:

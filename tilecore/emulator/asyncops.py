@@ -50,13 +50,16 @@ class AsyncState:
         dst_off = np.broadcast_to(np.asarray(blk.eval(s.dst_offset, lanes), dtype=np.int64), (T,))
         if np.any(lanes & (dst_off % s.lanes != 0)):
             raise TileRuntimeError(f"misaligned {s.lanes}-element asynchronous copy into {s.dst.name}",
-                                   blk.loc)
+                                   blk.loc, hint=f"make the destination offset a multiple of {s.lanes} "
+                                   "elements (the tile's start and row length), or copy narrower")
         vals = np.zeros((T, s.lanes), dtype=s.dst.dtype.np)
         if pred.any():
             src_off = np.broadcast_to(np.asarray(blk.eval(s.src_offset, pred), dtype=np.int64), (T,))
             if np.any(pred & (src_off % s.lanes != 0)):
                 raise TileRuntimeError(f"misaligned {s.lanes}-element asynchronous copy from "
-                                       f"{s.src.name}", blk.loc)
+                                       f"{s.src.name}", blk.loc, hint=f"make the source offset a "
+                                       f"multiple of {s.lanes} elements (the region's start and the "
+                                       "tensor's row length), or copy narrower")
             vals = np.where(pred[:, None], blk.read(s.src, src_off, pred, s.lanes), vals)
         blk._check(s.dst, dst_off, lanes, s.dst.shape[0], "asynchronous write", s.lanes)
         tids = blk.tid[lanes]

@@ -193,7 +193,9 @@ class EagerParser(Parser):
                                   hint="wrap the body in `with T.Kernel(grid..., threads=128) as bx:`")
         missing = [n for n in self.tensor_names if n not in self.inputs]
         if missing:
-            raise TileBindingError(f"tensor parameter {missing[0]!r} is never declared", self.loc(fdef))
+            raise TileBindingError(f"tensor parameter {missing[0]!r} is never declared", self.loc(fdef),
+                                   hint=f"declare it at the top of the body: `{missing[0]}: "
+                                   "T.Tensor(shape, dtype)`")
         returned = self.returned or []
         unreturned = [n for n in self.outputs if n not in returned]
         if unreturned:
@@ -237,7 +239,8 @@ class EagerParser(Parser):
         if isinstance(node, ast.Return):
             return self.return_(node)
         if self.returned is not None:
-            raise TileSyntaxError("statements after `return` are not allowed", self.loc(node))
+            raise TileSyntaxError("statements after `return` are not allowed", self.loc(node),
+                                  hint="move the `return` to the end of the function body")
         return super()._stmt(node)
 
     def declare_tensor(self, node: ast.AnnAssign):
@@ -248,7 +251,8 @@ class EagerParser(Parser):
             raise TileSyntaxError("a bare annotation must declare a tensor parameter at the top of "
                                   "the function body", loc, hint="write `A: T.Tensor((M, K), dtype)`")
         if name in self.inputs or name in self.specs:
-            raise TileBindingError(f"tensor parameter {name!r} is declared twice", loc)
+            raise TileBindingError(f"tensor parameter {name!r} is declared twice", loc,
+                                   hint="delete one of the two declarations")
         try:
             ann = self._annotation(node.annotation)
         except TileError:
@@ -313,7 +317,8 @@ class EagerParser(Parser):
                                       hint="write `C = T.empty((M, N), dtype)` ... `return C`")
             names.append(e.id)
         if len(set(names)) != len(names):
-            raise TileSyntaxError("an output is returned twice", loc)
+            raise TileSyntaxError("an output is returned twice", loc,
+                                  hint="return each T.empty output once")
         self.returned = names
 
     # ------------------------------------------------------------------ T.const / T.empty
@@ -323,13 +328,15 @@ class EagerParser(Parser):
             loc = self.loc(node)
             if not self._top():
                 raise TileSyntaxError(f"T.{fn.__name__} must be at the top of the function body, "
-                                      "outside `with T.Kernel`", loc)
+                                      "outside `with T.Kernel`", loc,
+                                      hint="move it above the `with T.Kernel(...)` line")
             args = [self.ev(a) for a in node.args]
             kwargs = {k.arg: self.ev(k.value) for k in node.keywords}
             try:
                 bound = inspect.signature(fn).bind(*args, **kwargs).arguments
             except TypeError as e:
-                raise TileSyntaxError(f"bad arguments to T.{fn.__name__}: {e}", loc) from None
+                raise TileSyntaxError(f"bad arguments to T.{fn.__name__}: {e}", loc,
+                                      hint=f"T.{fn.__name__}{inspect.signature(fn)}") from None
             return self._const(bound["names"], loc) if fn is const else self._empty(bound, loc)
         return super().ev_Call(node)
 
@@ -338,7 +345,8 @@ class EagerParser(Parser):
         vals = []
         for n in names:
             if n in self.consts:
-                raise TileBindingError(f"T.const {n!r} is declared twice", loc)
+                raise TileBindingError(f"T.const {n!r} is declared twice", loc,
+                                       hint="declare each T.const name once")
             self.consts[n] = Var(n, dt.int32)
             vals.append(self.consts[n] if self.binding is None else self.binding[n])
         return vals[0] if len(vals) == 1 else tuple(vals)
@@ -346,7 +354,8 @@ class EagerParser(Parser):
     def _empty(self, bound, loc):
         name = self.b.pending_name()
         if name is None:
-            raise TileSyntaxError("assign T.empty to a name: `C = T.empty(shape, dtype)`", loc)
+            raise TileSyntaxError("assign T.empty to a name: `C = T.empty(shape, dtype)`", loc,
+                                  hint="name each output (`C = T.empty(...)`) and `return C`")
         if self.binding is None:
             return None  # outputs do not bind constants
         spec = Tensor(bound["shape"], bound.get("dtype", "float32"))
@@ -375,7 +384,8 @@ def bind_shapes(pr: Probe, tensors: dict, given: dict, where: SourceLoc | None) 
     origin: dict[str, str] = {}
     for n, v in given.items():
         if isinstance(v, bool) or not isinstance(v, int):
-            raise TileCallError(f"T.const {n} must be an int, got {v!r}", where)
+            raise TileCallError(f"T.const {n} must be an int, got {v!r}", where,
+                                hint=f"pass {n}=int(...)")
         binding[n], origin[n] = v, f"{n}={v}"
     by_var = {id(v): n for n, v in pr.consts.items()}
     for pname, arr in tensors.items():
@@ -386,7 +396,8 @@ def bind_shapes(pr: Probe, tensors: dict, given: dict, where: SourceLoc | None) 
         if len(shape) != len(spec.shape):
             raise TileCallError(
                 f"argument {pname} has shape {shape}, but its declaration at {decl} has rank "
-                f"{len(spec.shape)}", where)
+                f"{len(spec.shape)}", where,
+                hint=f"pass a tensor of rank {len(spec.shape)} (reshape it) or fix the declaration")
         for d, (want, got) in enumerate(zip(spec.shape, shape)):
             n = by_var.get(id(want))
             if n is None:
@@ -403,7 +414,8 @@ def bind_shapes(pr: Probe, tensors: dict, given: dict, where: SourceLoc | None) 
                             hint=f"pass it explicitly: .compile({unbound[0]}=...)")
     extra = [n for n in given if n not in pr.consts]
     if extra:
-        raise TileCallError(f"{extra[0]} is neither a T.const nor a parameter", where)
+        raise TileCallError(f"{extra[0]} is neither a T.const nor a parameter", where,
+                            hint=f"the kernel's T.const names: {', '.join(sorted(pr.consts)) or 'none'}")
     return binding
 
 

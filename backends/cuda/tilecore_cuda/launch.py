@@ -467,7 +467,7 @@ def _tensor_device(params: list, specs: tuple[ParamSpec, ...]) -> int:
             index = dev.index if dev.index is not None else 0
         elif dev.index != index:
             raise TileCallError(f"argument {s.name} is on cuda:{dev.index}, others on cuda:{index}",
-                                caller_loc())
+                                caller_loc(), hint=f"move every tensor to one device: .to('cuda:{index}')")
     if index is None:
         import torch
 
