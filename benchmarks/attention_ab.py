@@ -7,9 +7,12 @@ Steps:
   (gpu_paired.bench_pair: the median of the per-pair ratios t_X / t_A; > 1: A is faster) and
   every config alternately with SDPA (t_SDPA / t_X; > 1: ours is faster).
 - ["decode", [kv_len, ...], [cfg, ...]]: GQA 32/8 d128 b32 decoding at each cache length, each
-  config and cuDNN timed alternately (t_cuDNN / t_X) and by do_bench; with the launch floor
+  config and cuDNN timed alternately (t_cuDNN / t_X), every config after the first also
+  alternately with the first (t_X / t_A), and each by do_bench; with the launch floor
   (do_bench of a 1-element torch add) first, so a straight line through time against bytes
-  splits each config's time into a fixed part and a streaming rate.
+  splits each config's time into a fixed part and a streaming rate. A config with
+  `"kv_layout": "hnd"` reads the [b, kv_heads, s, d] tensors cuDNN is given, the others the
+  [b, s, kv_heads, d] ones (same values).
 Prints one line per measurement; the configs use the keys of benchmarks/attention_cases.py."""
 
 from __future__ import annotations
@@ -93,17 +96,19 @@ def _decode_at(torch, arch, kv, cfgs):
     print(f"decode kv{kv}: {mb:.1f} MB; cuDNN do_bench {peer * 1e3:.1f} us ({mb / peer:.0f} GB/s)",
           flush=True)
     base = dict(batch=b, heads=h, kv_heads=hk, seq_kv=kv, dim=d, dtype="bfloat16")
+    runs = []
     for cfg in cfgs:
         kern = cases.build("decode", dict(base, **cfg), arch)
         out = torch.empty(b, h, d, device="cuda", dtype=torch.bfloat16)
+        kk, vv = (kt, vt) if cfg.get("kv_layout") == "hnd" else (k, v)
         if cfg.get("direct"):
-            run = _bind(kern, q, k, v, out)
+            run = _bind(kern, q, kk, vv, out)
         else:
             merge = cases.build("combine", dict(batch=b, heads=h, num_split=cfg["num_split"], dim=d,
                                                 dtype="bfloat16"), arch)
             op = torch.empty(b, h, cfg["num_split"], d, device="cuda", dtype=torch.float32)
             lp = torch.empty(b, h, cfg["num_split"], device="cuda", dtype=torch.float32)
-            split, combine = _bind(kern, q, k, v, op, lp), _bind(merge, op, lp, out)
+            split, combine = _bind(kern, q, kk, vv, op, lp), _bind(merge, op, lp, out)
 
             def run(split=split, combine=combine):
                 split()
@@ -114,29 +119,39 @@ def _decode_at(torch, arch, kv, cfgs):
         assert err < 2e-2, f"{cfg}: relative error {err:.3e}"
         ms = gpu.bench(run)
         vs = _pair(torch, run, sdpa, ms)
-        print(f"  {json.dumps(cfg)}: do_bench {ms * 1e3:.1f} us ({mb / ms:.0f} GB/s) | paired "
-              f"{vs['a_ms'] * 1e3:.1f} / cuDNN {vs['b_ms'] * 1e3:.1f} us ratio {vs['ratio']:.3f}", flush=True)
+        line = (f"  {json.dumps(cfg)}: do_bench {ms * 1e3:.1f} us ({mb / ms:.0f} GB/s) | paired "
+                f"{vs['a_ms'] * 1e3:.1f} / cuDNN {vs['b_ms'] * 1e3:.1f} us ratio {vs['ratio']:.3f}")
+        if runs:
+            ab = _pair(torch, runs[0], run, ms)
+            line += f" | vs cfg0 {ab['a_ms'] * 1e3:.1f} / {ab['b_ms'] * 1e3:.1f} us t_X/t_A {ab['ratio']:.3f}"
+        runs.append(run)
+        print(line, flush=True)
 
 
 def build_all(plan, arch) -> int:
-    """Compile every kernel of `plan` for `arch` (no GPU needed): run here with
-    TILECORE_CACHE_DIR set and carry that cache, so the device call spends no time compiling."""
+    """Compile every kernel of `plan` for `arch`, cubin included (no GPU needed: NVRTC or, with
+    TILECORE_CUDA_COMPILER=nvcc, nvcc): run here with TILECORE_CACHE_DIR set and carry that
+    cache, so the device call spends no time compiling."""
     n = 0
+
+    def built(kern):
+        kern.artifact.cubin(arch)  # the compile-cache entry gains the cubin
+
     for kind, args, cfgs in plan:
         for cfg in cfgs:
             if kind == "fwd":
                 d, s, causal = args
                 b, h = cases.fwd_shape(d, s)
-                cases.build("fwd", dict(batch=b, heads=h, seq_len=s, dim=d, is_causal=causal,
-                                        dtype="bfloat16", **cfg), arch)
+                built(cases.build("fwd", dict(batch=b, heads=h, seq_len=s, dim=d, is_causal=causal,
+                                              dtype="bfloat16", **cfg), arch))
                 n += 1
                 continue
             for kv in args:
-                cases.build("decode", dict(batch=32, heads=32, kv_heads=8, seq_kv=kv, dim=128,
-                                           dtype="bfloat16", **cfg), arch)
+                built(cases.build("decode", dict(batch=32, heads=32, kv_heads=8, seq_kv=kv, dim=128,
+                                                 dtype="bfloat16", **cfg), arch))
                 if not cfg.get("direct"):
-                    cases.build("combine", dict(batch=32, heads=32, num_split=cfg["num_split"], dim=128,
-                                                dtype="bfloat16"), arch)
+                    built(cases.build("combine", dict(batch=32, heads=32, num_split=cfg["num_split"], dim=128,
+                                                      dtype="bfloat16"), arch))
                 n += 1
     return n
 

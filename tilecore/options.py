@@ -66,6 +66,10 @@ class Options:
       loads and its mmas (CUTLASS's multistage mainloop), instead of the burst after the barrier;
       pipelines of fewer than 3 stages keep the burst (off by default: on the H200 3% faster
       than the burst at 128x256x64 with 3 stages, a tie at the best configs; BENCHMARKS.md).
+    - ``early_tma_prologue`` (``tilecore.early_tma_prologue``, off): the first tiles of a TMA
+      pipeline without a producer warpgroup are issued before the statements ahead of the loop
+      that cannot interact with them (a query tile's load), not right before the loop
+      (tilecore.lower.early_prologue; for A/B runs of flash decoding).
     - ``tma_l2_promotion`` (``tilecore.tma_l2_promotion``: 128 or 256, default 128): the L2
       promotion of the kernel's TMA tensor maps (`CU_TENSOR_MAP_L2_PROMOTION_L2_128B` / `_256B`:
       an L2 miss of a TMA read fetches that many bytes); read by the cuda backend when it
@@ -88,6 +92,7 @@ class Options:
     ws_persistent_any: bool = False
     copy_interleave: bool = False
     copy_spread: bool = False
+    early_tma_prologue: bool = False
     tma_l2_promotion: int = 128
 
 
@@ -112,6 +117,7 @@ HONOURED = {
     "tilecore.ws_persistent_any": "ws_persistent_any",
     "tilecore.enable_copy_interleave": "copy_interleave",
     "tilecore.copy_spread": "copy_spread",
+    "tilecore.early_tma_prologue": "early_tma_prologue",
     "tilecore.tma_l2_promotion": "tma_l2_promotion",
 }
 
