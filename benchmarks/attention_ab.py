@@ -96,71 +96,101 @@ def _decode_at(torch, arch, kv, cfgs):
     print(f"decode kv{kv}: {mb:.1f} MB; cuDNN do_bench {peer * 1e3:.1f} us ({mb / peer:.0f} GB/s)",
           flush=True)
     base = dict(batch=b, heads=h, kv_heads=hk, seq_kv=kv, dim=d, dtype="bfloat16")
-    runs = []
-    for cfg in cfgs:
-        kern = cases.build("decode", dict(base, **cfg), arch)
-        out = torch.empty(b, h, d, device="cuda", dtype=torch.bfloat16)
-        kk, vv = (kt, vt) if cfg.get("kv_layout") == "hnd" else (k, v)
-        if cfg.get("direct"):
-            run = _bind(kern, q, kk, vv, out)
-        else:
-            merge = cases.build("combine", dict(batch=b, heads=h, num_split=cfg["num_split"], dim=d,
-                                                dtype="bfloat16"), arch)
-            op = torch.empty(b, h, cfg["num_split"], d, device="cuda", dtype=torch.float32)
-            lp = torch.empty(b, h, cfg["num_split"], device="cuda", dtype=torch.float32)
-            split, combine = _bind(kern, q, kk, vv, op, lp), _bind(merge, op, lp, out)
-
-            def run(split=split, combine=combine):
-                split()
-                combine()
-        out.fill_(float("nan"))
-        run()
-        err = gpu.rel_err(out, ref)
-        assert err < 2e-2, f"{cfg}: relative error {err:.3e}"
-        ms = gpu.bench(run)
-        vs = _pair(torch, run, sdpa, ms)
-        line = (f"  {json.dumps(cfg)}: do_bench {ms * 1e3:.1f} us ({mb / ms:.0f} GB/s) | paired "
-                f"{vs['a_ms'] * 1e3:.1f} / cuDNN {vs['b_ms'] * 1e3:.1f} us ratio {vs['ratio']:.3f}")
-        if runs:
-            ab = _pair(torch, runs[0], run, ms)
-            line += f" | vs cfg0 {ab['a_ms'] * 1e3:.1f} / {ab['b_ms'] * 1e3:.1f} us t_X/t_A {ab['ratio']:.3f}"
-        runs.append(run)
+    runs: list = []
+    for i, cfg in enumerate(cfgs):
+        try:
+            line = _decode_one(torch, arch, base, cfg, (q, k, v, kt, vt), ref, sdpa, mb, runs, i)
+        except Exception as e:  # report it and time the next config
+            line = f"  cfg{i} {json.dumps(cfg)}: FAILED {type(e).__name__}: {str(e)[:300]}"
         print(line, flush=True)
 
 
-def build_all(plan, arch) -> int:
-    """Compile every kernel of `plan` for `arch`, cubin included (no GPU needed: NVRTC or, with
-    TILECORE_CUDA_COMPILER=nvcc, nvcc): run here with TILECORE_CACHE_DIR set and carry that
-    cache, so the device call spends no time compiling."""
-    n = 0
+def _decode_one(torch, arch, base, cfg, tensors, ref, sdpa, mb, runs, i) -> str:
+    """Build, check and time config `i` (appending its run to `runs`, whose first entry is the
+    A of the A/B); the line to print."""
+    q, k, v, kt, vt = tensors
+    b, h, d = base["batch"], base["heads"], base["dim"]
+    kern = cases.build("decode", dict(base, **cfg), arch)
+    out = torch.empty(b, h, d, device="cuda", dtype=torch.bfloat16)
+    kk, vv = (kt, vt) if cfg.get("kv_layout") == "hnd" else (k, v)
+    if cfg.get("direct"):
+        run = _bind(kern, q, kk, vv, out)
+    else:
+        merge = cases.build("combine", dict(batch=b, heads=h, num_split=cfg["num_split"], dim=d,
+                                            dtype="bfloat16"), arch)
+        op = torch.empty(b, h, cfg["num_split"], d, device="cuda", dtype=torch.float32)
+        lp = torch.empty(b, h, cfg["num_split"], device="cuda", dtype=torch.float32)
+        split, combine = _bind(kern, q, kk, vv, op, lp), _bind(merge, op, lp, out)
 
-    def built(kern):
-        kern.artifact.cubin(arch)  # the compile-cache entry gains the cubin
+        def run(split=split, combine=combine):
+            split()
+            combine()
+    out.fill_(float("nan"))
+    run()
+    err = gpu.rel_err(out, ref)
+    assert err < 2e-2, f"{cfg}: relative error {err:.3e}"
+    ms = gpu.bench(run)
+    vs = _pair(torch, run, sdpa, ms)
+    line = (f"  cfg{i} {json.dumps(cfg)}: do_bench {ms * 1e3:.1f} us ({mb / ms:.0f} GB/s) | "
+            f"paired {vs['a_ms'] * 1e3:.1f} / cuDNN {vs['b_ms'] * 1e3:.1f} us ratio {vs['ratio']:.3f}")
+    if runs:
+        ab = _pair(torch, runs[0], run, ms)
+        line += f" | vs cfg0 {ab['a_ms'] * 1e3:.1f} / {ab['b_ms'] * 1e3:.1f} us t_X/t_A {ab['ratio']:.3f}"
+    runs.append(run)
+    return line
 
+
+def build_jobs(plan) -> list:
+    """Every kernel of `plan` as (kind, params) to compile: forward configs once, decoding
+    configs per cache length (their combine kernel too)."""
+    jobs, seen = [], set()
     for kind, args, cfgs in plan:
         for cfg in cfgs:
             if kind == "fwd":
                 d, s, causal = args
                 b, h = cases.fwd_shape(d, s)
-                built(cases.build("fwd", dict(batch=b, heads=h, seq_len=s, dim=d, is_causal=causal,
-                                              dtype="bfloat16", **cfg), arch))
-                n += 1
-                continue
-            for kv in args:
-                built(cases.build("decode", dict(batch=32, heads=32, kv_heads=8, seq_kv=kv, dim=128,
-                                                 dtype="bfloat16", **cfg), arch))
+                todo = [("fwd", dict(batch=b, heads=h, seq_len=s, dim=d, is_causal=causal, dtype="bfloat16",
+                                     **cfg))]
+            else:
+                todo = [("decode", dict(batch=32, heads=32, kv_heads=8, seq_kv=kv, dim=128, dtype="bfloat16",
+                                        **cfg)) for kv in args]
                 if not cfg.get("direct"):
-                    built(cases.build("combine", dict(batch=32, heads=32, num_split=cfg["num_split"], dim=128,
-                                                      dtype="bfloat16"), arch))
-                n += 1
+                    todo.append(("combine", dict(batch=32, heads=32, num_split=cfg["num_split"], dim=128,
+                                                 dtype="bfloat16")))
+            for job in todo:
+                key = json.dumps(job, sort_keys=True)
+                if key not in seen:
+                    seen.add(key)
+                    jobs.append(job)
+    return jobs
+
+
+def build_all(plan, arch, only=None) -> int:
+    """Compile the kernels of `plan` for `arch`, cubin included (NVRTC, or nvcc with
+    TILECORE_CUDA_COMPILER=nvcc), into the compile cache (TILECORE_CACHE_DIR); `only`: the
+    indices of `build_jobs(plan)` to build. On the device, several `--build ... --job i`
+    processes at once fill the cache the timed run then hits (a cache built on another machine
+    does not: the key holds paths, file times and the toolchain)."""
+    jobs = build_jobs(plan)
+    n = 0
+    for i, (kind, params) in enumerate(jobs):
+        if only is not None and i not in only:
+            continue
+        cases.build(kind, params, arch).artifact.cubin(arch)  # the cache entry gains the cubin
+        n += 1
     return n
 
 
 def main(argv=None) -> int:
-    """Run the steps of the JSON plan in argv[0] (`--build ARCH PLAN`: only compile them)."""
+    """Run the steps of the JSON plan in argv[0] (`--build ARCH PLAN [--job I]`: only compile
+    them, or the I-th of `--jobs PLAN`)."""
     argv = argv or sys.argv[1:]
+    if argv[0] == "--jobs":  # how many `--build ARCH PLAN --job i` there are
+        print(len(build_jobs(json.loads(argv[1]))))
+        return 0
     if argv[0] == "--build":
-        print(build_all(json.loads(argv[2]), argv[1]), "configs built")
+        only = {int(argv[4])} if len(argv) > 4 and argv[3] == "--job" else None
+        print(build_all(json.loads(argv[2]), argv[1], only), "kernels built")
         return 0
     import torch
     from tilecore_cuda.launch import device_arch
