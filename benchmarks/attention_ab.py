@@ -13,6 +13,9 @@ Steps:
   splits each config's time into a fixed part and a streaming rate. A config with
   `"kv_layout": "hnd"` reads the [b, kv_heads, s, d] tensors cuDNN is given, the others the
   [b, s, kv_heads, d] ones (same values).
+- ["decode_read", [kv_len, ...], [cfg, ...]]: the same with L2 left clean before every timed
+  run (256 MB read, `gpu_paired.bench_pair(read_flush=True)`, `gpu.bench_read_flushed`)
+  instead of do_bench's zeroing flush, which leaves it full of dirty lines.
 Prints one line per measurement; the configs use the keys of benchmarks/attention_cases.py."""
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ def _bind(kern, *args):
     return lambda: kern(*args)
 
 
-def _pair(torch, a, b, ms):
-    return gpu_paired.bench_pair(torch, a, b, reps=60 if ms < 1.0 else 24)
+def _pair(torch, a, b, ms, read_flush=False):
+    return gpu_paired.bench_pair(torch, a, b, reps=60 if ms < 1.0 else 24, read_flush=read_flush)
 
 
 def step_fwd(torch, arch, args, cfgs):
@@ -72,16 +75,21 @@ def step_fwd(torch, arch, args, cfgs):
         print(line, flush=True)
 
 
-def step_decode(torch, arch, kvs, cfgs):
+def step_decode(torch, arch, kvs, cfgs, read_flush=False):
     """Decoding configs against cuDNN at each KV length (with the launch floor first)."""
     tiny = torch.ones(1, device="cuda")
     print(f"launch floor (do_bench of a 1-element add): {gpu.bench(lambda: tiny.add_(1)) * 1e3:.2f} us",
           flush=True)
     for kv in kvs:
-        _decode_at(torch, arch, kv, cfgs)
+        _decode_at(torch, arch, kv, cfgs, read_flush)
 
 
-def _decode_at(torch, arch, kv, cfgs):
+def step_decode_read(torch, arch, kvs, cfgs):
+    """step_decode with L2 clean before each timed run (read flush)."""
+    step_decode(torch, arch, kvs, cfgs, read_flush=True)
+
+
+def _decode_at(torch, arch, kv, cfgs, read_flush=False):
     """One cache length of step_decode."""
     b, h, hk, d = 32, 32, 8, 128
     q = torch.randn(b, h, d, device="cuda", dtype=torch.bfloat16)
@@ -92,20 +100,23 @@ def _decode_at(torch, arch, kv, cfgs):
     ref = torch.nn.functional.scaled_dot_product_attention(
         qt.float(), kt.float(), vt.float(), enable_gqa=True)[:, :, 0]
     mb = 2.0 * b * kv * hk * d * 2 / 1e6
-    peer = gpu.bench(sdpa)
-    print(f"decode kv{kv}: {mb:.1f} MB; cuDNN do_bench {peer * 1e3:.1f} us ({mb / peer:.0f} GB/s)",
+    bench = (lambda fn: gpu.bench_read_flushed(torch, fn)) if read_flush else gpu.bench
+    peer = bench(sdpa)
+    print(f"decode{' (L2 clean: read flush)' if read_flush else ''} kv{kv}: {mb:.1f} MB; cuDNN "
+          f"{'read-flushed' if read_flush else 'do_bench'} {peer * 1e3:.1f} us ({mb / peer:.0f} GB/s)",
           flush=True)
     base = dict(batch=b, heads=h, kv_heads=hk, seq_kv=kv, dim=d, dtype="bfloat16")
     runs: list = []
     for i, cfg in enumerate(cfgs):
         try:
-            line = _decode_one(torch, arch, base, cfg, (q, k, v, kt, vt), ref, sdpa, mb, runs, i)
+            line = _decode_one(torch, arch, base, cfg, (q, k, v, kt, vt), ref, sdpa, mb, runs, i, bench,
+                               read_flush)
         except Exception as e:  # report it and time the next config
             line = f"  cfg{i} {json.dumps(cfg)}: FAILED {type(e).__name__}: {str(e)[:300]}"
         print(line, flush=True)
 
 
-def _decode_one(torch, arch, base, cfg, tensors, ref, sdpa, mb, runs, i) -> str:
+def _decode_one(torch, arch, base, cfg, tensors, ref, sdpa, mb, runs, i, bench, read_flush) -> str:
     """Build, check and time config `i` (appending its run to `runs`, whose first entry is the
     A of the A/B); the line to print."""
     q, k, v, kt, vt = tensors
@@ -129,12 +140,12 @@ def _decode_one(torch, arch, base, cfg, tensors, ref, sdpa, mb, runs, i) -> str:
     run()
     err = gpu.rel_err(out, ref)
     assert err < 2e-2, f"{cfg}: relative error {err:.3e}"
-    ms = gpu.bench(run)
-    vs = _pair(torch, run, sdpa, ms)
+    ms = bench(run)
+    vs = _pair(torch, run, sdpa, ms, read_flush)
     line = (f"  cfg{i} {json.dumps(cfg)}: do_bench {ms * 1e3:.1f} us ({mb / ms:.0f} GB/s) | "
             f"paired {vs['a_ms'] * 1e3:.1f} / cuDNN {vs['b_ms'] * 1e3:.1f} us ratio {vs['ratio']:.3f}")
     if runs:
-        ab = _pair(torch, runs[0], run, ms)
+        ab = _pair(torch, runs[0], run, ms, read_flush)
         line += f" | vs cfg0 {ab['a_ms'] * 1e3:.1f} / {ab['b_ms'] * 1e3:.1f} us t_X/t_A {ab['ratio']:.3f}"
     runs.append(run)
     return line
@@ -198,7 +209,8 @@ def main(argv=None) -> int:
     arch = device_arch(torch.cuda.current_device())
     for kind, args, cfgs in json.loads(argv[0]):
         try:
-            dict(fwd=step_fwd, decode=step_decode)[kind](torch, arch, args, cfgs)
+            steps = dict(fwd=step_fwd, decode=step_decode, decode_read=step_decode_read)
+            steps[kind](torch, arch, args, cfgs)
         except Exception as e:  # keep going
             print(f"{kind} {args}: FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
     return 0
