@@ -7,9 +7,15 @@ Steps:
   (gpu_paired.bench_pair: the median of the per-pair ratios t_X / t_A; > 1: A is faster) and
   every config alternately with SDPA (t_SDPA / t_X; > 1: ours is faster).
 - ["decode", [kv_len, ...], [cfg, ...]]: GQA 32/8 d128 b32 decoding at each cache length, each
-  config and cuDNN timed alternately (t_cuDNN / t_X) and by do_bench; with the launch floor
+  config and cuDNN timed alternately (t_cuDNN / t_X), every config after the first also
+  alternately with the first (t_X / t_A), and each by do_bench; with the launch floor
   (do_bench of a 1-element torch add) first, so a straight line through time against bytes
-  splits each config's time into a fixed part and a streaming rate.
+  splits each config's time into a fixed part and a streaming rate. A config with
+  `"kv_layout": "hnd"` reads the [b, kv_heads, s, d] tensors cuDNN is given, the others the
+  [b, s, kv_heads, d] ones (same values).
+- ["decode_read", [kv_len, ...], [cfg, ...]]: the same with L2 left clean before every timed
+  run (256 MB read, `gpu_paired.bench_pair(read_flush=True)`, `gpu.bench_read_flushed`)
+  instead of do_bench's zeroing flush, which leaves it full of dirty lines.
 Prints one line per measurement; the configs use the keys of benchmarks/attention_cases.py."""
 
 from __future__ import annotations
@@ -30,8 +36,8 @@ def _bind(kern, *args):
     return lambda: kern(*args)
 
 
-def _pair(torch, a, b, ms):
-    return gpu_paired.bench_pair(torch, a, b, reps=60 if ms < 1.0 else 24)
+def _pair(torch, a, b, ms, read_flush=False):
+    return gpu_paired.bench_pair(torch, a, b, reps=60 if ms < 1.0 else 24, read_flush=read_flush)
 
 
 def step_fwd(torch, arch, args, cfgs):
@@ -69,16 +75,21 @@ def step_fwd(torch, arch, args, cfgs):
         print(line, flush=True)
 
 
-def step_decode(torch, arch, kvs, cfgs):
+def step_decode(torch, arch, kvs, cfgs, read_flush=False):
     """Decoding configs against cuDNN at each KV length (with the launch floor first)."""
     tiny = torch.ones(1, device="cuda")
     print(f"launch floor (do_bench of a 1-element add): {gpu.bench(lambda: tiny.add_(1)) * 1e3:.2f} us",
           flush=True)
     for kv in kvs:
-        _decode_at(torch, arch, kv, cfgs)
+        _decode_at(torch, arch, kv, cfgs, read_flush)
 
 
-def _decode_at(torch, arch, kv, cfgs):
+def step_decode_read(torch, arch, kvs, cfgs):
+    """step_decode with L2 clean before each timed run (read flush)."""
+    step_decode(torch, arch, kvs, cfgs, read_flush=True)
+
+
+def _decode_at(torch, arch, kv, cfgs, read_flush=False):
     """One cache length of step_decode."""
     b, h, hk, d = 32, 32, 8, 128
     q = torch.randn(b, h, d, device="cuda", dtype=torch.bfloat16)
@@ -89,63 +100,108 @@ def _decode_at(torch, arch, kv, cfgs):
     ref = torch.nn.functional.scaled_dot_product_attention(
         qt.float(), kt.float(), vt.float(), enable_gqa=True)[:, :, 0]
     mb = 2.0 * b * kv * hk * d * 2 / 1e6
-    peer = gpu.bench(sdpa)
-    print(f"decode kv{kv}: {mb:.1f} MB; cuDNN do_bench {peer * 1e3:.1f} us ({mb / peer:.0f} GB/s)",
+    bench = (lambda fn: gpu.bench_read_flushed(torch, fn)) if read_flush else gpu.bench
+    peer = bench(sdpa)
+    print(f"decode{' (L2 clean: read flush)' if read_flush else ''} kv{kv}: {mb:.1f} MB; cuDNN "
+          f"{'read-flushed' if read_flush else 'do_bench'} {peer * 1e3:.1f} us ({mb / peer:.0f} GB/s)",
           flush=True)
     base = dict(batch=b, heads=h, kv_heads=hk, seq_kv=kv, dim=d, dtype="bfloat16")
-    for cfg in cfgs:
-        kern = cases.build("decode", dict(base, **cfg), arch)
-        out = torch.empty(b, h, d, device="cuda", dtype=torch.bfloat16)
-        if cfg.get("direct"):
-            run = _bind(kern, q, k, v, out)
-        else:
-            merge = cases.build("combine", dict(batch=b, heads=h, num_split=cfg["num_split"], dim=d,
-                                                dtype="bfloat16"), arch)
-            op = torch.empty(b, h, cfg["num_split"], d, device="cuda", dtype=torch.float32)
-            lp = torch.empty(b, h, cfg["num_split"], device="cuda", dtype=torch.float32)
-            split, combine = _bind(kern, q, k, v, op, lp), _bind(merge, op, lp, out)
-
-            def run(split=split, combine=combine):
-                split()
-                combine()
-        out.fill_(float("nan"))
-        run()
-        err = gpu.rel_err(out, ref)
-        assert err < 2e-2, f"{cfg}: relative error {err:.3e}"
-        ms = gpu.bench(run)
-        vs = _pair(torch, run, sdpa, ms)
-        print(f"  {json.dumps(cfg)}: do_bench {ms * 1e3:.1f} us ({mb / ms:.0f} GB/s) | paired "
-              f"{vs['a_ms'] * 1e3:.1f} / cuDNN {vs['b_ms'] * 1e3:.1f} us ratio {vs['ratio']:.3f}", flush=True)
+    runs: list = []
+    for i, cfg in enumerate(cfgs):
+        try:
+            line = _decode_one(torch, arch, base, cfg, (q, k, v, kt, vt), ref, sdpa, mb, runs, i, bench,
+                               read_flush)
+        except Exception as e:  # report it and time the next config
+            line = f"  cfg{i} {json.dumps(cfg)}: FAILED {type(e).__name__}: {str(e)[:300]}"
+        print(line, flush=True)
 
 
-def build_all(plan, arch) -> int:
-    """Compile every kernel of `plan` for `arch` (no GPU needed): run here with
-    TILECORE_CACHE_DIR set and carry that cache, so the device call spends no time compiling."""
-    n = 0
+def _decode_one(torch, arch, base, cfg, tensors, ref, sdpa, mb, runs, i, bench, read_flush) -> str:
+    """Build, check and time config `i` (appending its run to `runs`, whose first entry is the
+    A of the A/B); the line to print."""
+    q, k, v, kt, vt = tensors
+    b, h, d = base["batch"], base["heads"], base["dim"]
+    kern = cases.build("decode", dict(base, **cfg), arch)
+    out = torch.empty(b, h, d, device="cuda", dtype=torch.bfloat16)
+    kk, vv = (kt, vt) if cfg.get("kv_layout") == "hnd" else (k, v)
+    if cfg.get("direct"):
+        run = _bind(kern, q, kk, vv, out)
+    else:
+        merge = cases.build("combine", dict(batch=b, heads=h, num_split=cfg["num_split"], dim=d,
+                                            dtype="bfloat16"), arch)
+        op = torch.empty(b, h, cfg["num_split"], d, device="cuda", dtype=torch.float32)
+        lp = torch.empty(b, h, cfg["num_split"], device="cuda", dtype=torch.float32)
+        split, combine = _bind(kern, q, kk, vv, op, lp), _bind(merge, op, lp, out)
+
+        def run(split=split, combine=combine):
+            split()
+            combine()
+    out.fill_(float("nan"))
+    run()
+    err = gpu.rel_err(out, ref)
+    assert err < 2e-2, f"{cfg}: relative error {err:.3e}"
+    ms = bench(run)
+    vs = _pair(torch, run, sdpa, ms, read_flush)
+    line = (f"  cfg{i} {json.dumps(cfg)}: do_bench {ms * 1e3:.1f} us ({mb / ms:.0f} GB/s) | "
+            f"paired {vs['a_ms'] * 1e3:.1f} / cuDNN {vs['b_ms'] * 1e3:.1f} us ratio {vs['ratio']:.3f}")
+    if runs:
+        ab = _pair(torch, runs[0], run, ms, read_flush)
+        line += f" | vs cfg0 {ab['a_ms'] * 1e3:.1f} / {ab['b_ms'] * 1e3:.1f} us t_X/t_A {ab['ratio']:.3f}"
+    runs.append(run)
+    return line
+
+
+def build_jobs(plan) -> list:
+    """Every kernel of `plan` as (kind, params) to compile: forward configs once, decoding
+    configs per cache length (their combine kernel too)."""
+    jobs, seen = [], set()
     for kind, args, cfgs in plan:
         for cfg in cfgs:
             if kind == "fwd":
                 d, s, causal = args
                 b, h = cases.fwd_shape(d, s)
-                cases.build("fwd", dict(batch=b, heads=h, seq_len=s, dim=d, is_causal=causal,
-                                        dtype="bfloat16", **cfg), arch)
-                n += 1
-                continue
-            for kv in args:
-                cases.build("decode", dict(batch=32, heads=32, kv_heads=8, seq_kv=kv, dim=128,
-                                           dtype="bfloat16", **cfg), arch)
+                todo = [("fwd", dict(batch=b, heads=h, seq_len=s, dim=d, is_causal=causal, dtype="bfloat16",
+                                     **cfg))]
+            else:
+                todo = [("decode", dict(batch=32, heads=32, kv_heads=8, seq_kv=kv, dim=128, dtype="bfloat16",
+                                        **cfg)) for kv in args]
                 if not cfg.get("direct"):
-                    cases.build("combine", dict(batch=32, heads=32, num_split=cfg["num_split"], dim=128,
-                                                dtype="bfloat16"), arch)
-                n += 1
+                    todo.append(("combine", dict(batch=32, heads=32, num_split=cfg["num_split"], dim=128,
+                                                 dtype="bfloat16")))
+            for job in todo:
+                key = json.dumps(job, sort_keys=True)
+                if key not in seen:
+                    seen.add(key)
+                    jobs.append(job)
+    return jobs
+
+
+def build_all(plan, arch, only=None) -> int:
+    """Compile the kernels of `plan` for `arch`, cubin included (NVRTC, or nvcc with
+    TILECORE_CUDA_COMPILER=nvcc), into the compile cache (TILECORE_CACHE_DIR); `only`: the
+    indices of `build_jobs(plan)` to build. On the device, several `--build ... --job i`
+    processes at once fill the cache the timed run then hits (a cache built on another machine
+    does not: the key holds paths, file times and the toolchain)."""
+    jobs = build_jobs(plan)
+    n = 0
+    for i, (kind, params) in enumerate(jobs):
+        if only is not None and i not in only:
+            continue
+        cases.build(kind, params, arch).artifact.cubin(arch)  # the cache entry gains the cubin
+        n += 1
     return n
 
 
 def main(argv=None) -> int:
-    """Run the steps of the JSON plan in argv[0] (`--build ARCH PLAN`: only compile them)."""
+    """Run the steps of the JSON plan in argv[0] (`--build ARCH PLAN [--job I]`: only compile
+    them, or the I-th of `--jobs PLAN`)."""
     argv = argv or sys.argv[1:]
+    if argv[0] == "--jobs":  # how many `--build ARCH PLAN --job i` there are
+        print(len(build_jobs(json.loads(argv[1]))))
+        return 0
     if argv[0] == "--build":
-        print(build_all(json.loads(argv[2]), argv[1]), "configs built")
+        only = {int(argv[4])} if len(argv) > 4 and argv[3] == "--job" else None
+        print(build_all(json.loads(argv[2]), argv[1], only), "kernels built")
         return 0
     import torch
     from tilecore_cuda.launch import device_arch
@@ -153,7 +209,8 @@ def main(argv=None) -> int:
     arch = device_arch(torch.cuda.current_device())
     for kind, args, cfgs in json.loads(argv[0]):
         try:
-            dict(fwd=step_fwd, decode=step_decode)[kind](torch, arch, args, cfgs)
+            steps = dict(fwd=step_fwd, decode=step_decode, decode_read=step_decode_read)
+            steps[kind](torch, arch, args, cfgs)
         except Exception as e:  # keep going
             print(f"{kind} {args}: FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)
     return 0

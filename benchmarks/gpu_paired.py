@@ -90,11 +90,16 @@ class ClockSampler:
         return False
 
 
-def bench_pair(torch, a, b, reps: int = 60, warmup: int = 5) -> dict:
+def bench_pair(torch, a, b, reps: int = 60, warmup: int = 5, read_flush: bool = False) -> dict:
     """Alternate `a` and `b` (a, b, then b, a, ...), each timed by CUDA events after zeroing a
-    256 MB buffer (do_bench's flush); medians in ms of each and of the per-pair ratio
+    256 MB buffer (do_bench's flush, which leaves L2 full of dirty lines) or, `read_flush`,
+    after reading one (L2 left clean); medians in ms of each and of the per-pair ratio
     t_b / t_a (> 1: `a` is faster), with the SM clock and power sampled over the whole loop."""
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    if read_flush:
+        buf = torch.ones(128 << 20, dtype=torch.float16, device="cuda")
+        flush = type("ReadFlush", (), {"zero_": lambda self: buf.sum()})()
+    else:
+        flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     for _ in range(warmup):
         a()
         b()

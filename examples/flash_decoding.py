@@ -8,7 +8,9 @@ dim]. The split kernel (`program`) writes each split's normalized partial output
 (float32; -inf for a split with no keys); `combine_program` turns them into Output [batch,
 heads, dim]. Two cache layouts:
 
-- contiguous: K, V [batch, seq_kv, kv_heads, dim], every sequence seq_kv long;
+- contiguous: K, V [batch, seq_kv, kv_heads, dim] (`kv_layout="nhd"`, the default) or [batch,
+  kv_heads, seq_kv, dim] (`kv_layout="hnd"`: each KV head's keys contiguous, the layout torch's
+  SDPA and cuDNN take), every sequence seq_kv long;
 - paged (`paged=True`): K, V [num_pages, page_size, kv_heads, dim], BlockTable [batch,
   max_pages] int32 (the page holding positions p*page_size.. of a sequence) and SeqLens [batch]
   int32 (each sequence's own length).
@@ -36,7 +38,7 @@ LOG2E = 1.4426950408889634
 
 def program(batch=32, heads=32, kv_heads=8, seq_kv=4096, dim=128, num_split=8, block_N=64, block_H=16,
             num_stages=2, threads=128, dtype="float16", paged=False, page_size=64, num_pages=None,
-            sm_scale=None, direct=False, kv_eviction=None):
+            sm_scale=None, direct=False, kv_eviction=None, kv_layout="nhd"):
     """The split kernel: one block per (split, KV head, sequence). `seq_kv` is the cache length
     (contiguous) or the longest sequence (paged: max_pages = ceil(seq_kv / page_size));
     `num_pages` defaults to batch * max_pages. `direct=True` (with num_split=1) writes the
@@ -44,7 +46,8 @@ def program(batch=32, heads=32, kv_heads=8, seq_kv=4096, dim=128, num_split=8, b
     partials: one launch and no combine (batch x kv_heads blocks must fill the GPU: 256 at
     batch 32 with 8 KV heads); call it with out_idx=[-1]. `kv_eviction` is the L2 eviction policy
     of the K/V tile reads ("evict_first": the cache is read once; honoured where the pipeline
-    stages the tiles by TMA, i.e. block_H=64 on sm_90, ignored elsewhere)."""
+    stages the tiles by TMA, i.e. block_H=64 on sm_90, ignored elsewhere). `kv_layout` (contiguous
+    caches): "nhd" K/V [batch, seq_kv, kv_heads, dim], "hnd" [batch, kv_heads, seq_kv, dim]."""
     if direct and num_split != 1:
         raise ValueError(f"direct=True writes the output of one split: num_split must be 1, not {num_split}")
     if heads % kv_heads:
@@ -52,12 +55,18 @@ def program(batch=32, heads=32, kv_heads=8, seq_kv=4096, dim=128, num_split=8, b
     groups = heads // kv_heads
     if groups > block_H:
         raise ValueError(f"block_H ({block_H}) must hold the {groups} query heads of a KV head")
+    if kv_layout not in ("nhd", "hnd"):
+        raise ValueError(f"kv_layout {kv_layout!r}: \"nhd\" or \"hnd\"")
+    if paged and kv_layout != "nhd":
+        raise ValueError("a paged cache is [num_pages, page_size, kv_heads, dim]: kv_layout must be \"nhd\"")
     if paged and page_size % block_N:
         raise ValueError(f"page_size ({page_size}) must be a multiple of block_N ({block_N})")
     scale = (sm_scale if sm_scale is not None else 1.0 / math.sqrt(dim)) * LOG2E
     max_pages = -(-seq_kv // page_size)
     pages = num_pages or batch * max_pages
-    kv_shape = (pages, page_size, kv_heads, dim) if paged else (batch, seq_kv, kv_heads, dim)
+    hnd = kv_layout == "hnd"
+    kv_shape = (pages, page_size, kv_heads, dim) if paged else \
+        (batch, kv_heads, seq_kv, dim) if hnd else (batch, seq_kv, kv_heads, dim)
     accum = "float32"
 
     @T.macro
@@ -92,6 +101,9 @@ def program(batch=32, heads=32, kv_heads=8, seq_kv=4096, dim=128, num_split=8, b
                 T.copy(K[block_table[bz, T.min((first + k) * block_N // page_size, max_pages - 1)],
                          (first + k) * block_N % page_size:(first + k) * block_N % page_size + block_N,
                          by, :], K_shared, eviction_policy=kv_eviction)
+            elif hnd:
+                T.copy(K[bz, by, (first + k) * block_N:(first + k + 1) * block_N, :], K_shared,
+                       eviction_policy=kv_eviction)
             else:
                 T.copy(K[bz, (first + k) * block_N:(first + k + 1) * block_N, by, :], K_shared,
                        eviction_policy=kv_eviction)
@@ -102,6 +114,9 @@ def program(batch=32, heads=32, kv_heads=8, seq_kv=4096, dim=128, num_split=8, b
                 T.copy(V[block_table[bz, T.min((first + k) * block_N // page_size, max_pages - 1)],
                          (first + k) * block_N % page_size:(first + k) * block_N % page_size + block_N,
                          by, :], V_shared, eviction_policy=kv_eviction)
+            elif hnd:
+                T.copy(V[bz, by, (first + k) * block_N:(first + k + 1) * block_N, :], V_shared,
+                       eviction_policy=kv_eviction)
             else:
                 T.copy(V[bz, (first + k) * block_N:(first + k + 1) * block_N, by, :], V_shared,
                        eviction_policy=kv_eviction)
@@ -224,13 +239,16 @@ def _np_dtype(dtype):
 
 
 def make_inputs(rng, batch=32, heads=32, kv_heads=8, seq_kv=4096, dim=128, dtype="float16",
-                paged=False, page_size=64):
-    """Q, K, V (standard normal); paged: the cache scattered over shuffled pages, a block table
-    and per-sequence lengths between seq_kv / 2 and seq_kv (the first sequence is seq_kv long)."""
+                paged=False, page_size=64, kv_layout="nhd"):
+    """Q, K, V (standard normal; contiguous K/V in `kv_layout`); paged: the cache scattered over
+    shuffled pages, a block table and per-sequence lengths between seq_kv / 2 and seq_kv (the
+    first sequence is seq_kv long)."""
     npd = _np_dtype(dtype)
     q = rng.standard_normal((batch, heads, dim)).astype(npd)
     if not paged:
         k, v = (rng.standard_normal((batch, seq_kv, kv_heads, dim)).astype(npd) for _ in range(2))
+        if kv_layout == "hnd":
+            k, v = (np.ascontiguousarray(x.transpose(0, 2, 1, 3)) for x in (k, v))
         return [q, k, v]
     max_pages = -(-seq_kv // page_size)
     perm = rng.permutation(batch * max_pages).astype(np.int32)
@@ -273,12 +291,14 @@ def partials64(q, k, v, lens, num_split, block_N=64, sm_scale=None):
     return o, lse
 
 
-def reference(q, k, v, *paged_args, seq_kv=4096, num_split=8, block_N=64, sm_scale=None):
-    """float64 partials (float32), for the contiguous or the paged cache."""
+def reference(q, k, v, *paged_args, seq_kv=4096, num_split=8, block_N=64, sm_scale=None, kv_layout="nhd"):
+    """float64 partials (float32), for the contiguous (in `kv_layout`) or the paged cache."""
     if paged_args:
         table, lens = paged_args
         k, v = contiguous_cache(k, table, lens, seq_kv), contiguous_cache(v, table, lens, seq_kv)
     else:
+        if kv_layout == "hnd":
+            k, v = (x.transpose(0, 2, 1, 3) for x in (k, v))
         lens = [k.shape[1]] * q.shape[0]
     o, lse = partials64(q, k, v, lens, num_split, block_N, sm_scale)
     return [o.astype(np.float32), lse.astype(np.float32)]

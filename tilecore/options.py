@@ -66,6 +66,14 @@ class Options:
       loads and its mmas (CUTLASS's multistage mainloop), instead of the burst after the barrier;
       pipelines of fewer than 3 stages keep the burst (off by default: on the H200 3% faster
       than the burst at 128x256x64 with 3 stages, a tie at the best configs; BENCHMARKS.md).
+    - ``early_tma_prologue`` (``tilecore.early_tma_prologue``, off): the first tiles of a TMA
+      pipeline without a producer warpgroup are issued before the statements ahead of the loop
+      that cannot interact with them (a query tile's load), not right before the loop
+      (tilecore.lower.early_prologue; for A/B runs of flash decoding).
+    - ``tma_l2_promotion`` (``tilecore.tma_l2_promotion``: 128 or 256, default 128): the L2
+      promotion of the kernel's TMA tensor maps (`CU_TENSOR_MAP_L2_PROMOTION_L2_128B` / `_256B`:
+      an L2 miss of a TMA read fetches that many bytes); read by the cuda backend when it
+      encodes the maps (tilecore_cuda.tensormap), for A/B runs of streaming kernels.
     """
 
     disable_tma_lower: bool = False
@@ -84,6 +92,8 @@ class Options:
     ws_persistent_any: bool = False
     copy_interleave: bool = False
     copy_spread: bool = False
+    early_tma_prologue: bool = False
+    tma_l2_promotion: int = 128
 
 
 # TileLang pass-config key -> Options field
@@ -107,6 +117,8 @@ HONOURED = {
     "tilecore.ws_persistent_any": "ws_persistent_any",
     "tilecore.enable_copy_interleave": "copy_interleave",
     "tilecore.copy_spread": "copy_spread",
+    "tilecore.early_tma_prologue": "early_tma_prologue",
+    "tilecore.tma_l2_promotion": "tma_l2_promotion",
 }
 
 # TileLang keys accepted without effect, with why (told once per process).
@@ -143,6 +155,9 @@ NOT_APPLIED = {
     "tl.disable_prelower_semantic_check": "tilecore's frontend checks are not optional",
 }
 
+# the options that take one of a few integers rather than a bool
+CHOICES = {"tma_l2_promotion": (128, 256)}
+
 _warned: set[str] = set()
 
 
@@ -158,7 +173,8 @@ def _key_name(key) -> str:
 def options_from_pass_configs(pass_configs) -> Options:
     """`Options` for TileLang-style `pass_configs` (a mapping, or None for the defaults).
 
-    Raises TileError for an unknown key or a non-bool value of a boolean option; warns once
+    Raises TileError for an unknown key, a non-bool value of a boolean option or a value outside
+    an integer option's `CHOICES`; warns once
     (TileConfigWarning) per known key that tilecore does not apply."""
     if pass_configs is None:
         return Options()
@@ -167,10 +183,16 @@ def options_from_pass_configs(pass_configs) -> Options:
     if not hasattr(pass_configs, "items"):
         raise TileError(f"pass_configs must be a dict, got {type(pass_configs).__name__}", caller_loc(),
                         hint="pass_configs={'tl.disable_tma_lower': True}")
-    fields: dict[str, bool] = {}
+    fields: dict[str, bool | int] = {}
     for key, value in pass_configs.items():
         name = _key_name(key)
         field = HONOURED.get(name)
+        if field in CHOICES:
+            if isinstance(value, bool) or value not in CHOICES[field]:
+                raise TileError(f"pass_configs[{name!r}] must be one of {CHOICES[field]}, got {value!r}",
+                                caller_loc(), hint=f"give one of {CHOICES[field]}")
+            fields[field] = value
+            continue
         if field is not None:
             if not isinstance(value, bool):
                 raise TileError(f"pass_configs[{name!r}] must be True or False, got {value!r}",

@@ -142,7 +142,8 @@ def async_pipelines(module: Module, desc: TargetDesc) -> Module:
             return None
         return async_pipeline(n, desc.facts, tma=not desc.options.disable_tma_lower,
                               warp_specialize=not desc.options.disable_warp_specialized,
-                              persistent_any=getattr(desc.options, "ws_persistent_any", False))
+                              persistent_any=getattr(desc.options, "ws_persistent_any", False),
+                              early_prologue=getattr(desc.options, "early_tma_prologue", False))
 
     return module.with_func(module.func.with_body(rewrite(module.func.body, fn, stop=_KERNEL)))
 

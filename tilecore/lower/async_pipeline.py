@@ -48,6 +48,7 @@ from ..ir.thread import (
 )
 from ..ir.visit import rewrite, substitute, walk
 from ..target import TargetFacts
+from .early_prologue import hoist_prologues
 from .indexing import free_vars, simplify
 from .prefetch import flat_stmts, written_globals
 from .smem_plan import TMA_ALIGN, planned_bytes_resized
@@ -222,7 +223,7 @@ def _fits(kernel: ThreadKernel, plan: _Plan, stages: int, summed: int, facts: Ta
 
 def _pipeline_loop(loop: For, kernel: ThreadKernel, facts: TargetFacts, budget: list, names: set,
                    bounds: dict, replaced: dict, added: list, use_tma: bool,
-                   ws: WsPlan | None) -> Stmt | None:
+                   ws: WsPlan | None, early: dict | None = None) -> Stmt | None:
     sizes = tuple(facts.get("async_copy_sizes", ()) or ())
     want = int(loop.annotation("num_stages", 0) or 0)
     if not sizes or want < 2 or loop.step != 1 or loop.annotation("async_stages"):
@@ -320,7 +321,10 @@ def _pipeline_loop(loop: For, kernel: ThreadKernel, facts: TargetFacts, budget: 
     replaced.update({id(b): plan.new[key] for key, b in plan.old.items()})
     if ring is not None:
         added.append((ring.buffers, ring.init()))
-    return SeqStmt(tuple(out), loc)
+    seq = SeqStmt(tuple(out), loc)
+    if early is not None and ring is not None and not copies:
+        early[id(seq)] = {id(s) for s in prologue}  # option early_tma_prologue (early_prologue.py)
+    return seq
 
 
 def _ws_loop(loop: For, plan: _Plan, ring: TmaRing, rest: list, stages: int, names: set, simp,
@@ -384,22 +388,25 @@ def _fresh(base: str, names: set) -> str:
 
 
 def async_pipeline(kernel: ThreadKernel, facts: TargetFacts, tma: bool = True,
-                   warp_specialize: bool = True, persistent_any: bool = False) -> ThreadKernel:
+                   warp_specialize: bool = True, persistent_any: bool = False,
+                   early_prologue: bool = False) -> ThreadKernel:
     """`kernel` with its T.Pipelined loops turned into multi-stage asynchronous-copy pipelines
     where the target has asynchronous copies and the loop's copies qualify (module docstring);
     TMA stages where the target has TMA and `tma`, warp-specialized where every staged loop
     qualifies and `warp_specialize` (tilecore.lower.tma_pipeline, .warp_specialize);
     `persistent_any`: persistent tiles also for a staged loop that is not a bare GEMM main loop
-    (option `ws_persistent_any`, warp_specialize._persistent)."""
+    (option `ws_persistent_any`, warp_specialize._persistent); `early_prologue`: the prologues
+    of TMA loops without a producer move up past what cannot interact with them (option
+    `early_tma_prologue`, tilecore.lower.early_prologue)."""
     if tma and warp_specialize and ws_possible(kernel, facts):
         out = _pipelines(kernel, facts, True, WsPlan(kernel, facts, persistent_any))
         if out is not None:
             return out
-    return _pipelines(kernel, facts, tma, None) or kernel
+    return _pipelines(kernel, facts, tma, None, early_prologue) or kernel
 
 
 def _pipelines(kernel: ThreadKernel, facts: TargetFacts, use_tma: bool,
-               ws: WsPlan | None) -> ThreadKernel | None:
+               ws: WsPlan | None, early_prologue: bool = False) -> ThreadKernel | None:
     """The pass proper; None when nothing changed or (with `ws`) warp specialization failed."""
     names = {b.name for b in kernel.registers} | {b.name for b in kernel.shared}
     names |= {n.var.name for n in walk(kernel.body) if isinstance(n, (LetStmt, For))}
@@ -408,13 +415,17 @@ def _pipelines(kernel: ThreadKernel, facts: TargetFacts, use_tma: bool,
     budget = [sum(b.shape[0] * b.dtype.itemsize for b in kernel.shared)]
     replaced: dict = {}
     added: list = []  # (mbarrier buffer, its initialization) per TMA ring
+    early: dict | None = {} if early_prologue and ws is None else None
 
     def fn(n):
         if isinstance(n, For) and (n.annotation("num_stages", 0) or 0) >= 2:
-            return _pipeline_loop(n, kernel, facts, budget, names, bounds, replaced, added, use_tma, ws)
+            return _pipeline_loop(n, kernel, facts, budget, names, bounds, replaced, added, use_tma, ws,
+                                  early)
         return None
 
     body = rewrite(kernel.body, fn)
+    if early:
+        body = hoist_prologues(body, early)
     if not replaced:
         return None
     shared = tuple(replaced.get(id(b), b) for b in kernel.shared)

@@ -85,3 +85,42 @@ def test_tma_gemm_on_gpu(M, N, K, kw):
         c = kernel(a, b)
         np.testing.assert_allclose(np.asarray(c).astype(np.float32), gemm.reference(a, b).astype(np.float32),
                                    **gemm.TOLERANCE)
+
+
+def test_tma_l2_promotion_option_reaches_the_tensor_maps(monkeypatch):
+    """pass_configs["tilecore.tma_l2_promotion"] = 256 encodes every tensor map with
+    CU_TENSOR_MAP_L2_PROMOTION_L2_256B (3; the default 128 bytes: 2), also after a compile-cache
+    round trip; other values are refused."""
+    from tilecore_cuda import launch, tensormap
+    from tilecore_cuda.artifact import CudaArtifact
+
+    wide = tilecore.compile(_gemm().program(M=1024, N=1024, K=1024, block_N=64), out_idx=[-1],
+                            target="cuda:sm_90a", pass_configs={"tilecore.tma_l2_promotion": 256})
+    plain = _compile("sm_90a", M=1024, N=1024, K=1024, block_N=64)
+    assert {m.l2_promotion for m in module_tensor_maps(wide.stages[-1][1])} == {256}
+    assert {m.l2_promotion for m in module_tensor_maps(plain.stages[-1][1])} == {128}
+    meta, blobs = wide.artifact.cache_entry()
+    assert {m.l2_promotion for m in CudaArtifact.from_cache_entry(meta, blobs).tensor_maps} == {256}
+    meta["tensor_maps"] = [m[:4] for m in meta["tensor_maps"]]  # an entry from before the field
+    assert {m.l2_promotion for m in CudaArtifact.from_cache_entry(meta, blobs).tensor_maps} == {128}
+
+    seen = []
+
+    class FakeDriver:
+        def __getattr__(self, name):
+            if name == "cuTensorMapEncodeTiled":
+                # (dtype, rank, addr, dims, strides, box, element strides, interleave, swizzle,
+                # L2 promotion, OOB fill)
+                return lambda *a: seen.append(a[9]) or (0, None)
+            return lambda x=None: x
+
+    monkeypatch.setattr(launch, "_driver", lambda: FakeDriver())
+    monkeypatch.setattr(launch, "check", lambda res, what: type("M", (), {"getPtr": lambda s: 0})())
+    monkeypatch.setattr(tensormap.ctypes, "string_at", lambda p, n: bytes(n))
+    for spec, want in ((wide, 3), (plain, 2)):
+        s = module_tensor_maps(spec.stages[-1][1])[0]
+        tensormap._encode((0x1000, (64, 64), (128,), 6, (64, 64), 128, s.l2_promotion))
+        assert seen[-1] == want
+    with pytest.raises(tilecore.TileError, match="one of"):
+        tilecore.compile(_gemm().program(M=256, N=256, K=256), out_idx=[-1], target="cuda:sm_90a",
+                         pass_configs={"tilecore.tma_l2_promotion": 64})

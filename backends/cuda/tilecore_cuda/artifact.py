@@ -139,7 +139,8 @@ class CudaArtifact:
                 "block": list(r.block), "smem_bytes": r.smem_bytes, "arch": self.arch,
                 "params": [[p.name, p.dtype.name, p.is_pointer] for p in r.params],
                 "cubins": sorted(self._cubins),
-                "tensor_maps": [[t.param, t.dtype.name, list(t.box), t.swizzle] for t in self.tensor_maps]}
+                "tensor_maps": [[t.param, t.dtype.name, list(t.box), t.swizzle, t.l2_promotion]
+                                for t in self.tensor_maps]}
         blobs = {"source": r.source.encode()}
         blobs.update({f"cubin:{a}": c for a, c in self._cubins.items()})
         return meta, blobs
@@ -156,8 +157,11 @@ class CudaArtifact:
         rendered = RenderedKernel(blobs["source"].decode(), meta["entry"],
                                   tuple(grid_from_json(g) for g in meta["grid"]),
                                   tuple(int(b) for b in meta["block"]), int(meta["smem_bytes"]), params)
-        maps = tuple(TensorMapSpec(int(i), dt.as_dtype(d), tuple(int(b) for b in box), int(sw))
-                     for i, d, box, sw in meta.get("tensor_maps", ()))
+        # [param, dtype, box, swizzle, L2 promotion]; entries written before the promotion was
+        # recorded have four fields (the 128-byte promotion they were built for)
+        maps = tuple(TensorMapSpec(int(m[0]), dt.as_dtype(m[1]), tuple(int(b) for b in m[2]), int(m[3]),
+                                   int(m[4]) if len(m) > 4 else 128)
+                     for m in meta.get("tensor_maps", ()))
         return cls(rendered, meta["arch"], eager=False, tensor_maps=maps, cubins=cubins)
 
 

@@ -30,13 +30,15 @@ _DTYPE_ENUM = {"uint8": 0, "int8": 0, "float8_e4m3fn": 0, "float8_e5m2": 0, "boo
                "uint16": 1, "int16": 1, "uint32": 2, "int32": 3, "int64": 5, "float16": 6,
                "float32": 7, "float64": 8, "bfloat16": 9}
 _SWIZZLE_ENUM = {0: 0, 32: 1, 64: 2, 128: 3}  # CU_TENSOR_MAP_SWIZZLE_{NONE,32B,64B,128B}
-_L2_PROMOTION_128B = 2  # CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+# CU_TENSOR_MAP_L2_PROMOTION_L2_128B / _256B by bytes (the option tilecore.tma_l2_promotion)
+_L2_PROMOTION = {128: 2, 256: 3}
 _OOB_FILL_ZERO = 0  # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: elements outside the tensor read as 0
 
 
 class TensorMapSpec(NamedTuple):
     """One tensor-map parameter: the tensor (index among the function's parameters), its
-    dtype, the box (extents per dimension, outermost first) and the swizzle span in bytes.
+    dtype, the box (extents per dimension, outermost first), the swizzle span in bytes and the
+    L2 promotion in bytes (the compile option `tma_l2_promotion`).
 
     A NamedTuple, not a frozen dataclass: a compile-cache hit creates this class, and a
     dataclass costs about 1 ms to create (its methods are generated and compiled)."""
@@ -45,6 +47,7 @@ class TensorMapSpec(NamedTuple):
     dtype: DType
     box: tuple
     swizzle: int
+    l2_promotion: int = 128
 
 
 def tensor_map_specs(kernel, params) -> tuple[TensorMapSpec, ...]:
@@ -66,11 +69,15 @@ def tensor_map_specs(kernel, params) -> tuple[TensorMapSpec, ...]:
 
 
 def module_tensor_maps(module) -> tuple[TensorMapSpec, ...]:
-    """`tensor_map_specs` of a lowered module's kernel (() for a module without one)."""
+    """`tensor_map_specs` of a lowered module's kernel (() for a module without one), each with
+    the L2 promotion of the module's options (`tma_l2_promotion`)."""
     from tilecore.ir.thread import find_kernel
 
     kernel = find_kernel(module.func.body)
-    return () if kernel is None else tensor_map_specs(kernel, module.func.params)
+    if kernel is None:
+        return ()
+    promotion = getattr(module.attrs.options, "tma_l2_promotion", 128)
+    return tuple(s._replace(l2_promotion=promotion) for s in tensor_map_specs(kernel, module.func.params))
 
 
 def spec_of(specs: tuple, node, params) -> int:
@@ -86,13 +93,13 @@ def _encode(key: tuple) -> bytes:
     """The 128 bytes of one tensor map (cuTensorMapEncodeTiled); `key` as built by `encode`."""
     from .launch import _driver, check
 
-    addr, dims, strides, enum, box, swizzle = key
+    addr, dims, strides, enum, box, swizzle, promotion = key
     d = _driver()
     u64, u32 = d.cuuint64_t, d.cuuint32_t
     tmap = check(d.cuTensorMapEncodeTiled(
         d.CUtensorMapDataType(enum), len(dims), addr, [u64(x) for x in dims], [u64(x) for x in strides],
         [u32(x) for x in box], [u32(1)] * len(dims), d.CUtensorMapInterleave(0),
-        d.CUtensorMapSwizzle(_SWIZZLE_ENUM[swizzle]), d.CUtensorMapL2promotion(_L2_PROMOTION_128B),
+        d.CUtensorMapSwizzle(_SWIZZLE_ENUM[swizzle]), d.CUtensorMapL2promotion(_L2_PROMOTION[promotion]),
         d.CUtensorMapFloatOOBfill(_OOB_FILL_ZERO)), "cuTensorMapEncodeTiled")
     return ctypes.string_at(tmap.getPtr(), TMAP_BYTES)
 
@@ -111,7 +118,8 @@ def encode(tensor, spec: TensorMapSpec, what: str) -> bytes:
                             f"be multiples of 16 bytes (address {addr:#x}, strides {strides} bytes)",
                             caller_loc(), hint="pass a tensor allocated by torch (not an offset view), "
                                                "or compile for sm_80")
-    key = (addr, dims, strides, _DTYPE_ENUM[spec.dtype.name], tuple(reversed(spec.box)), spec.swizzle)
+    key = (addr, dims, strides, _DTYPE_ENUM[spec.dtype.name], tuple(reversed(spec.box)), spec.swizzle,
+           spec.l2_promotion)
     out = _cache.get(key)
     if out is None:
         out = _cache[key] = _encode(key)

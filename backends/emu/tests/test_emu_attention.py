@@ -137,6 +137,49 @@ def test_hopper_tiles_emulated():
     np.testing.assert_allclose(out.astype(np.float32), o[:, :, 0], rtol=2e-2, atol=2e-2)
 
 
+@pytest.mark.parametrize("target,tiles", [
+    ("emu:sm_90a", dict(num_split=1, direct=True, block_N=64, block_H=64, num_stages=2, threads=128,
+                        kv_eviction="evict_first")),
+    ("emu:sm_80", dict(num_split=2, block_N=32)),
+], ids=["sm90a-direct-tma", "sm80-split2-combine"])
+def test_decoding_head_major_cache(target, tiles):
+    """K/V in [batch, kv_heads, seq, dim] (`kv_layout="hnd"`, SDPA's layout): the TMA tiles of
+    one launch (sm_90a) and split partials + combine (sm_80) against float64 softmax over the
+    cache read in [batch, seq, kv_heads, dim] order; 150 keys: a ragged last tile."""
+    sizes = dict(batch=2, heads=8, kv_heads=2, seq_kv=150, dim=64, dtype="bfloat16", kv_layout="hnd", **tiles)
+    inputs = flash_decoding.make_inputs(np.random.default_rng(13),
+                                        **sizes_for(flash_decoding.make_inputs, sizes))
+    q, k, v = inputs
+    assert k.shape == (2, 2, 150, 64)
+    out = flash_decoding.decode(target, inputs, **sizes)
+    o, _ = flash_decoding.partials64(q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3), [150, 150], 1)
+    np.testing.assert_allclose(out.astype(np.float32), o[:, :, 0], rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("kv_layout", ["nhd", "hnd"])
+def test_decoding_early_tma_prologue(kv_layout):
+    """Option `tilecore.early_tma_prologue`: the one-launch TMA decoding kernel issues its first
+    K/V tile before the query tile's load (the CUDA source's order) and still matches float64
+    on the emulated sm_90a, whose race checker sees every barrier the reordering needs."""
+    sizes = dict(batch=2, heads=8, kv_heads=2, seq_kv=150, dim=64, dtype="bfloat16", num_split=1,
+                 direct=True, block_N=64, block_H=64, num_stages=2, threads=128, kv_eviction="evict_first",
+                 kv_layout=kv_layout)
+    func = flash_decoding.program(**sizes_for(flash_decoding.program, sizes))
+    opts = {"tilecore.early_tma_prologue": True}
+    src = tilecore.compile(func, out_idx=[-1], target="cuda:sm_90a", pass_configs=opts).get_kernel_source()
+    plain = tilecore.compile(func, out_idx=[-1], target="cuda:sm_90a").get_kernel_source()
+    first_tma, first_q = src.index("cp.async.bulk.tensor"), src.index("&Q_shared[")
+    assert first_tma < first_q and plain.index("cp.async.bulk.tensor") > plain.index("&Q_shared[")
+    inputs = flash_decoding.make_inputs(np.random.default_rng(14),
+                                        **sizes_for(flash_decoding.make_inputs, sizes))
+    q, k, v = inputs
+    out = tilecore.jit(func, out_idx=[-1], target="emu:sm_90a", pass_configs=opts)(*inputs)
+    if kv_layout == "hnd":
+        k, v = (x.transpose(0, 2, 1, 3) for x in (k, v))
+    o, _ = flash_decoding.partials64(q, k, v, [150, 150], 1)
+    np.testing.assert_allclose(out.astype(np.float32), o[:, :, 0], rtol=2e-2, atol=2e-2)
+
+
 @pytest.mark.parametrize("target,sizes,tiles", [
     ("emu:sm_90a", dict(batch=1, heads=2, kv_heads=1, seq_len=300, dim=128, dtype="bfloat16"),
      dict(block_M=128, block_N=128, num_stages=2, threads=256)),
