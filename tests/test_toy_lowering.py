@@ -5,6 +5,8 @@ NumPy: exactly where the arithmetic is exact (integer and small-integer float da
 fp16 rounding of the output otherwise. Nothing here needs a backend distribution.
 """
 
+import functools
+
 import numpy as np
 import pytest
 import toy_backend
@@ -245,12 +247,19 @@ def test_cumsum_over_a_fragment(target, threads, dim):
 
 # ------------------------------------------------------------------------ elementwise, dynamic
 
+@functools.cache
+def _dynamic_elementwise(target):
+    """examples/elementwise_add with a symbolic length, lowered once per target: the
+    Hypothesis examples below vary only the length the one kernel is called with."""
+    import elementwise_add
+
+    return tilecore.jit(elementwise_add.program(block=128), out_idx=[-1], target=target)
+
+
 @settings(max_examples=15, deadline=None)
 @given(n=st.integers(1, 700), target=st.sampled_from([W4, W64]))
 def test_dynamic_ragged_elementwise(n, target):
-    import elementwise_add
-
-    kernel = tilecore.jit(elementwise_add.program(block=128), out_idx=[-1], target=target)
+    kernel = _dynamic_elementwise(target)
     a = np.arange(n, dtype=np.float32)
     b = np.full(n, 0.5, dtype=np.float32)
     np.testing.assert_array_equal(kernel(a, b), a + b)
@@ -292,12 +301,19 @@ def test_toy_maps_are_scrambled_bijections(lanes):
     assert not any(c_tables) if lanes == 4 else any(c_tables)
 
 
+@functools.cache
 def _gemm_case(target, threads):
+    """(program, A, B, NumPy product, kernel with the toy's own maps, its output) of the 16^3
+    gemm the lane-map mutation tests below start from: the good kernel is lowered and run once
+    per target (toy artifacts are not in the compile cache), each test then builds its mutant.
+    The good kernel is lowered before any test installs a mutated backend: every test asserts
+    it computes the exact product."""
     M = N = K = 16
     rng = np.random.default_rng(7)
     a, b = small_ints(rng, (M, K), "float16"), small_ints(rng, (K, N), "float16")
     func = gemm_kernel(M, N, K, 16, 16, 8, threads)
-    return func, a, b, a.astype(np.float32) @ b.astype(np.float32)
+    kernel, good = run(func, a, b, target=target)
+    return func, a, b, a.astype(np.float32) @ b.astype(np.float32), kernel, good
 
 
 CASES = [(W4, 8, 4), (W64, 128, 64)]  # (target, threads, lanes)
@@ -308,8 +324,7 @@ CASES = [(W4, 8, 4), (W64, 128, 64)]  # (target, threads, lanes)
 def test_a_corrupted_lane_map_breaks_the_result(target, threads, lanes, operand):
     """Slot (1, 0) claims the cell of slot (2, 0) too: one cell held twice, one never. The
     lowering and the emulator both read the table, so the result must go wrong."""
-    func, a, b, ref = _gemm_case(target, threads)
-    _, good = run(func, a, b, target=target)
+    func, a, b, ref, _, good = _gemm_case(target, threads)
     np.testing.assert_array_equal(good, ref)
     m = toy_backend.mma_maps(lanes)[operand]
     bad_maps = toy_backend.with_entry(lanes, operand, 1, 0, m.at(2, 0))
@@ -324,8 +339,9 @@ def test_a_corrupted_lane_map_breaks_the_result(target, threads, lanes, operand)
 def test_a_consistently_permuted_map_still_computes_the_product(target, threads, lanes, operand):
     """Swapping two slots keeps the map a bijection: the lowering's loads change with it (the IR
     differs) and the result stays exact, because both sides read the one table."""
-    func, a, b, ref = _gemm_case(target, threads)
-    good_ir = tilecore.jit(func, out_idx=[-1], target=target).get_ir("final")
+    func, a, b, ref, good_kernel, good = _gemm_case(target, threads)
+    np.testing.assert_array_equal(good, ref)
+    good_ir = good_kernel.get_ir("final")
     maps = toy_backend.swapped(lanes, operand, (0, 0), (lanes - 1, 0))
     with toy_backend.installed(toy_backend.ToyBackend(maps=maps)):
         kernel, c = run(func, a, b, target=target)
@@ -337,8 +353,7 @@ def test_a_consistently_permuted_map_still_computes_the_product(target, threads,
 def test_the_emulator_executes_the_declared_map(target, threads, lanes):
     """Lower with the toy maps, then change the A map only in the executed instruction: the
     registers were loaded for the old map, so the emulated product must be wrong."""
-    func, a, b, ref = _gemm_case(target, threads)
-    kernel = tilecore.jit(func, out_idx=[-1], target=target)
+    func, a, b, ref, kernel, _ = _gemm_case(target, threads)
     final = kernel.stages[-1][1]
     maps = toy_backend.swapped(lanes, "A", (0, 0), (lanes - 1, 0))
 

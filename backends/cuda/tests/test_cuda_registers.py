@@ -5,6 +5,8 @@ division subroutine in the FlashAttention normalization."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
 from types import SimpleNamespace
 
@@ -30,8 +32,19 @@ from tilecore.codegen.spec import fast_math_requested
 
 def lowered(mod, sizes: dict, arch: str = "sm_90a"):
     """(kernel, final lowered module) of example `mod` at `sizes` for cuda:`arch`."""
-    func = mod.program(**split(mod.program, sizes))
-    kernel = tilecore.compile(func, out_idx=mod.OUT_IDX, target=f"cuda:{arch}")
+    bound = inspect.signature(mod.program).bind(**split(mod.program, sizes))
+    bound.apply_defaults()  # `dtype="float16"` spelled out or left to the default: one kernel
+    return _lowered(mod.__name__, tuple(sorted(bound.arguments.items())), arch)
+
+
+@functools.cache
+def _lowered(name: str, kwargs: tuple, arch: str):
+    """`lowered`, once per (example, program arguments, arch) in a process: the launch-bounds,
+    32-bit-offset and fast-math tests read the same few example kernels, and a compile-cache hit
+    runs the whole pipeline again when its stages are asked for (only small TEST_SIZES kernels
+    are kept here)."""
+    mod = example(name)
+    kernel = tilecore.compile(mod.program(**dict(kwargs)), out_idx=mod.OUT_IDX, target=f"cuda:{arch}")
     return kernel, kernel.stages[-1][1]
 
 
@@ -56,11 +69,22 @@ def test_no_local_memory_in_example_kernels(mod, sizes, arch):
     assert 0 < res["registers"] <= 255
 
 
+# a kernel with a 1 KiB stack frame (a local array indexed at run time) and one without
+FRAME_KERNEL = ('extern "C" __global__ void k(float* a, int n) { float t[256];'
+                " for (int i = 0; i < 256; i++) t[(i * n) & 255] = a[i * n]; a[threadIdx.x] = t[n & 255]; }")
+PLAIN_KERNEL = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] += 1.0f; }'
+
+
+@functools.cache
+def nvcc_resources_alone(src: str, arch: str) -> dict:
+    """`cubin_resources` of `src` built alone by nvcc (no disk cache), once per process: the
+    stack-frame test and the batch test compare against the same single-kernel build."""
+    return build.cubin_resources(build.compile_cuda(src, arch, compiler="nvcc", use_cache=False))
+
+
 @needs_nvcc
 def test_cubin_resources_sees_a_stack_frame():
-    src = ('extern "C" __global__ void k(float* a, int n) { float t[256];'
-           " for (int i = 0; i < 256; i++) t[(i * n) & 255] = a[i * n]; a[threadIdx.x] = t[n & 255]; }")
-    res = build.cubin_resources(build.compile_cuda(src, "sm_80", compiler="nvcc", use_cache=False))
+    res = nvcc_resources_alone(FRAME_KERNEL, "sm_80")
     assert res["frame_bytes"] >= 1024
 
 
@@ -208,9 +232,7 @@ def test_a_batch_reports_each_kernel_alone(tmp_path, monkeypatch):
     import cuda_test_util
 
     monkeypatch.setattr(cuda_test_util, "_run_dir", lambda: tmp_path)
-    frame = ('extern "C" __global__ void k(float* a, int n) { float t[256];'
-             " for (int i = 0; i < 256; i++) t[(i * n) & 255] = a[i * n]; a[threadIdx.x] = t[n & 255]; }")
-    plain = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] += 1.0f; }'
+    frame, plain = FRAME_KERNEL, PLAIN_KERNEL
     broken = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] = undefined_name; }'
     kernels = [("k", frame, "sm_80"), ("k", plain, "sm_80"), ("k", broken, "sm_80")]
     got = [batched_resources("mutation", i, 3, kernels.__getitem__) for i in range(3)]
@@ -218,8 +240,7 @@ def test_a_batch_reports_each_kernel_alone(tmp_path, monkeypatch):
     assert "undefined_name" in got[2]["error"]
     # a good chunk: both kernels from one run, the same numbers as their builds alone
     kernels = [("k", frame, "sm_80"), ("k", plain, "sm_80")]
-    alone = [build.cubin_resources(build.compile_cuda(s, a, compiler="nvcc", use_cache=False))
-             for _, s, a in kernels]
+    alone = [nvcc_resources_alone(s, a) for _, s, a in kernels]
     assert [batched_resources("pair", i, 2, kernels.__getitem__) for i in range(2)] == alone
 
 
