@@ -80,7 +80,8 @@ def lower_wgmma(ctx: LowerCtx, g: Gemm, plan: MmaPlan, clay: MmaLayout) -> Stmt:
         if wgmma_zeroes_accumulator(ctx, g):
             first_scale = const(False)
         else:
-            out.extend(MemStore(cregs, const(r), cast(0, cregs.dtype), None, g.loc) for r in range(clay.nregs))
+            zero = cast(0, cregs.dtype)
+            out.extend(MemStore(cregs, const(r), zero, None, g.loc) for r in range(clay.nregs))
     a_spec = intr.operand("A")
     descs: dict[str, MatrixDesc] = {}
     mem: dict[str, Buffer] = {}
