@@ -218,7 +218,8 @@ def test_clear_accum_gemm_ignores_the_previous_product():
     M, N, K = 64, 64, 32
 
     @T.prim_func
-    def f(A: T.Tensor((2 * M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((2 * M, N), "float16")):
+    def f(A: T.Tensor((2 * M, K), "float16"), B: T.Tensor((K, N), "float16"),
+          C: T.Tensor((2 * M, N), "float16")):
         with T.Kernel(1, 1, threads=128) as (bx, by):
             A_s = T.alloc_shared((M, K), "float16")
             B_s = T.alloc_shared((K, N), "float16")
