@@ -61,12 +61,16 @@ def test_sass_counts_reads_opcodes_and_predicates():
         /*00e0*/               @P0 STG.E.128 desc[UR4][R2.64], R4 ;
         /*00f0*/                   STG.E desc[UR4][R2.64], R4 ;
         /*0100*/                   CALL.REL.NOINC 0x1460 ;
+        /*0110*/              @UP0 UTMALDG.2D [UR8], [UR4] ;
+        /*0120*/                   UTMASTG.2D [UR4], [UR6] ;
+        /*0130*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R3+URZ], R2 ;
     """
     c = _sass_counts().count_sass(sass)
     assert c["LDG.E.128"] == 1 and c["LDG.E.64"] == 1 and c["LDG"] == 2
     assert c["LDGSTS"] == 1 and c["HMMA"] == 1 and c["LDSM"] == 1 and c["HGMMA"] == 0
     assert c["STL"] == 1 and c["LDL"] == 0
     assert c["STG.E.128"] == 1 and c["STG"] == 2 and c["CALL"] == 1
+    assert c["UTMALDG"] == 1 and c["UTMASTG"] == 1 and c["SYNCS"] == 1 and c["STSM"] == 0
 
 
 def test_sass_counts_plan_defaults_without_bench_json(tmp_path):

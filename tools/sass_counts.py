@@ -35,12 +35,18 @@ ROOT = Path(__file__).resolve().parent.parent
 # Counted instruction classes: (label, opcode base, modifier the opcode must carry or None).
 # LDGSTS = cp.async, LDSM = ldmatrix, HMMA = mma.sync, HGMMA = wgmma, LDL/STL = local memory
 # (spills or register arrays indexed at run time), the 128-bit global accesses, and the slow
-# paths seen before: IEEE division subroutine calls and block barriers.
+# paths seen before: IEEE division subroutine calls and block barriers. Hopper's asynchronous
+# path: UTMALDG / UTMASTG = TMA load / store (cp.async.bulk.tensor), SYNCS = mbarrier
+# operations (init, arrive with transaction count, phase-check try-wait), STSM = stmatrix.
 COUNTED = (
     ("LDGSTS", "LDGSTS", None),
     ("LDSM", "LDSM", None),
     ("HMMA", "HMMA", None),
     ("HGMMA", "HGMMA", None),
+    ("UTMALDG", "UTMALDG", None),
+    ("UTMASTG", "UTMASTG", None),
+    ("SYNCS", "SYNCS", None),
+    ("STSM", "STSM", None),
     ("LDG.E.128", "LDG", "128"),
     ("LDG.E.64", "LDG", "64"),
     ("LDG", "LDG", None),
