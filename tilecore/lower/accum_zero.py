@@ -5,6 +5,10 @@
         ...                                        T.gemm(A_s, B_s, C)   # first k step: scale-d = (k != 0)
         T.gemm(A_s, B_s, C)
 
+and a clear followed, in the same statement list, by a gemm into it (FlashAttention's
+backward: `T.clear(s_t)` ... `T.gemm(K_s, Q_s, s_t)`) becomes that gemm with scale-d 0 on its
+first k step, as `clear_accum=True` would.
+
 A wgmma with scale-d 0 computes D = A @ B without reading D, so on the loop's first iteration
 the first k step of every accumulator tile writes the whole accumulator and the 64-128
 register zeroings per thread and tile (`CS2R` in SASS) go; in a persistent kernel they sat
@@ -12,16 +16,16 @@ between one tile's epilogue and the next tile's first wgmma. `T.gemm(..., clear_
 gets a constant scale-d 0 on its first k step the same way (`tilecore.lower.wgmma`).
 
 The clear goes only when the values cannot differ: the fill writes zero into the whole
-fragment; the next statement that names the fragment is a loop with a compile-time trip
-count of at least one whose body has the gemm into it as a top-level statement (so it runs
-on every iteration, unconditionally) and names the fragment nowhere else; the gemm lowers
-to wgmma and its first k step's instructions write every register of the accumulator
-(`wgmma_zeroes_accumulator`). Everything else keeps its clear.
+fragment; the next statement that names the fragment is the gemm into it, or a loop with a
+compile-time trip count of at least one whose body has the gemm into it as a top-level
+statement (so it runs on every iteration, unconditionally) and names the fragment nowhere
+else; the gemm lowers to wgmma and its first k step's instructions write every register of
+the accumulator (`wgmma_zeroes_accumulator`). Everything else keeps its clear.
 """
 
 from __future__ import annotations
 
-from ..ir.expr import Cast, Const, Expr, binop, const_int
+from ..ir.expr import Cast, Const, Expr, binop, const, const_int
 from ..ir.stmt import Fill, For, Gemm, SeqStmt, Stmt
 from ..ir.visit import walk
 from .context import LowerCtx
@@ -37,6 +41,11 @@ def drop_accumulator_clears(ctx: LowerCtx, stmts: tuple) -> tuple:
             continue
         buf = s.dst.buffer
         for t in stmts[i + 1:]:
+            if isinstance(t, Gemm) and t.c.buffer is buf:  # the clear's own gemm, no loop
+                if wgmma_zeroes_accumulator(ctx, t):
+                    ctx.first_step_scale[id(t)] = const(False)
+                    drop.add(i)
+                break
             if isinstance(t, For) and t.kind != "parallel":
                 g = _loop_gemm(t, buf)
                 if g is not None and _runs(t) and wgmma_zeroes_accumulator(ctx, g):

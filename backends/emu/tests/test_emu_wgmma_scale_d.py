@@ -9,6 +9,7 @@ scale-d 0 on the first k step instead of zeroing stores:
 - the emulator executes scale-d: every k step with scale-d 0, or none at all (the clear gone
   and nothing zeroing), gives wrong numbers or an uninitialized read; a scale-d that differs
   inside a warpgroup is an error;
+- a clear followed by the gemm into it (no loop) and `clear_accum=True` start the same way;
 - the clear stays where dropping it could change values: the accumulator also touched in the
   loop, the gemm under a branch, a loop without a compile-time trip count, mma.sync (sm_80).
 """
@@ -214,7 +215,9 @@ def test_mma_sync_keeps_its_clear():
 # ----------------------------------------------------------------------------- clear_accum
 
 
-def test_clear_accum_gemm_ignores_the_previous_product():
+@pytest.mark.parametrize("style", ["clear_accum", "clear"])
+def test_first_step_scale_d_zero_ignores_the_previous_product(style):
+    # T.gemm(clear_accum=True), or T.clear(C) then other work then T.gemm into C
     M, N, K = 64, 64, 32
 
     @T.prim_func
@@ -226,8 +229,10 @@ def test_clear_accum_gemm_ignores_the_previous_product():
             C_local = T.alloc_fragment((M, N), "float32")
             T.copy(B[0, 0], B_s)
             for r in T.serial(2):  # the second product starts on the first one's registers
+                if style == "clear":
+                    T.clear(C_local)
                 T.copy(A[r * M, 0], A_s)
-                T.gemm(A_s, B_s, C_local, clear_accum=True)
+                T.gemm(A_s, B_s, C_local, clear_accum=style == "clear_accum")
                 T.copy(C_local, C[r * M, 0])
     kernel = tilecore.jit(f, out_idx=[-1], target=EMU)
     ir = kernel.get_ir("final")
