@@ -20,7 +20,8 @@ fragment; the next statement that names the fragment is the gemm into it, or a l
 compile-time trip count of at least one whose body has the gemm into it as a top-level
 statement (so it runs on every iteration, unconditionally) and names the fragment nowhere
 else; the gemm lowers to wgmma and its first k step's instructions write every register of
-the accumulator (`wgmma_zeroes_accumulator`). Everything else keeps its clear.
+the accumulator (`wgmma_zeroes_accumulator`). Everything else keeps its clear, and so does every
+accumulator under the option `tilecore.disable_wgmma_scale_d` (for A/B timing).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ def drop_accumulator_clears(ctx: LowerCtx, stmts: tuple) -> tuple:
     """`stmts` (one statement list of the kernel body) without the accumulator clears the
     first k step's scale-d replaces (module docstring); each such gemm's scale-d expression is
     recorded in `ctx.first_step_scale` (by id of the Gemm) for the wgmma lowering."""
+    if getattr(ctx.options, "disable_wgmma_scale_d", False):
+        return stmts
     drop: set[int] = set()
     for i, s in enumerate(stmts):
         if not _zero_fill(s):

@@ -77,7 +77,7 @@ def lower_wgmma(ctx: LowerCtx, g: Gemm, plan: MmaPlan, clay: MmaLayout) -> Stmt:
     # (accum_zero.py); None accumulates
     first_scale: Expr | None = ctx.first_step_scale.get(id(g))
     if g.clear_accum:
-        if wgmma_zeroes_accumulator(ctx, g):
+        if not getattr(ctx.options, "disable_wgmma_scale_d", False) and wgmma_zeroes_accumulator(ctx, g):
             first_scale = const(False)
         else:
             zero = cast(0, cregs.dtype)

@@ -240,3 +240,12 @@ def test_first_step_scale_d_zero_ignores_the_previous_product(style):
     a, b = gemm.make_inputs(np.random.default_rng(6), M=2 * M, N=N, K=K)
     np.testing.assert_allclose(kernel(a, b).astype(np.float32), gemm.reference(a, b).astype(np.float32),
                                **gemm.TOLERANCE)
+
+
+def test_option_keeps_every_clear():
+    M, N, K = 130, 72, 104
+    kernel = _kernel(M, N, K, configs={"tilecore.disable_wgmma_scale_d": True}, block_M=128, block_N=64,
+                     block_K=32, num_stages=2, threads=256)
+    ir = kernel.get_ir("final")
+    assert ZEROING in ir and "scale_d=" not in ir
+    _check(kernel, M, N, K)
