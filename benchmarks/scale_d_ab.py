@@ -2,7 +2,7 @@
 `tilecore.disable_wgmma_scale_d` ("old", the zeroing stores of before), against each other and
 against torch, in one process.
 
-Run on the lent GPU:  python3 benchmarks/scale_d_ab.py [--rounds 3]
+Run on the lent GPU:  python3 benchmarks/scale_d_ab.py [--rounds 3] [--only bf16,fp16] [--fa]
 
 For every case both kernels are compiled (in a process pool, then loaded), checked against a
 float32 torch reference on fresh random inputs with a NaN-poisoned output, and compared with
@@ -10,7 +10,8 @@ each other bit for bit (scale-d 0 computes A @ B where the old code computed A @
 same fp32 sums). Then, `rounds` times, case after case: `gpu_paired.bench_pair` (alternating
 calls after a 256 MB flush, the median of per-pair ratios) of new against torch, old against
 torch, and new against old. Ratios are t_other / t_new: > 1 means new is faster. The last lines
-printed are a table with each ratio's median and range over the rounds.
+printed are a table with each ratio's median and range over the rounds. `--fa` adds
+FlashAttention's backward (new against old only; see `fa_bwd_cases`).
 """
 
 from __future__ import annotations
@@ -54,9 +55,58 @@ def _cfg(example: str, m: int, n: int, k: int) -> dict:
     return gemm.config(m, n, k) if example == "gemm" else gemm_fp8.config(m, n, k)
 
 
+def fa_bwd_cases(torch, arch, s: int = 4096) -> list:
+    """[(name, new, old, None, flops)] of FlashAttention's backward (d128 bf16, the tuned Hopper
+    configs, fast math as in benchmarks/attention.py): its dK/dV clears before the key loop and
+    the S^T / dP^T / dQ clears inside it go. dK and dV of new and old are compared bit for bit,
+    dQ (atomics in any order) to 1e-5."""
+    import attention_cases as cases
+
+    from tilecore.contrib.attention_configs import tuned_config
+
+    d = 128
+    b, h = cases.fwd_shape(d, s)
+    out = []
+    for causal in (False, True):
+        q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+        base = dict(batch=b, heads=h, seq_len=s, dim=d, is_causal=causal, dtype="bfloat16")
+        fwd = cases.build("fwd", dict(base, return_lse=True, **cases.FWD_FOR_LSE), arch, out_idx=[-2, -1])
+        o, lse = fwd(q, k, v)
+        pre = cases.build("pre", dict(batch=b, heads=h, seq_len=s, dim=d, dtype="bfloat16"), arch)
+        delta = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+        pre(o, do, delta)
+        cfg = tuned_config("bwd", f"cuda:{arch}", d, causal, "bfloat16")
+        grads = {}
+        runs = {}
+        for tag, extra in (("new", {}), ("old", OLD)):
+            kern = cases.build("bwd", dict(base, **cfg), arch, pass_configs=dict(cases.PASS_CONFIGS, **extra))
+            dq = torch.zeros(b, s, h, d, device="cuda", dtype=torch.float32)
+            dk, dv = torch.full_like(k, float("nan")), torch.full_like(v, float("nan"))
+
+            def run(kern=kern, dq=dq, dk=dk, dv=dv, ins=(q, k, v, do, lse, delta)):
+                dq.zero_()
+                kern(*ins, dq, dk, dv)
+            run()
+            torch.cuda.synchronize()
+            grads[tag], runs[tag] = (dq.clone(), dk.clone(), dv.clone()), run
+        (qn, kn, vn), (qo, ko, vo) = grads["new"], grads["old"]
+        same = bool(torch.equal(kn, ko) and torch.equal(vn, vo))
+        dq_err = float((qn - qo).norm() / qo.norm())
+        finite = all(bool(t.isfinite().all()) for t in grads["new"])
+        name = f"FA bwd d128 s{s}{' causal' if causal else ''}"
+        print(f"{name}: cfg {cfg}; dK, dV new == old bitwise: {same}; dQ new vs old {dq_err:.1e}; "
+              f"finite: {finite}", flush=True)
+        if not (same and finite and dq_err < 1e-5):
+            raise SystemExit(f"{name}: new and old differ")
+        out.append((name, runs["new"], runs["old"], None, 0))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", default="", help="comma-separated case-name prefixes (default: all)")
+    ap.add_argument("--fa", action="store_true", help="also FlashAttention's backward (new vs old)")
     args = ap.parse_args()
     import torch
     from gpu import rel_err
@@ -66,7 +116,8 @@ def main() -> int:
     print(f"device: {torch.cuda.get_device_name()} ({arch}) torch {torch.__version__}", flush=True)
     t0 = time.perf_counter()
     jobs = []
-    cases = CASES + CHECK_ONLY
+    wanted = [w for w in args.only.split(",") if w]
+    cases = [c for c in CASES if not wanted or any(c[0].startswith(w) for w in wanted)] + CHECK_ONLY
     for _, ex, m, n, k, d in cases:
         prog = dict(M=m, N=n, K=k, **_cfg(ex, m, n, k))
         if ex == "gemm":
@@ -118,15 +169,21 @@ def main() -> int:
             continue
         built.append((name, (lambda kn=kn, a=a, b=b, cn=cn: kn(a, b, cn)),
                       (lambda ko=ko, a=a, b=b, co=co: ko(a, b, co)), theirs, m * n * k))
+    if args.fa:
+        built += fa_bwd_cases(torch, arch)
     res: dict = {name: {"new/torch": [], "old/torch": [], "old/new": [], "ms": [], "mhz": []}
                  for name, *_ in built}
     for r in range(args.rounds):
         for name, new, old, theirs, mnk in built:
-            reps = 24 if mnk >= 8192 ** 3 else 100 if mnk >= 4096 ** 3 else 300
-            p1 = gpu_paired.bench_pair(torch, new, theirs, reps=reps)
-            p2 = gpu_paired.bench_pair(torch, old, theirs, reps=reps)
+            reps = 24 if mnk >= 8192 ** 3 or theirs is None else 100 if mnk >= 4096 ** 3 else 300
             p3 = gpu_paired.bench_pair(torch, new, old, reps=reps)
             row = res[name]
+            if theirs is None:  # new against old only
+                p1 = dict(p3, ratio=float("nan"), b_ms=float("nan"))
+                p2 = dict(ratio=float("nan"))
+            else:
+                p1 = gpu_paired.bench_pair(torch, new, theirs, reps=reps)
+                p2 = gpu_paired.bench_pair(torch, old, theirs, reps=reps)
             row["new/torch"].append(p1["ratio"])
             row["old/torch"].append(p2["ratio"])
             row["old/new"].append(p3["ratio"])

@@ -12,8 +12,11 @@ python3 -m pip install -q --no-build-isolation --no-deps -e . -e backends/interp
 export PYTHONUNBUFFERED=1 TILECORE_CACHE_DIR=/tmp/tc/cache
 OUT=${OUT:-/tmp/tc}
 nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
-for ex in gemm gemm_fp8 flash_attention flash_attention_bwd; do
-  timeout 90 python3 examples/$ex.py cuda 2>&1 | tail -2 &
-done
-wait
-timeout 220 python3 benchmarks/scale_d_ab.py --rounds "${ROUNDS:-3}" 2>&1 | tee "$OUT/ab.log"
+# SKIP_EXAMPLES=1 leaves the examples out; AB_ARGS adds scale_d_ab.py arguments (--only, --fa)
+if [ "${SKIP_EXAMPLES:-0}" != 1 ]; then
+  for ex in gemm gemm_fp8 flash_attention flash_attention_bwd; do
+    timeout 90 python3 examples/$ex.py cuda 2>&1 | tail -2 &
+  done
+  wait
+fi
+timeout 220 python3 benchmarks/scale_d_ab.py --rounds "${ROUNDS:-3}" ${AB_ARGS:-} 2>&1 | tee "$OUT/ab.log"
