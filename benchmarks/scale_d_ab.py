@@ -105,7 +105,8 @@ def fa_bwd_cases(torch, arch, s: int = 4096) -> list:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--only", default="", help="comma-separated case-name prefixes, spaces as _ (default: all)")
+    ap.add_argument("--only", default="",
+                    help="comma-separated case-name prefixes, spaces as _ (default: all)")
     ap.add_argument("--fa", action="store_true", help="also FlashAttention's backward (new vs old)")
     args = ap.parse_args()
     import torch
@@ -117,7 +118,8 @@ def main() -> int:
     t0 = time.perf_counter()
     jobs = []
     wanted = [w for w in args.only.split(",") if w]
-    cases = [c for c in CASES if not wanted or any(c[0].replace(" ", "_").startswith(w) for w in wanted)] + CHECK_ONLY
+    cases = [c for c in CASES if not wanted or any(c[0].replace(" ", "_").startswith(w) for w in wanted)]
+    cases += CHECK_ONLY
     for _, ex, m, n, k, d in cases:
         prog = dict(M=m, N=n, K=k, **_cfg(ex, m, n, k))
         if ex == "gemm":
