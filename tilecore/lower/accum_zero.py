@@ -61,11 +61,25 @@ def drop_accumulator_clears(ctx: LowerCtx, stmts: tuple) -> tuple:
     return tuple(s for i, s in enumerate(stmts) if i not in drop)
 
 
+def gemm_uses(body: Stmt) -> dict[int, int]:
+    """How often each Gemm node object occurs in `body` (a node a pass shared between two
+    places, say a peeled and an unpeeled copy, occurs twice: its scale-d, recorded by
+    identity, would apply to both, so such gemms keep their clears)."""
+    out: dict[int, int] = {}
+    for n in walk(body):
+        if isinstance(n, Gemm):
+            out[id(n)] = out.get(id(n), 0) + 1
+    return out
+
+
 def wgmma_zeroes_accumulator(ctx: LowerCtx, g: Gemm) -> bool:
-    """Whether `g` lowers to wgmma and its first k step's instructions (one per accumulator
-    tile) together write every register of the accumulator."""
+    """Whether `g` occurs once in the kernel, lowers to wgmma, and its first k step's
+    instructions (one per accumulator tile) together write every register of the
+    accumulator."""
     from .gemm import wgmma_plan  # gemm.py imports this package's modules
 
+    if ctx.gemm_uses.get(id(g)) != 1:
+        return False
     found = wgmma_plan(ctx, g)
     if found is None:
         return False
