@@ -16,3 +16,4 @@ run flash_attention batch=8 heads=16 seq_len=4096 dim=128 block_M=128 block_N=12
 run flash_attention batch=8 heads=16 seq_len=4096 dim=128 is_causal=True block_M=128 block_N=128 num_stages=2 threads=256 overlap=True diag_first=True
 run flash_attention batch=8 heads=16 seq_len=4096 dim=64 block_M=192 block_N=128 num_stages=4 threads=384
 run flash_attention_bwd batch=8 heads=16 seq_len=4096 dim=128 block_M=64 block_N=128 num_stages=2 threads=256 stagger=True dq_tma=True dq_early=True
+run flash_attention_bwd batch=8 heads=16 seq_len=4096 dim=128 is_causal=True block_M=64 block_N=128 num_stages=2 threads=256 dq_tma=True

@@ -13,7 +13,10 @@ A wgmma with scale-d 0 computes D = A @ B without reading D, so on the loop's fi
 the first k step of every accumulator tile writes the whole accumulator and the 64-128
 register zeroings per thread and tile (`CS2R` in SASS) go; in a persistent kernel they sat
 between one tile's epilogue and the next tile's first wgmma. `T.gemm(..., clear_accum=True)`
-gets a constant scale-d 0 on its first k step the same way (`tilecore.lower.wgmma`).
+gets a constant scale-d 0 on its first k step the same way (`tilecore.lower.wgmma`). (Outside a
+loop ptxas already folds zero stores followed by a wgmma into `HGMMA ..., RZ, !UPT` itself, so
+there the SASS does not change; it cannot for the loop-carried accumulator. Measured on the
+H200: GEMM timing neutral, BENCHMARKS.md "wgmma scale-d".)
 
 The clear goes only when the values cannot differ: the fill writes zero into the whole
 fragment; the next statement that names the fragment is the gemm into it, or a loop with a
