@@ -32,7 +32,9 @@ A config's "tma_store": false compiles it with `tilecore.disable_tma_store` (the
 staged epilogue instead of TMA stores, tilecore/lower/tma_store.py: an A/B of that lowering);
 "pingpong": true with `tilecore.ws_pingpong` (tilecore/lower/pingpong.py; e.g. block 128x128,
 threads=128: two consumer warpgroups on alternate tiles); "suspend_hint": true with
-`tilecore.mbarrier_suspend_hint` (mbarrier waits parked by a suspend-time hint).
+`tilecore.mbarrier_suspend_hint` (mbarrier waits parked by a suspend-time hint); "scale_d":
+false with `tilecore.disable_wgmma_scale_d` (accumulators zeroed by stores before the k loop
+instead of wgmma's scale-d 0 on the first k step, tilecore/lower/accum_zero.py).
 """
 
 from __future__ import annotations
@@ -117,6 +119,8 @@ def split_cfg(params: dict) -> tuple[dict, dict | None]:
         configs["tilecore.ws_pingpong"] = True
     if params.pop("suspend_hint", False):
         configs["tilecore.mbarrier_suspend_hint"] = True
+    if not params.pop("scale_d", True):
+        configs["tilecore.disable_wgmma_scale_d"] = True
     return params, configs or None
 
 

@@ -44,6 +44,9 @@ class Options:
     - ``disable_tma_store`` (tilecore's own key ``tilecore.disable_tma_store``): accumulator
       epilogues keep the per-thread staged copy instead of TMA stores (tilecore.lower.tma_store;
       for A/B comparisons in benchmarks);
+    - ``disable_wgmma_scale_d`` (tilecore's own key ``tilecore.disable_wgmma_scale_d``): wgmma
+      accumulators keep their zeroing stores instead of starting with scale-d 0 on the first
+      k step (tilecore.lower.accum_zero; for A/B comparisons in benchmarks);
     - ``ws_pingpong`` (tilecore's own key ``tilecore.ws_pingpong``, off by default: 3-5% slower
       than the same tile without it on the H200, BENCHMARKS.md): persistent warp-specialized
       GEMMs of one consumer warpgroup get a second one on alternate tiles
@@ -86,6 +89,7 @@ class Options:
     disable_thread_storage_sync: bool = False
     disable_fragment_pipeline: bool = False
     disable_tma_store: bool = False
+    disable_wgmma_scale_d: bool = False
     ws_pingpong: bool = False
     mbarrier_suspend_hint: bool = False
     warpgroup_turns: bool = False
@@ -111,6 +115,7 @@ HONOURED = {
     "tl.disable_thread_storage_sync": "disable_thread_storage_sync",
     "tilecore.disable_fragment_pipeline": "disable_fragment_pipeline",
     "tilecore.disable_tma_store": "disable_tma_store",
+    "tilecore.disable_wgmma_scale_d": "disable_wgmma_scale_d",
     "tilecore.ws_pingpong": "ws_pingpong",
     "tilecore.mbarrier_suspend_hint": "mbarrier_suspend_hint",
     "tilecore.warpgroup_turns": "warpgroup_turns",

@@ -33,16 +33,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # Counted instruction classes: (label, opcode base, modifier the opcode must carry or None).
-# LDGSTS = cp.async, LDSM = ldmatrix, HMMA = mma.sync, HGMMA = wgmma, LDL/STL = local memory
-# (spills or register arrays indexed at run time), the 128-bit global accesses, and the slow
-# paths seen before: IEEE division subroutine calls and block barriers. Hopper's asynchronous
+# LDGSTS = cp.async, LDSM = ldmatrix, HMMA = mma.sync, HGMMA = wgmma (QGMMA on fp8), LDL/STL =
+# local memory (spills or register arrays indexed at run time), the 128-bit global accesses,
+# and the slow paths seen before: IEEE division subroutine calls and block barriers. Hopper's asynchronous
 # path: UTMALDG / UTMASTG = TMA load / store (cp.async.bulk.tensor), SYNCS = mbarrier
 # operations (init, arrive with transaction count, phase-check try-wait), STSM = stmatrix.
+# CS2R: mostly register-pair zeroing (`CS2R R, SRZ`: an accumulator clear), else clock reads.
 COUNTED = (
     ("LDGSTS", "LDGSTS", None),
     ("LDSM", "LDSM", None),
     ("HMMA", "HMMA", None),
     ("HGMMA", "HGMMA", None),
+    ("QGMMA", "QGMMA", None),  # wgmma on fp8
     ("UTMALDG", "UTMALDG", None),
     ("UTMASTG", "UTMASTG", None),
     ("SYNCS", "SYNCS", None),
@@ -60,6 +62,7 @@ COUNTED = (
     ("BAR", "BAR", None),
     ("SHFL", "SHFL", None),
     ("CALL", "CALL", None),
+    ("CS2R", "CS2R", None),
 )
 
 # Where a triton wheel of another environment may be (this project's CPU machine keeps one
@@ -72,7 +75,9 @@ _INSN = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*(
 def count_sass(sass: str) -> dict[str, int]:
     """Instruction counts by the COUNTED classes, read off cuobjdump -sass text."""
     out = {label: 0 for label, _, _ in COUNTED}
+    out["INSN"] = 0  # every instruction, for the size of the code
     for m in _INSN.finditer(sass):
+        out["INSN"] += 1
         base, *mods = m.group(1).split(".")
         for label, want, mod in COUNTED:
             if base == want and (mod is None or mod in mods):

@@ -205,11 +205,13 @@ class Block:
         self._check(buf, off, lanes, n, "read", width)
         idx = np.where(lanes, off, 0)[:, None] + np.arange(width)
         idx = np.where(lanes[:, None], idx, 0)
+        # a register of a wgmma in flight is a race before it is an uninitialized read (the
+        # accumulator a first k step with scale-d 0 writes has no earlier writer)
+        if buf.scope == "local" and self.wg is not None:
+            self.wg.reg_access(self, buf, self.tid[lanes], idx[lanes], write=False)
         if self.check_uninit:
             uninit.check_read(self, buf, idx, lanes)
         if buf.scope == "local":
-            if self.wg is not None:
-                self.wg.reg_access(self, buf, self.tid[lanes], idx[lanes], write=False)
             vals = store[self.tid[:, None], idx]
         else:
             vals = store[idx]
@@ -238,11 +240,11 @@ class Block:
         self._check(buf, off, lanes, store.shape[-1], "read")
         full = bool(lanes.all())
         idx = off if full else np.where(lanes, off, 0)
+        if buf.scope == "local" and self.wg is not None:  # a race first, as in `read`
+            self.wg.reg_access(self, buf, self.tid[lanes], idx[lanes][:, None], write=False)
         if self.check_uninit:
             uninit.check_read(self, buf, idx[:, None], lanes)
         if buf.scope == "local":
-            if self.wg is not None:
-                self.wg.reg_access(self, buf, self.tid[lanes], idx[lanes][:, None], write=False)
             vals = store[self.tid, idx]
         else:
             vals = store[idx]

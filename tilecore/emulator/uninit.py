@@ -38,17 +38,18 @@ def check_read(blk, buf, idx: np.ndarray, lanes: np.ndarray) -> None:
     bad = ~seen & lanes[:, None]
     if bad.any():
         t, k = (int(x) for x in np.argwhere(bad)[0])
-        _report(blk, buf, t, int(idx[t, k]))
+        report(blk, buf, t, int(idx[t, k]))
 
 
 def check_register(blk, buf, element: int, lanes: np.ndarray) -> None:
     """`check_read` of register element `element` read by every active lane."""
     bad = ~blk.reg_init[id(buf)][:, element] & lanes
     if bad.any():
-        _report(blk, buf, int(np.argmax(bad)), element)
+        report(blk, buf, int(np.argmax(bad)), element)
 
 
-def _report(blk, buf, t: int, element: int) -> None:
+def report(blk, buf, t: int, element: int) -> None:
+    """Raise the uninitialized-read error for thread `t` reading `element` of `buf`."""
     where = "register" if buf.scope == "local" else "shared"
     raise TileRuntimeError(
         f"read of uninitialized {where} buffer {buf.name}: thread {t} reads element "

@@ -13,9 +13,14 @@ and *lands* the accumulator at the wait. Between issue and landing:
   is a race (a stage buffer refilled while a wgmma still reads it) — `SharedTracker.async_read`.
 
 A wgmma whose accumulator or A registers were written by ordinary instructions since the
-thread's last `AsyncFence("wgmma")` is reported as a missing `wgmma.fence`. Chained wgmmas on
+thread's last `AsyncFence("wgmma")`, or that a thread issues before its first fence (PTX asks
+for one before a warpgroup's first wgmma), is reported as a missing `wgmma.fence`. Chained wgmmas on
 one accumulator (same queue, no wait between) are allowed, as in PTX: the later one accumulates
-onto the earlier one's pending result.
+onto the earlier one's pending result. A wgmma whose `scale_d` evaluates to 0 (the same in
+the whole warpgroup, else an error) computes D = A @ B and reads no accumulator register; one
+that accumulates reads them, and under TILECORE_CHECK_UNINIT an accumulator or A register that
+nothing wrote is reported (registers start as poison either way, so a dropped clear shows);
+a landed result counts as written.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import numpy as np
 from .. import semantics as S
 from ..errors import TileRuntimeError
 from ..ir.thread import IntrinsicCall
+from . import uninit
 
 
 @dataclass
@@ -54,6 +60,7 @@ class WgmmaState:
         self.operand_regs = operand_regs  # ids of register buffers some wgmma reads
         self.unfenced: dict[int, np.ndarray] = {}  # buffer id -> (T, n) written since the fence
         self.held: dict[int, np.ndarray] = {}  # buffer id -> (T, n) pending count
+        self.fenced = np.zeros(threads, dtype=bool)  # a wgmma.fence since the block started
 
     # ------------------------------------------------------------- register accesses
     def reg_access(self, blk, buf, tids: np.ndarray, idx: np.ndarray, write: bool) -> None:
@@ -82,6 +89,7 @@ class WgmmaState:
         """`wgmma.fence` by the threads in `mask`: their register writes are ordered."""
         for u in self.unfenced.values():
             u[mask] = False
+        self.fenced |= mask
 
     # ------------------------------------------------------------- issue / commit / wait
     def issue(self, blk, s: IntrinsicCall, mask: np.ndarray) -> None:
@@ -99,18 +107,30 @@ class WgmmaState:
         for w in np.nonzero(groups.all(axis=1))[0]:
             self._issue_group(blk, s, np.arange(w * G, (w + 1) * G))
 
+    def _reg_offsets(self, blk, ref, elems: int, tids: np.ndarray) -> np.ndarray:
+        """(G, elems) register offsets of a register operand."""
+        off = np.broadcast_to(np.asarray(blk.eval(ref.offset, None), dtype=np.int64), (blk.T,))[tids]
+        return off[:, None] + np.arange(elems)
+
     def _reg_values(self, blk, ref, elems: int, tids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """((G, elems) values, (G, elems) offsets) of a register operand; a pending earlier wgmma
-        on the same registers (a chain) supplies its result."""
-        off = np.broadcast_to(np.asarray(blk.eval(ref.offset, None), dtype=np.int64), (blk.T,))[tids]
-        idx = off[:, None] + np.arange(elems)
+        on the same registers (a chain) supplies its result. Under TILECORE_CHECK_UNINIT a
+        register neither written nor supplied by a chain is reported."""
+        idx = self._reg_offsets(blk, ref, elems, tids)
         vals = blk.regs[id(ref.buffer)][tids[:, None], idx].copy()
+        chained = np.zeros(idx.shape, dtype=bool)
         for p in self.pending:  # oldest first: the newest pending result wins
             if p.dst == id(ref.buffer) and np.array_equal(p.tids, tids):
                 hit = np.isin(idx, p.regs)
                 if hit.any():
                     pos = np.searchsorted(p.regs, idx)
                     vals[hit] = p.vals[:, :][np.nonzero(hit)[0], pos[hit]]
+                    chained |= hit
+        if blk.check_uninit:
+            seen = blk.reg_init[id(ref.buffer)][tids[:, None], idx] | chained
+            if not seen.all():
+                t, k = (int(x) for x in np.argwhere(~seen)[0])
+                uninit.report(blk, ref.buffer, int(tids[t]), int(idx[t, k]))
         return vals, idx
 
     def _fenced(self, blk, ref, idx: np.ndarray, tids: np.ndarray, what: str) -> None:
@@ -148,9 +168,17 @@ class WgmmaState:
         d_spec, a_spec, b_spec, c_spec = intr.operands
         d_ref, a_ref, b_ref, c_ref = s.operands
         held, shared = [], []
-        c_vals, c_idx = self._reg_values(blk, c_ref, c_spec.elems, tids)
+        if not self.fenced[tids].all():  # PTX: a fence before a warpgroup's first wgmma
+            raise TileRuntimeError(
+                f"{intr.name} issued before any wgmma fence of thread {int(tids[~self.fenced[tids]][0])}",
+                blk.loc, hint="an AsyncFence('wgmma') (wgmma.fence) is missing before the first wgmma")
+        if self._scale_d(blk, s, tids):
+            c_vals, c_idx = self._reg_values(blk, c_ref, c_spec.elems, tids)
+            c = _gather(S.from_storage(c_vals, c_spec.dtype), c_spec.map, m, n)
+        else:  # scale-d 0: D = A @ B, the accumulator registers are not read
+            c_idx = self._reg_offsets(blk, c_ref, c_spec.elems, tids)
+            c = np.zeros((m, n))
         self._fenced(blk, c_ref, c_idx, tids, "accumulator")
-        c = _gather(S.from_storage(c_vals, c_spec.dtype), c_spec.map, m, n)
         if a_spec.space == "reg":
             a_vals, a_idx = self._reg_values(blk, a_ref, a_spec.elems, tids)
             self._fenced(blk, a_ref, a_idx, tids, "A fragment")
@@ -177,6 +205,18 @@ class WgmmaState:
         self.pending.append(PendingMma(tids, int(self.committed[tids[0]]), id(d_ref.buffer), d_ref.buffer,
                                        regs, vals, held, shared, blk.loc_id))
 
+    def _scale_d(self, blk, s: IntrinsicCall, tids: np.ndarray) -> bool:
+        """Whether the wgmma accumulates (its scale-d is absent or nonzero); the value must be
+        the same in every thread of the warpgroup."""
+        if s.scale_d is None:
+            return True
+        v = np.broadcast_to(np.asarray(blk.eval(s.scale_d, None)), (blk.T,))[tids]
+        if np.any(v != v[0]):
+            raise TileRuntimeError(f"the threads of a warpgroup give {s.intrinsic.name} different "
+                                   "scale-d values", blk.loc,
+                                   hint="a lowering produced this; please report it with the kernel")
+        return bool(v[0])
+
     def commit(self, mask: np.ndarray) -> None:
         """`wgmma.commit_group`: close the open group of the threads in `mask`."""
         self.committed[mask] += 1
@@ -191,6 +231,8 @@ class WgmmaState:
                 keep.append(p)
                 continue
             blk.regs[p.dst][p.tids[:, None], p.regs] = p.vals
+            if blk.check_uninit:  # the landed accumulator is written (scale-d 0 needs no clear)
+                uninit.mark_write(blk, p.dst_buf, p.tids, np.broadcast_to(p.regs, (len(p.tids), len(p.regs))))
             for key, idx in p.held:
                 np.add.at(self.held[key], (np.broadcast_to(p.tids[:, None], idx.shape), idx), -1)
             for key, el in p.shared:

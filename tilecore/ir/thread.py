@@ -383,13 +383,23 @@ class IntrinsicCall(Stmt):
     """A warp-wide target instruction; `operands` match `intrinsic.operands` one to one.
 
     Every lane of the warp executes it (uniform control flow); its meaning is the intrinsic's
-    declared lane maps and operation (see tilecore.ir.intrinsic)."""
+    declared lane maps and operation (see tilecore.ir.intrinsic).
+
+    `scale_d` (wgmma only; PTX's scale-d predicate): None or a nonzero value accumulates,
+    D = A @ B + D; zero computes D = A @ B without reading D's registers, so an accumulator
+    cleared right before its k loop needs no zeroing stores (tilecore.lower.wgmma). A
+    per-thread expression, uniform over the warpgroup (a loop counter test, say)."""
 
     intrinsic: object  # tilecore.ir.intrinsic.Intrinsic (untyped here: it imports this module)
     operands: tuple
     loc: SourceLoc | None = None
+    scale_d: Expr | None = None
 
     def __post_init__(self):
+        if self.scale_d is not None:
+            if self.intrinsic.kind != "wgmma":
+                raise TypeError(f"scale_d is a wgmma operand; {self.intrinsic.name} has none")
+            _check_expr("IntrinsicCall.scale_d", self.scale_d)
         ops = self.intrinsic.operands
         if len(ops) != len(self.operands):
             raise TypeError(f"{self.intrinsic.name} takes {len(ops)} operands, got {len(self.operands)}")

@@ -131,6 +131,8 @@ class ThreadPrinter(Printer):
         elif isinstance(s, IntrinsicCall):
             args = ", ".join(f"{o.name}={self.name(r.buffer)}[{self.expr(r.offset)}]"
                              for o, r in zip(s.intrinsic.operands, s.operands))
+            if s.scale_d is not None:
+                args += f", scale_d={self.expr(s.scale_d)}"
             self.emit(depth, f"{s.intrinsic.name}({args})")
         elif isinstance(s, For) and s.kind in ("serial", "unroll"):
             step = "" if s.step == 1 else f", step {s.step}"

@@ -239,6 +239,8 @@ class _KernelChecker:
             for ref in s.operands:
                 self.buffer(ref.buffer, where)
                 self.expr(ref.offset, where)
+            if s.scale_d is not None:
+                self.expr(s.scale_d, where)
         elif isinstance(s, WarpSpecialized):
             if self.in_roles or not 0 < s.split < self.k.num_threads:
                 raise TileInternalError(f"{where}: warp specialization must split the block once "

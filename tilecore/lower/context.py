@@ -81,6 +81,10 @@ class LowerCtx:
         self._simp_memo: dict[tuple, Expr] = {}
         self.layouts = layouts
         self.plans = plans
+        # id(Gemm) -> the scale-d of its first k step's wgmmas, where the accumulator's clear
+        # before the loop was dropped (tilecore.lower.accum_zero)
+        self.first_step_scale: dict[int, Expr] = {}
+        self.gemm_uses: dict[int, int] = {}  # id(Gemm) -> occurrences in the body (accum_zero.py)
         self._shared: dict[int, Buffer] = {}
         self._regs: dict[int, Buffer] = {}
         self._scratch: dict[tuple, Buffer] = {}

@@ -60,6 +60,17 @@ def lower_gemm(ctx: LowerCtx, g: Gemm) -> Stmt:
     return _simt_gemm(ctx, g)
 
 
+def wgmma_plan(ctx: LowerCtx, g: Gemm) -> tuple[MmaPlan, MmaLayout] | None:
+    """(plan, accumulator layout) when `lower_gemm` lowers `g` to wgmma, else None."""
+    plan: MmaPlan | None = ctx.plans.get(id(g))
+    if plan is None or plan.mma.kind != "wgmma" or g.c.buffer.scope != "fragment" or not g.c.is_full:
+        return None
+    lay = ctx.layout(g.c.buffer)
+    if not isinstance(lay, MmaLayout) or lay.warps != tuple(plan.warps):
+        return None
+    return plan, lay
+
+
 def _memory(ctx: LowerCtx, buf: Buffer, loc, pre: list) -> Buffer:
     """The shared storage holding operand `buf` row-major (staging fragments)."""
     if buf.scope == "shared":

@@ -28,6 +28,7 @@ from ..ir.stmt import (
 )
 from ..ir.thread import ThreadKernel
 from ..ir.thread_level import is_thread_level
+from .accum_zero import drop_accumulator_clears, gemm_uses
 from .body import BodyLowerer
 from .context import LowerCtx
 from .debug import is_debug_block, lower_debug_block
@@ -58,7 +59,8 @@ def _with_pre(pre: list, s: Stmt) -> Stmt:
 def lower_block(ctx: LowerCtx, s: Stmt) -> Stmt:
     """One block-level statement of the kernel body, lowered."""
     if isinstance(s, SeqStmt):
-        return SeqStmt(tuple(lower_block(ctx, x) for x in s.stmts), s.loc)
+        stmts = drop_accumulator_clears(ctx, s.stmts)  # wgmma scale-d 0 instead (accum_zero.py)
+        return SeqStmt(tuple(lower_block(ctx, x) for x in stmts), s.loc)
     if is_debug_block(s):  # T.print / T.device_assert
         return lower_debug_block(ctx, s)
     if isinstance(s, For):
@@ -127,7 +129,9 @@ def lower_launch(launch: KernelLaunch, ctx: LowerCtx) -> ThreadKernel:
         check_barrier_placement(launch)
         launch = bind_thread_index(split_roles(launch), ctx)
         ctx.role_body = launch.body  # the T.ws regions lowered as roles (role_lowering.py)
-    body = lower_block(ctx, rasterize(launch, ctx.var_bounds).body)
+    body = rasterize(launch, ctx.var_bounds).body
+    ctx.gemm_uses = gemm_uses(body)  # accum_zero.py rewrites only gemms that occur once
+    body = lower_block(ctx, body)
     grid = tuple(g if isinstance(g, Expr) else g for g in launch.grid)
     kernel = ThreadKernel(grid, tuple(launch.block_vars), ctx.tx, ctx.threads, ctx.warp_size,
                           tuple(ctx.shared_list), tuple(ctx.reg_list), body, launch.loc)

@@ -17,7 +17,10 @@ The asynchronous memory model (docs/architecture.md) fixes the statement order o
     wgmma.fence         the accumulator (and A fragment) registers were written by ordinary
                         instructions (T.clear, an epilogue, the previous gemm's wait); with A
                         in registers, each k step's A moves come first and a fence follows
-    wgmma ...           every k step, m tile, n tile: issued into the thread's "wgmma" queue
+    wgmma ...           every k step, m tile, n tile: issued into the thread's "wgmma" queue;
+                        the first k step's calls carry scale-d 0 (no accumulator read) for
+                        clear_accum, or the loop's "not the first iteration" test for an
+                        accumulator whose clear before the loop went (tilecore.lower.accum_zero)
     commit_group        one group per gemm
     wait_group 0        the accumulator is complete before anything reads it, and the
                         operand stages are no longer read when the pipeline refills them
@@ -44,6 +47,7 @@ from ..ir.thread import (
     VecMove,
 )
 from ..ir.visit import rewrite, walk
+from .accum_zero import wgmma_zeroes_accumulator
 from .context import LowerCtx
 from .indexing import try_evaluate
 from .layout import MmaLayout
@@ -68,8 +72,16 @@ def lower_wgmma(ctx: LowerCtx, g: Gemm, plan: MmaPlan, clay: MmaLayout) -> Stmt:
     wg_m = ctx.simp(ctx.tx // (G * wn)) if wm > 1 else const(0)
     wg_n = ctx.simp((ctx.tx // G) % wn) if wn > 1 else const(0)
     out: list[Stmt] = []
+    # the first k step's scale-d: 0 (D = A @ B, D not read) replaces zeroing stores for
+    # clear_accum, and the loop's first iteration for a clear dropped before the loop
+    # (accum_zero.py); None accumulates
+    first_scale: Expr | None = ctx.first_step_scale.get(id(g))
     if g.clear_accum:
-        out.extend(MemStore(cregs, const(r), cast(0, cregs.dtype), None, g.loc) for r in range(clay.nregs))
+        if not getattr(ctx.options, "disable_wgmma_scale_d", False) and wgmma_zeroes_accumulator(ctx, g):
+            first_scale = const(False)
+        else:
+            zero = cast(0, cregs.dtype)
+            out.extend(MemStore(cregs, const(r), zero, None, g.loc) for r in range(clay.nregs))
     a_spec = intr.operand("A")
     descs: dict[str, MatrixDesc] = {}
     mem: dict[str, Buffer] = {}
@@ -123,7 +135,8 @@ def lower_wgmma(ctx: LowerCtx, g: Gemm, plan: MmaPlan, clay: MmaLayout) -> Stmt:
                 n0 = ctx.simp(wg_n * WN + ni * in_)
                 base = const(clay.reg(mi, ni, 0))
                 calls.append(IntrinsicCall(final, (OperandRef(cregs, base), a_ref, start("B", n0, k0),
-                                                   OperandRef(cregs, base)), g.loc))
+                                                   OperandRef(cregs, base)), g.loc,
+                                           first_scale if kk == 0 else None))
     fences: list[Stmt] = [AsyncFence("proxy_async", g.loc)] if mem else []
     # an asynchronous gemm's wait is marked deferrable: lower/wgmma_async.py moves it to the
     # first statement that needs the product (in place it is the synchronous gemm)

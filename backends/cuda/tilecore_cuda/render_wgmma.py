@@ -2,8 +2,10 @@
 
 - `IntrinsicCall` of a "wgmma" intrinsic: `wgmma.mma_async.sync.aligned.m64nNkK...` with the
   accumulator as read-write `"+f"` registers, A as a 64-bit matrix descriptor (or four 32-bit
-  registers), B as a descriptor, scale-d 1 (always accumulate: lowering zeroes the accumulator
-  with ordinary stores), and the transpose immediates of 16-bit types (1 = MN-major).
+  registers), B as a descriptor, the scale-d predicate (`IntrinsicCall.scale_d`: absent, 1,
+  accumulate; a constant 0 or a run-time test such as `k != 0`, set by the lowering on the
+  first k step of an accumulator it no longer zeroes with ordinary stores, as a `setp` on an
+  extra "r" input), and the transpose immediates of 16-bit types (1 = MN-major).
 - a matrix descriptor is built from the operand's `MatrixDesc` (tilecore.ir.intrinsic): bits
   0-13 the start address >> 4 (the only run-time part: the 32-bit shared-window address),
   16-29 the leading byte offset >> 4, 32-45 the stride byte offset >> 4, 49-51 the base offset
@@ -28,7 +30,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from tilecore.errors import TileInternalError
-from tilecore.ir.expr import const
+from tilecore.ir.expr import Const, const
 from tilecore.ir.intrinsic import MatrixDesc
 from tilecore.ir.thread import OperandRef
 
@@ -67,16 +69,25 @@ class WgmmaRenderMixin:
         ins.append(f'"l"({self.matrix_desc(b_spec.desc, b_ref)})')
         b_text = f"%{nd + len(ins) - 1}"
         d_text = "{" + ", ".join(f"%{i}" for i in range(nd)) + "}"
+        scale = "1" if s.scale_d is None else self.scale_d_operand(s.scale_d, ins, nd)
         imms = ["p", "1", "1"]  # scale-d (predicate), imm-scale-a, imm-scale-b
         if a_spec.dtype.itemsize == 2:  # transposes exist for 16-bit types only
             if a_spec.space == "desc":
                 imms.append("1" if a_spec.desc.major == "MN" else "0")
             imms.append("1" if b_spec.desc.major == "MN" else "0")
-        self.emit('asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"')
+        self.emit(f'asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, {scale}, 0;\\n"')
         self.emit(f'    "{intr.name} {d_text}, {a_text}, {b_text}, {", ".join(imms)};\\n}}\\n"')
         self.emit(f"    : {', '.join(outs)}")
         self.emit(f"    : {', '.join(ins)}")
         self.emit('    : "memory");')
+
+    def scale_d_operand(self, e, ins: list[str], nd: int) -> str:
+        """The `setp` source of a wgmma's scale-d: an immediate for a constant, else a 32-bit
+        input operand appended to `ins` (numbered after the `nd` outputs)."""
+        if isinstance(e, Const):
+            return "1" if e.value else "0"
+        ins.append(f'"r"((unsigned)({self.expr(e)}))')
+        return f"%{nd + len(ins) - 1}"
 
     def matrix_desc(self, d: MatrixDesc, ref) -> str:
         """The 64-bit descriptor of the matrix starting at `ref` (see the module docstring)."""
