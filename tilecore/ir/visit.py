@@ -119,17 +119,27 @@ def walk(node, *, into_buffers: bool = False) -> Iterator:
             extend(reversed(kids))  # the cached list itself is never reordered
 
 
-def rewrite(node, fn: Callable, *, into_buffers: bool = False, stop: tuple[type, ...] = ()):
+_SAME = object()  # in a `known` memo of `rewrite`: the node was kept as it is
+
+
+def rewrite(node, fn: Callable, *, into_buffers: bool = False, stop: tuple[type, ...] = (),
+            known: dict | None = None):
     """Rebuild `node` bottom-up; `fn(new_node)` returns a replacement or None to keep it.
 
     Nodes whose children did not change are reused, so identity-compared nodes (Var, Buffer)
     survive untouched. Nodes of the `stop` classes are handed to `fn` whole, never entered: a
     pass that rewrites each kernel (`stop=(ThreadKernel,)`) then visits the few statements
     around the kernels, not the thousands of nodes inside them.
+
+    `known` is a memo the caller keeps across calls with the same (pure) `fn`: the result for
+    each composite expression (BinOp, Unary, Cast, Select, which hash in O(1)), keyed by the
+    expression itself, so an expression equal to one rewritten before is not entered again.
+    Only for an `fn` whose answer depends on nothing but the node's structure.
     """
     memo: dict[int, object] = {}
     node_class = _NODE_CLASS
     leaves: dict[type, bool] = {}  # per class: rewritten as a whole, never entered
+    keyed = _composite_exprs() if known is not None else frozenset()
 
     def go(n):
         key = id(n)
@@ -137,6 +147,12 @@ def rewrite(node, fn: Callable, *, into_buffers: bool = False, stop: tuple[type,
         if res is not None:
             return res
         cls = type(n)
+        if keyed and cls in keyed:
+            res = known.get(n)
+            if res is not None:
+                res = n if res is _SAME else res
+                memo[key] = res
+                return res
         leaf = leaves.get(cls)
         if leaf is None:
             leaf = leaves[cls] = (issubclass(cls, Buffer) and not into_buffers) or \
@@ -167,6 +183,8 @@ def rewrite(node, fn: Callable, *, into_buffers: bool = False, stop: tuple[type,
         out = fn(n2)
         res = n2 if out is None else out
         memo[key] = res
+        if keyed and cls in keyed:
+            known[n] = _SAME if res is n else res
         return res
 
     def _go_tuple(v):
@@ -184,6 +202,14 @@ def rewrite(node, fn: Callable, *, into_buffers: bool = False, stop: tuple[type,
         return tuple(items) if changed else v
 
     return go(node)
+
+
+def _composite_exprs() -> frozenset:
+    """The expression classes a `known` memo keys (imported late: expr imports this module's
+    users, not this module)."""
+    from .expr import COMPOSITE
+
+    return COMPOSITE
 
 
 def substitute(node, mapping: dict):

@@ -28,6 +28,8 @@ observes its phase, visible to every waiting thread, so no barrier is needed aft
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..errors import TileInternalError, TileShapeError
@@ -112,15 +114,13 @@ class _Footprint:
         return bool(np.any((o == -2) | ((o >= 0) & (o != tid))))
 
 
-def _accesses(node, tx: Var, threads: int, want: str) -> list:
-    """[(buffer, (elements, threads) or None)] of the shared reads ('r'), writes ('w'),
-    asynchronous copies' writes ('a') or TMA loads' writes ('t') in node."""
-    return _all_accesses(node, tx, threads)[want]
-
-
-def _all_accesses(node, tx: Var, threads: int) -> dict[str, list]:
-    """Every kind of `_accesses` of node, from one walk (the inserter asks for all four of
-    every leaf statement; walking it four times was a tenth of a GEMM's lowering)."""
+def _all_accesses(node, tx: Var, threads: int, tabs: dict | None = None) -> dict[str, list]:
+    """The shared reads ('r'), writes ('w'), asynchronous copies' writes ('a') and TMA loads'
+    writes ('t') in node, each [(buffer, (elements, threads) or None)], from one walk (the
+    inserter asks for all four of every leaf statement; walking it four times was a tenth of a
+    GEMM's lowering). `tabs` memoizes `_tab` by (offset, width, buffer size): the offsets of
+    one kernel repeat."""
+    tab = _tab if tabs is None else functools.partial(_tab_memo, tabs)
     reads: list = []
     writes: list = []
     asyncs: list = []
@@ -128,12 +128,12 @@ def _all_accesses(node, tx: Var, threads: int) -> dict[str, list]:
     for n in walk(node):
         if isinstance(n, MemLoad):
             if n.buffer.scope == "shared":
-                reads.append((n.buffer, _tab(n.offset, 1, tx, threads, n.buffer)))
+                reads.append((n.buffer, tab(n.offset, 1, tx, threads, n.buffer)))
         elif isinstance(n, VecMove):
             if n.src.scope == "shared":
-                reads.append((n.src, _tab(n.src_offset, n.lanes, tx, threads, n.src)))
+                reads.append((n.src, tab(n.src_offset, n.lanes, tx, threads, n.src)))
             if n.dst.scope == "shared":
-                writes.append((n.dst, _tab(n.dst_offset, n.lanes, tx, threads, n.dst)))
+                writes.append((n.dst, tab(n.dst_offset, n.lanes, tx, threads, n.dst)))
         elif isinstance(n, IntrinsicCall):
             for spec, ref in zip(n.intrinsic.operands, n.operands):
                 if ref.buffer.scope != "shared":
@@ -143,27 +143,27 @@ def _all_accesses(node, tx: Var, threads: int) -> dict[str, list]:
                                                         ref.buffer)))
                 elif spec.role == "in":
                     width = n.intrinsic.shape[-1] if n.intrinsic.kind == "ldmatrix" else 1
-                    reads.append((ref.buffer, _tab(ref.offset, width, tx, threads, ref.buffer)))
+                    reads.append((ref.buffer, tab(ref.offset, width, tx, threads, ref.buffer)))
                 if spec.role == "out":
                     writes.append((ref.buffer, None))
         elif isinstance(n, Atomic):
             if n.buffer.scope == "shared":
                 reads.append((n.buffer, None))
-                writes.append((n.buffer, _tab(n.offset, 1, tx, threads, n.buffer)))
+                writes.append((n.buffer, tab(n.offset, 1, tx, threads, n.buffer)))
         elif isinstance(n, MemStore):
             if n.buffer.scope == "shared":
-                writes.append((n.buffer, _tab(n.offset, 1, tx, threads, n.buffer)))
+                writes.append((n.buffer, tab(n.offset, 1, tx, threads, n.buffer)))
         elif isinstance(n, (MbarrierArrive, MbarrierWait)):
-            reads.append((n.bar, _tab(n.offset, 1, tx, threads, n.bar)))
+            reads.append((n.bar, tab(n.offset, 1, tx, threads, n.bar)))
         elif isinstance(n, MbarrierInit):
-            writes.append((n.bar, _tab(n.offset, 1, tx, threads, n.bar)))
+            writes.append((n.bar, tab(n.offset, 1, tx, threads, n.bar)))
         elif isinstance(n, TmaLoad):
-            reads.append((n.bar, _tab(n.bar_offset, 1, tx, threads, n.bar)))
-            tmas.append((n.dst, _tab(n.dst_offset, n.layout.size, tx, threads, n.dst)))
+            reads.append((n.bar, tab(n.bar_offset, 1, tx, threads, n.bar)))
+            tmas.append((n.dst, tab(n.dst_offset, n.layout.size, tx, threads, n.dst)))
         elif isinstance(n, TmaStore):
-            reads.append((n.src, _tab(n.src_offset, n.layout.size, tx, threads, n.src)))
+            reads.append((n.src, tab(n.src_offset, n.layout.size, tx, threads, n.src)))
         elif isinstance(n, AsyncCopy):
-            asyncs.append((n.dst, _tab(n.dst_offset, n.lanes, tx, threads, n.dst)))
+            asyncs.append((n.dst, tab(n.dst_offset, n.lanes, tx, threads, n.dst)))
     return {"r": reads, "w": writes, "a": asyncs, "t": tmas}
 
 
@@ -184,6 +184,15 @@ def _tab(offset, width: int, tx: Var, threads: int, buf):
     tid = np.repeat(t, width)
     ok = (idx >= 0) & (idx < buf.shape[0])
     return idx[ok], tid[ok]
+
+
+def _tab_memo(tabs: dict, offset, width: int, tx: Var, threads: int, buf):
+    """`_tab` through the memo `tabs` (its answer depends on nothing else)."""
+    key = (offset, width, buf.shape[0])
+    got = tabs.get(key)
+    if got is None:
+        got = tabs[key] = (_tab(offset, width, tx, threads, buf),)
+    return got[0]
 
 
 def _tab_desc(spec, group: int, offset, tx: Var, threads: int, buf):
@@ -217,6 +226,18 @@ class _Inserter:
         # are named barrier `barrier_id` over its threads
         self.named = named
         self.barrier_id = barrier_id
+        # loops are visited twice (four times when a barrier may hoist), nested loops more: each
+        # statement's accesses are tabulated once, kept with the statement (so its id stays its
+        # own); the result depends only on the statement, tx and the thread count
+        self._found: dict[int, tuple] = {}
+        self._tabs: dict = {}
+
+    def accesses(self, node) -> dict[str, list]:
+        """`_all_accesses` of `node` for this inserter's threads, computed once per node."""
+        got = self._found.get(id(node))
+        if got is None or got[0] is not node:
+            got = self._found[id(node)] = (node, _all_accesses(node, self.tx, self.threads, self._tabs))
+        return got[1]
 
     def barrier(self, reason: str, loc) -> Barrier:
         """The barrier this inserter places: the block's, or the consumers' named one."""
@@ -244,7 +265,7 @@ class _Inserter:
         """(statements, state) for a statement taken as a whole: a wait first when it touches
         in-flight data, a barrier first on a hazard."""
         if reads is None or writes is None or asyncs is None or tmas is None:
-            found = _all_accesses(s, self.tx, self.threads)
+            found = self.accesses(s)
             reads = found["r"] if reads is None else reads
             writes = found["w"] if writes is None else writes
             asyncs = found["a"] if asyncs is None else asyncs
@@ -356,8 +377,8 @@ class _Inserter:
                 self.varying.add(id(s.var))
                 self._mark_lets(s.body)
                 return self.leaf(s, st)
-            head, st = self.leaf(s, st, _accesses(s.start, self.tx, self.threads, "r") +
-                                 _accesses(s.stop, self.tx, self.threads, "r"), [], [], [])
+            head, st = self.leaf(s, st, self.accesses(s.start)["r"] +
+                                 self.accesses(s.stop)["r"], [], [], [])
             _, end = self.visit(s.body, st)
             body, end = self.visit(s.body, _union(st, end))
             loop = For(s.var, s.start, s.stop, s.step, s.kind, _seq(body, s), s.annotations, s.loc)
@@ -371,7 +392,7 @@ class _Inserter:
             if self.is_varying(s.cond):
                 self._mark_lets(s)
                 return self.leaf(s, st)
-            head, st = self.leaf(s, st, _accesses(s.cond, self.tx, self.threads, "r"), [], [], [])
+            head, st = self.leaf(s, st, self.accesses(s.cond)["r"], [], [], [])
             then, st1 = self.visit(s.then_body, st)
             if s.else_body is None:
                 els, st2 = None, st
@@ -390,7 +411,7 @@ class _Inserter:
         if self.is_varying(s.cond):
             self._mark_lets(s.body)
             return self.leaf(s, st)
-        reads = _accesses(s.cond, self.tx, self.threads, "r")
+        reads = self.accesses(s.cond)["r"]
         if reads:
             raise TileShapeError("a `while` condition that reads shared memory is not supported on "
                                  "thread-lowered targets", s.loc,

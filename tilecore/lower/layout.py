@@ -69,12 +69,13 @@ class Layout:
         rank = len(self.shape)
         coords = np.zeros((self.threads, self.nregs, rank), dtype=np.int64)
         valid = np.ones((self.threads, self.nregs), dtype=bool)
+        memo: dict = {}  # the registers' coordinates share their thread-dependent parts
         for r in range(self.nregs):
             for k, c in enumerate(self.raw_coords(_TX, r)):
-                coords[:, r, k] = np.broadcast_to(evaluate(c, env), (self.threads,))
+                coords[:, r, k] = np.broadcast_to(evaluate(c, env, memo), (self.threads,))
             v = self.valid(_TX, r)
             if v is not None:
-                valid[:, r] = np.broadcast_to(evaluate(v, env), (self.threads,))
+                valid[:, r] = np.broadcast_to(evaluate(v, env, memo), (self.threads,))
         return coords, valid
 
     @functools.cached_property
