@@ -105,18 +105,36 @@ def child_list(node) -> list:
     return _kids(node)
 
 
+_RKIDS = "_ir_rkids"  # instance attribute: the child list reversed, as `walk` pushes it
+
+
+def _reversed_kids(n) -> tuple:
+    """`_kids(n)` reversed, kept on frozen nodes next to the child list."""
+    out = tuple(reversed(_kids(n)))
+    d = getattr(n, "__dict__", None)
+    # cached where `_kids` caches (frozen nodes), but never on a Buffer: `walk` takes a node
+    # with the attribute for one it enters, and enters buffers only when asked
+    if d is not None and _KIDS in d and not isinstance(n, Buffer):
+        d[_RKIDS] = out
+    return out
+
+
 def walk(node, *, into_buffers: bool = False) -> Iterator:
     """Every node below and including `node`, pre-order. Buffers are leaves unless asked."""
+    # the passes walk whole kernels many times (tens of millions of nodes in the test suite's
+    # lowerings): the cached reversed child tuple is read straight from the node's __dict__
     stack = [node]
     pop, extend = stack.pop, stack.extend
     while stack:
         n = pop()
         yield n
-        if not into_buffers and isinstance(n, Buffer):
-            continue
-        kids = _kids(n)
+        kids = n.__dict__.get(_RKIDS)
+        if kids is None:
+            if not into_buffers and isinstance(n, Buffer):
+                continue
+            kids = _reversed_kids(n)
         if kids:
-            extend(reversed(kids))  # the cached list itself is never reordered
+            extend(kids)
 
 
 _SAME = object()  # in a `known` memo of `rewrite`: the node was kept as it is
