@@ -11,7 +11,8 @@ hip:gfx1100, metal:apple9 and the core's toy:w4 / toy:w64 (`--targets`; tests/to
 registered here as tests/conftest.py does), it runs the pipeline (describe + every pass, as
 `tilecore.compile` does, without building) and writes the printed final thread IR and the
 backend's rendered source. `--stages` also writes the printed IR of every intermediate stage.
-Nothing needs a GPU or a device compiler. A program a target declines is written as its reason.
+Nothing needs a GPU or a device compiler. A program a target declines is written as its reason;
+the IR verifiers run after every pass (TILECORE_VERIFY=1, as in the test suites).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import argparse
 import hashlib
 import importlib.util
 import inspect
+import os
 import sys
 import time
 from pathlib import Path
@@ -148,6 +150,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=20261203)
     ap.add_argument("--stages", action="store_true", help="also every intermediate stage")
     args = ap.parse_args()
+    # as every test suite's conftest does: the IR verifiers run after every pass (a verifier
+    # that starts refusing what it accepted shows up as an `error:` entry)
+    os.environ.setdefault("TILECORE_VERIFY", "1")
     if "toy:" in args.targets:
         _register_toy()
     items = _examples() + (_programs(args.programs, args.seed) if args.programs else [])

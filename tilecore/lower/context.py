@@ -15,7 +15,6 @@ from ..ir.names import fresh_name
 from ..ir.smem_layout import SharedLayout
 from ..ir.stmt import KernelLaunch
 from ..target import TargetDesc
-from .indexing import forget as forget_simplified
 from .indexing import simplify
 from .layout import Layout
 from .smem import planner
@@ -80,7 +79,7 @@ class LowerCtx:
         self.thread_level = False  # a thread-level kernel: block code is per-thread (thread_level.py)
         self.var_bounds: dict[int, tuple] = block_bounds(launch)
         self._simp_memo: dict[tuple, Expr] = {}
-        forget_simplified()  # the simplifier's memo holds one kernel's expressions at a time
+        self.find_reg_memo: dict[tuple, tuple] = {}  # BodyLowerer.find_reg's answers
         self.layouts = layouts
         self.plans = plans
         self._shared: dict[int, Buffer] = {}

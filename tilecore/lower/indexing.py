@@ -141,13 +141,13 @@ def _compare(e: BinOp, bounds: dict) -> bool | None:
 # (the thread's row and column parts, a layout's swizzle) with the other registers' and with the
 # expressions simplified before. Sound across kernels: the key expression holds its Vars alive,
 # so their ids in the bounds key cannot name other variables, and the answer depends only on
-# the bounds of the Vars it contains. Emptied when a kernel's lowering starts (`forget`), which
-# bounds its size by one kernel's expressions.
+# the bounds of the Vars it contains. Emptied when `lower-threads` starts on a kernel (`forget`),
+# which bounds its size by one kernel's expressions.
 _KNOWN: dict[tuple, dict] = {}
 
 
 def forget() -> None:
-    """Drop the simplifier's memo (`LowerCtx` calls this for every kernel it lowers)."""
+    """Drop the simplifier's memo (`lower-threads` calls this for every kernel it lowers)."""
     _KNOWN.clear()
 
 
