@@ -303,9 +303,22 @@ INT_BINARY.update(INT_BITWISE)
 SHIFT_OPS = ("shl", "shr")
 
 
+_INT_OPERATIONS: dict[tuple[str, str], object] = {}  # (op, dtype name) -> int_operation's answer
+
+
 def int_operation(op: str, d: DType):
     """The function (a, b) -> `a op b` on integers of dtype `d`, its result wrapped to d's C
-    compute width (min and max cannot overflow); bound once by callers that evaluate often."""
+    compute width (min and max cannot overflow); bound once by callers that evaluate often.
+    Built once per (op, dtype): `int_binop` asks for it on every constant fold and every
+    numeric index evaluation of the lowering."""
+    key = (op, d.name)
+    got = _INT_OPERATIONS.get(key)
+    if got is None:
+        got = _INT_OPERATIONS[key] = _int_operation(op, d)
+    return got
+
+
+def _int_operation(op: str, d: DType):
     if op in SHIFT_OPS:
         f = _shift(op == "shl", int_compute_dtype(d).bits)
     else:

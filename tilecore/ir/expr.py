@@ -246,6 +246,7 @@ def _cache_hash(cls: type) -> type:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state.pop("_hash", None)
+        state.pop("_linear", None)  # `linear`'s cached answer: recomputed on demand
         return state
 
     cls.__hash__ = __hash__  # type: ignore[method-assign]
@@ -253,8 +254,11 @@ def _cache_hash(cls: type) -> type:
     return cls
 
 
-for _composite in (BinOp, Unary, Cast, Select):
+_COMPOSITE = (BinOp, Unary, Cast, Select)
+for _composite in _COMPOSITE:
     _cache_hash(_composite)
+# `type(e) in COMPOSITE`: the exact classes, no subclass (ir.visit's `known` memo keys these)
+COMPOSITE = _COMPOSITE = frozenset(_COMPOSITE)
 
 
 # --------------------------------------------------------------------------- construction helpers
@@ -495,12 +499,42 @@ def const_int(e) -> int | None:
     return None
 
 
+# what `linear` keeps on a composite node: None means "not computed yet", so these mark a node
+# with no linear form and a node that is its own atom ({node: 1}, 0) (kept as a marker: the
+# node inside its own attribute would be a reference cycle, garbage the collector must find)
+_NO_LINEAR = ("no linear form",)
+_ATOM = ("its own atom",)
+
+
 def linear(e) -> tuple[dict, int] | None:
     """`e` as ({atom: coeff}, constant) when it is an integer-affine form, else None.
 
     Atoms are variables and any non-affine subexpression; used to prove extents constant
-    (`(b+1)*64 - b*64 == 64`) and offsets contiguous.
+    (`(b+1)*64 - b*64 == 64`) and offsets contiguous. The answer for a composite node is
+    computed once and kept on the (immutable) node: the simplifier asks for the linear form of
+    every affine node it visits, and of the same subtrees again from each enclosing node, so
+    uncached this was quadratic in an index expression's depth. The returned dict is shared:
+    never modify it.
     """
+    if type(e) in _COMPOSITE:
+        got = e.__dict__.get("_linear")
+        if got is None:
+            got = _linear(e)
+            if got is None:
+                mark = _NO_LINEAR
+            elif got[1] == 0 and len(got[0]) == 1 and next(iter(got[0])) is e:
+                mark = _ATOM
+            else:
+                mark = got
+            object.__setattr__(e, "_linear", mark)
+            return got
+        if got is _NO_LINEAR:
+            return None
+        return ({e: 1}, 0) if got is _ATOM else got
+    return _linear(e)
+
+
+def _linear(e) -> tuple[dict, int] | None:
     if isinstance(e, int) and not isinstance(e, bool):
         return {}, e
     if not isinstance(e, Expr) or not e.dtype.is_int:

@@ -53,6 +53,54 @@ def _where(s) -> str:
     return f"{type(s).__name__} at {loc}" if loc is not None else type(s).__name__
 
 
+class _Where:
+    """`_where(s)`, formatted only when a message needs it (the verifier runs after every pass
+    of every test's compile: formatting each statement's location was a tenth of its time)."""
+
+    __slots__ = ("s",)
+
+    def __init__(self, s):
+        self.s = s
+
+    def __str__(self) -> str:
+        return _where(self.s)
+
+
+_FACTS = "_verify_facts"  # per-expression cache of `_expr_facts`
+
+
+def _expr_facts(e) -> tuple:
+    """(Vars, (buffer, predicate) of each MemLoad, any tile-level Load, any non-bool Select
+    condition, any Shuffle, any per-thread register read) of expression `e`, from one walk,
+    kept on the (frozen) node: the verifier checks the whole module after every pass, and
+    passes keep the expressions they do not change. Objects, not ids, are kept (a copy of the
+    expression means the same ones); never the node itself (a reference cycle)."""
+    if type(e) is Var:
+        return (e,), (), False, False, False, False
+    d = e.__dict__
+    got = d.get(_FACTS)
+    if got is None:
+        vars_: dict[int, Var] = {}
+        loads: list = []
+        tile_load = bad_select = shuffle = local = False
+        for n in walk(e):
+            if isinstance(n, Var):
+                vars_[id(n)] = n
+            elif isinstance(n, Load):
+                tile_load = True
+            elif isinstance(n, MemLoad):
+                loads.append((n.buffer, n.pred))
+                if n.buffer.scope == "local" and not n.buffer.is_var:
+                    local = True
+            elif isinstance(n, Select) and not n.cond.dtype.is_bool:
+                bad_select = True
+            elif isinstance(n, Shuffle):
+                shuffle = True
+        got = (tuple(vars_.values()), tuple(loads), tile_load, bad_select, shuffle, local)
+        d[_FACTS] = got
+    return got
+
+
 class _Outer:
     """Outside ThreadKernels: only lets, sequences and the kernels themselves."""
 
@@ -108,7 +156,9 @@ class _KernelChecker:
             return
         if not isinstance(e, Expr):
             raise TileInternalError(f"{where}: {e!r} is not an expression")
-        for n in walk(e):
+        if self._expr_ok(e):
+            return
+        for n in walk(e):  # something is wrong: report the first problem in walk order
             if isinstance(n, Var) and id(n) not in self.defined:
                 raise TileInternalError(f"{where}: variable {n.name} used before definition")
             if isinstance(n, Load):
@@ -121,6 +171,20 @@ class _KernelChecker:
             if isinstance(n, Shuffle) and self.control == DIVERGENT:
                 raise TileInternalError(f"{where}: warp shuffle under control flow that differs "
                                         "between the lanes of a warp")
+
+    def _expr_ok(self, e) -> bool:
+        """True when `expr` would find nothing wrong in `e` (from its cached facts)."""
+        vars_, loads, tile_load, bad_select, shuffle, _ = _expr_facts(e)
+        if tile_load or bad_select or (shuffle and self.control == DIVERGENT):
+            return False
+        defined, buffers = self.defined, self.buffers
+        for v in vars_:
+            if id(v) not in defined:
+                return False
+        for b, p in loads:
+            if id(b) not in buffers or not (p is None or (isinstance(p, Expr) and p.dtype.is_bool)):
+                return False
+        return True
 
     def buffer(self, b, where: str) -> None:
         """`b` is a parameter or declared by the kernel."""
@@ -136,14 +200,11 @@ class _KernelChecker:
     # ------------------------------------------------------------------ divergence
     def varies(self, e) -> bool:
         """True when `e` may differ between the threads of the block."""
-        for n in walk(e):
-            if isinstance(n, Var) and id(n) in self.varying:
-                return True
-            if isinstance(n, Shuffle):
-                return True
-            if isinstance(n, MemLoad) and n.buffer.scope == "local" and not n.buffer.is_var:
-                return True
-        return False
+        vars_, _, _, _, shuffle, local = _expr_facts(e)
+        if shuffle or local:
+            return True
+        varying = self.varying
+        return any(id(v) in varying for v in vars_)
 
     def _values(self, e):
         """`e` for every thread when computable from the thread index (and such lets), else None."""
@@ -179,7 +240,7 @@ class _KernelChecker:
     # ------------------------------------------------------------------ statements
     def stmt(self, s) -> None:
         """Check one statement (and everything below it)."""
-        where = _where(s)
+        where = _Where(s)
         if isinstance(s, SeqStmt):
             saved = set(self.defined)
             for x in s.stmts:

@@ -105,31 +105,59 @@ def child_list(node) -> list:
     return _kids(node)
 
 
+_RKIDS = "_ir_rkids"  # instance attribute: the child list reversed, as `walk` pushes it
+
+
+def _reversed_kids(n) -> tuple:
+    """`_kids(n)` reversed, kept on frozen nodes next to the child list."""
+    out = tuple(reversed(_kids(n)))
+    d = getattr(n, "__dict__", None)
+    # cached where `_kids` caches (frozen nodes), but never on a Buffer: `walk` takes a node
+    # with the attribute for one it enters, and enters buffers only when asked
+    if d is not None and _KIDS in d and not isinstance(n, Buffer):
+        d[_RKIDS] = out
+    return out
+
+
 def walk(node, *, into_buffers: bool = False) -> Iterator:
     """Every node below and including `node`, pre-order. Buffers are leaves unless asked."""
+    # the passes walk whole kernels many times (tens of millions of nodes in the test suite's
+    # lowerings): the cached reversed child tuple is read straight from the node's __dict__
     stack = [node]
     pop, extend = stack.pop, stack.extend
     while stack:
         n = pop()
         yield n
-        if not into_buffers and isinstance(n, Buffer):
-            continue
-        kids = _kids(n)
+        kids = n.__dict__.get(_RKIDS)
+        if kids is None:
+            if not into_buffers and isinstance(n, Buffer):
+                continue
+            kids = _reversed_kids(n)
         if kids:
-            extend(reversed(kids))  # the cached list itself is never reordered
+            extend(kids)
 
 
-def rewrite(node, fn: Callable, *, into_buffers: bool = False, stop: tuple[type, ...] = ()):
+_SAME = object()  # in a `known` memo of `rewrite`: the node was kept as it is
+
+
+def rewrite(node, fn: Callable, *, into_buffers: bool = False, stop: tuple[type, ...] = (),
+            known: dict | None = None):
     """Rebuild `node` bottom-up; `fn(new_node)` returns a replacement or None to keep it.
 
     Nodes whose children did not change are reused, so identity-compared nodes (Var, Buffer)
     survive untouched. Nodes of the `stop` classes are handed to `fn` whole, never entered: a
     pass that rewrites each kernel (`stop=(ThreadKernel,)`) then visits the few statements
     around the kernels, not the thousands of nodes inside them.
+
+    `known` is a memo the caller keeps across calls with the same (pure) `fn`: the result for
+    each composite expression (BinOp, Unary, Cast, Select, which hash in O(1)), keyed by the
+    expression itself, so an expression equal to one rewritten before is not entered again.
+    Only for an `fn` whose answer depends on nothing but the node's structure.
     """
     memo: dict[int, object] = {}
     node_class = _NODE_CLASS
     leaves: dict[type, bool] = {}  # per class: rewritten as a whole, never entered
+    keyed = _composite_exprs() if known is not None else frozenset()
 
     def go(n):
         key = id(n)
@@ -137,6 +165,12 @@ def rewrite(node, fn: Callable, *, into_buffers: bool = False, stop: tuple[type,
         if res is not None:
             return res
         cls = type(n)
+        if keyed and cls in keyed:
+            res = known.get(n)
+            if res is not None:
+                res = n if res is _SAME else res
+                memo[key] = res
+                return res
         leaf = leaves.get(cls)
         if leaf is None:
             leaf = leaves[cls] = (issubclass(cls, Buffer) and not into_buffers) or \
@@ -167,6 +201,8 @@ def rewrite(node, fn: Callable, *, into_buffers: bool = False, stop: tuple[type,
         out = fn(n2)
         res = n2 if out is None else out
         memo[key] = res
+        if keyed and cls in keyed:
+            known[n] = _SAME if res is n else res
         return res
 
     def _go_tuple(v):
@@ -184,6 +220,14 @@ def rewrite(node, fn: Callable, *, into_buffers: bool = False, stop: tuple[type,
         return tuple(items) if changed else v
 
     return go(node)
+
+
+def _composite_exprs() -> frozenset:
+    """The expression classes a `known` memo keys (imported late: expr imports this module's
+    users, not this module)."""
+    from .expr import COMPOSITE
+
+    return COMPOSITE
 
 
 def substitute(node, mapping: dict):

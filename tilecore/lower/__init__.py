@@ -35,6 +35,7 @@ from .async_pipeline import async_pipeline
 from .barrier import insert_barriers
 from .context import LayoutMap, LowerCtx
 from .fragment_pipeline import fragment_pipeline
+from .indexing import forget as forget_simplified
 from .infer import annotate_layouts, plan_gemms, stored_layouts
 from .layout import MmaLayout
 from .pingpong import pingpong, suspend_hints
@@ -120,6 +121,7 @@ def lower_threads(module: Module, desc: TargetDesc) -> Module:
         if isinstance(n, KernelLaunch):
             layouts = stored_layouts(n, desc)
             notes.extend(_simt_notes(n, desc, layouts))
+            forget_simplified()  # the simplifier's memo holds one kernel's expressions at a time
             return lower_launch(n, LowerCtx(n, desc, layouts, plan_gemms(n, desc)))
         return None
 

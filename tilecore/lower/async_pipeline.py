@@ -405,9 +405,16 @@ def async_pipeline(kernel: ThreadKernel, facts: TargetFacts, tma: bool = True,
     return _pipelines(kernel, facts, tma, None, early_prologue) or kernel
 
 
+def _staged(n) -> bool:
+    """Whether `n` is a loop this pass may pipeline (T.Pipelined with at least two stages)."""
+    return isinstance(n, For) and (n.annotation("num_stages", 0) or 0) >= 2
+
+
 def _pipelines(kernel: ThreadKernel, facts: TargetFacts, use_tma: bool,
                ws: WsPlan | None, early_prologue: bool = False) -> ThreadKernel | None:
     """The pass proper; None when nothing changed or (with `ws`) warp specialization failed."""
+    if not any(_staged(n) for n in walk(kernel.body)):
+        return None  # no T.Pipelined loop with stages: nothing to rewrite
     names = {b.name for b in kernel.registers} | {b.name for b in kernel.shared}
     names |= {n.var.name for n in walk(kernel.body) if isinstance(n, (LetStmt, For))}
     bounds = {id(v): (0, None) for v in kernel.block_vars}
@@ -418,7 +425,7 @@ def _pipelines(kernel: ThreadKernel, facts: TargetFacts, use_tma: bool,
     early: dict | None = {} if early_prologue and ws is None else None
 
     def fn(n):
-        if isinstance(n, For) and (n.annotation("num_stages", 0) or 0) >= 2:
+        if _staged(n):
             return _pipeline_loop(n, kernel, facts, budget, names, bounds, replaced, added, use_tma, ws,
                                   early)
         return None

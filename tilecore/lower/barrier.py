@@ -28,6 +28,8 @@ observes its phase, visible to every waiting thread, so no barrier is needed aft
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..errors import TileInternalError, TileShapeError
@@ -56,7 +58,7 @@ from ..ir.thread import (
 )
 from ..ir.visit import walk
 from .context import loc_str
-from .indexing import try_evaluate
+from .footprints import tab, tab_desc, tab_memo
 
 # The analysis state: (writes, reads, in flight). Writes and reads map buffer ids to footprints;
 # in flight maps a queue to (committed groups, oldest first, each a footprint dict; open group).
@@ -112,15 +114,13 @@ class _Footprint:
         return bool(np.any((o == -2) | ((o >= 0) & (o != tid))))
 
 
-def _accesses(node, tx: Var, threads: int, want: str) -> list:
-    """[(buffer, (elements, threads) or None)] of the shared reads ('r'), writes ('w'),
-    asynchronous copies' writes ('a') or TMA loads' writes ('t') in node."""
-    return _all_accesses(node, tx, threads)[want]
-
-
-def _all_accesses(node, tx: Var, threads: int) -> dict[str, list]:
-    """Every kind of `_accesses` of node, from one walk (the inserter asks for all four of
-    every leaf statement; walking it four times was a tenth of a GEMM's lowering)."""
+def _all_accesses(node, tx: Var, threads: int, tabs: dict | None = None) -> dict[str, list]:
+    """The shared reads ('r'), writes ('w'), asynchronous copies' writes ('a') and TMA loads'
+    writes ('t') in node, each [(buffer, (elements, threads) or None)], from one walk (the
+    inserter asks for all four of every leaf statement; walking it four times was a tenth of a
+    GEMM's lowering). `tabs` memoizes `footprints.tab` by (offset, width, buffer size): the
+    offsets of one kernel repeat."""
+    tab_of = tab if tabs is None else functools.partial(tab_memo, tabs)
     reads: list = []
     writes: list = []
     asyncs: list = []
@@ -128,84 +128,43 @@ def _all_accesses(node, tx: Var, threads: int) -> dict[str, list]:
     for n in walk(node):
         if isinstance(n, MemLoad):
             if n.buffer.scope == "shared":
-                reads.append((n.buffer, _tab(n.offset, 1, tx, threads, n.buffer)))
+                reads.append((n.buffer, tab_of(n.offset, 1, tx, threads, n.buffer)))
         elif isinstance(n, VecMove):
             if n.src.scope == "shared":
-                reads.append((n.src, _tab(n.src_offset, n.lanes, tx, threads, n.src)))
+                reads.append((n.src, tab_of(n.src_offset, n.lanes, tx, threads, n.src)))
             if n.dst.scope == "shared":
-                writes.append((n.dst, _tab(n.dst_offset, n.lanes, tx, threads, n.dst)))
+                writes.append((n.dst, tab_of(n.dst_offset, n.lanes, tx, threads, n.dst)))
         elif isinstance(n, IntrinsicCall):
             for spec, ref in zip(n.intrinsic.operands, n.operands):
                 if ref.buffer.scope != "shared":
                     continue
                 if spec.space == "desc":
-                    reads.append((ref.buffer, _tab_desc(spec, n.intrinsic.lanes, ref.offset, tx, threads,
+                    reads.append((ref.buffer, tab_desc(spec, n.intrinsic.lanes, ref.offset, tx, threads,
                                                         ref.buffer)))
                 elif spec.role == "in":
                     width = n.intrinsic.shape[-1] if n.intrinsic.kind == "ldmatrix" else 1
-                    reads.append((ref.buffer, _tab(ref.offset, width, tx, threads, ref.buffer)))
+                    reads.append((ref.buffer, tab_of(ref.offset, width, tx, threads, ref.buffer)))
                 if spec.role == "out":
                     writes.append((ref.buffer, None))
         elif isinstance(n, Atomic):
             if n.buffer.scope == "shared":
                 reads.append((n.buffer, None))
-                writes.append((n.buffer, _tab(n.offset, 1, tx, threads, n.buffer)))
+                writes.append((n.buffer, tab_of(n.offset, 1, tx, threads, n.buffer)))
         elif isinstance(n, MemStore):
             if n.buffer.scope == "shared":
-                writes.append((n.buffer, _tab(n.offset, 1, tx, threads, n.buffer)))
+                writes.append((n.buffer, tab_of(n.offset, 1, tx, threads, n.buffer)))
         elif isinstance(n, (MbarrierArrive, MbarrierWait)):
-            reads.append((n.bar, _tab(n.offset, 1, tx, threads, n.bar)))
+            reads.append((n.bar, tab_of(n.offset, 1, tx, threads, n.bar)))
         elif isinstance(n, MbarrierInit):
-            writes.append((n.bar, _tab(n.offset, 1, tx, threads, n.bar)))
+            writes.append((n.bar, tab_of(n.offset, 1, tx, threads, n.bar)))
         elif isinstance(n, TmaLoad):
-            reads.append((n.bar, _tab(n.bar_offset, 1, tx, threads, n.bar)))
-            tmas.append((n.dst, _tab(n.dst_offset, n.layout.size, tx, threads, n.dst)))
+            reads.append((n.bar, tab_of(n.bar_offset, 1, tx, threads, n.bar)))
+            tmas.append((n.dst, tab_of(n.dst_offset, n.layout.size, tx, threads, n.dst)))
         elif isinstance(n, TmaStore):
-            reads.append((n.src, _tab(n.src_offset, n.layout.size, tx, threads, n.src)))
+            reads.append((n.src, tab_of(n.src_offset, n.layout.size, tx, threads, n.src)))
         elif isinstance(n, AsyncCopy):
-            asyncs.append((n.dst, _tab(n.dst_offset, n.lanes, tx, threads, n.dst)))
+            asyncs.append((n.dst, tab_of(n.dst_offset, n.lanes, tx, threads, n.dst)))
     return {"r": reads, "w": writes, "a": asyncs, "t": tmas}
-
-
-def _tab(offset, width: int, tx: Var, threads: int, buf):
-    """(elements, threads) an access touches, for offsets computable from the thread index."""
-    t = np.arange(threads, dtype=np.int64)
-    v = try_evaluate(offset, {id(tx): t})
-    if v is None:
-        return None
-    v = np.asarray(v, dtype=np.int64)
-    if v.ndim == 0 and threads > 2:
-        # the same elements for every thread (a TMA box, a uniform copy): the last two threads
-        # stand for all of them -- `_Footprint` gives the same owners (the last thread's, or
-        # "several") and the same conflicts, from 2 * width entries instead of threads * width
-        t = t[-2:]
-    v = np.broadcast_to(v, t.shape)
-    idx = (v[:, None] + np.arange(width)).reshape(-1)
-    tid = np.repeat(t, width)
-    ok = (idx >= 0) & (idx < buf.shape[0])
-    return idx[ok], tid[ok]
-
-
-def _tab_desc(spec, group: int, offset, tx: Var, threads: int, buf):
-    """(elements, threads) a descriptor operand (wgmma) reads: the whole sub-matrix its
-    `MatrixDesc` addresses, read for each group of `group` threads by the group as a whole --
-    recorded as read by two of its threads, so that any thread's later write conflicts."""
-    t = np.arange(threads, dtype=np.int64)
-    v = try_evaluate(offset, {id(tx): t})
-    if v is None or spec.desc is None:
-        return None
-    v = np.broadcast_to(np.asarray(v, dtype=np.int64), (threads,))
-    rows, cols = spec.dims
-    mn, k = (rows, cols) if spec.name == "A" else (cols, rows)
-    idx, tid = [], []
-    for g0 in range(0, threads, group):
-        el = spec.desc.elements(int(v[g0]), mn, k).reshape(-1)
-        for who in (g0, g0 + 1):
-            idx.append(el)
-            tid.append(np.full(el.size, who, dtype=np.int64))
-    idx, tid = np.concatenate(idx), np.concatenate(tid)
-    ok = (idx >= 0) & (idx < buf.shape[0])
-    return idx[ok], tid[ok]
 
 
 class _Inserter:
@@ -217,6 +176,18 @@ class _Inserter:
         # are named barrier `barrier_id` over its threads
         self.named = named
         self.barrier_id = barrier_id
+        # loops are visited twice (four times when a barrier may hoist), nested loops more: each
+        # statement's accesses are tabulated once, kept with the statement (so its id stays its
+        # own); the result depends only on the statement, tx and the thread count
+        self._found: dict[int, tuple] = {}
+        self._tabs: dict = {}
+
+    def accesses(self, node) -> dict[str, list]:
+        """`_all_accesses` of `node` for this inserter's threads, computed once per node."""
+        got = self._found.get(id(node))
+        if got is None or got[0] is not node:
+            got = self._found[id(node)] = (node, _all_accesses(node, self.tx, self.threads, self._tabs))
+        return got[1]
 
     def barrier(self, reason: str, loc) -> Barrier:
         """The barrier this inserter places: the block's, or the consumers' named one."""
@@ -244,7 +215,7 @@ class _Inserter:
         """(statements, state) for a statement taken as a whole: a wait first when it touches
         in-flight data, a barrier first on a hazard."""
         if reads is None or writes is None or asyncs is None or tmas is None:
-            found = _all_accesses(s, self.tx, self.threads)
+            found = self.accesses(s)
             reads = found["r"] if reads is None else reads
             writes = found["w"] if writes is None else writes
             asyncs = found["a"] if asyncs is None else asyncs
@@ -305,7 +276,7 @@ class _Inserter:
                 w, r, fl = st
                 groups, open_ = fl.get("bulk", ((), {}))
                 open_ = dict(open_)
-                _record(open_, [(n.src, _tab(n.src_offset, n.layout.size, self.tx, self.threads, n.src))],
+                _record(open_, [(n.src, tab(n.src_offset, n.layout.size, self.tx, self.threads, n.src))],
                         n.loc)
                 st = (w, r, {**fl, "bulk": (groups, open_)})
             elif isinstance(n, AsyncCommit) and n.queue == "bulk":
@@ -356,8 +327,8 @@ class _Inserter:
                 self.varying.add(id(s.var))
                 self._mark_lets(s.body)
                 return self.leaf(s, st)
-            head, st = self.leaf(s, st, _accesses(s.start, self.tx, self.threads, "r") +
-                                 _accesses(s.stop, self.tx, self.threads, "r"), [], [], [])
+            head, st = self.leaf(s, st, self.accesses(s.start)["r"] +
+                                 self.accesses(s.stop)["r"], [], [], [])
             _, end = self.visit(s.body, st)
             body, end = self.visit(s.body, _union(st, end))
             loop = For(s.var, s.start, s.stop, s.step, s.kind, _seq(body, s), s.annotations, s.loc)
@@ -371,7 +342,7 @@ class _Inserter:
             if self.is_varying(s.cond):
                 self._mark_lets(s)
                 return self.leaf(s, st)
-            head, st = self.leaf(s, st, _accesses(s.cond, self.tx, self.threads, "r"), [], [], [])
+            head, st = self.leaf(s, st, self.accesses(s.cond)["r"], [], [], [])
             then, st1 = self.visit(s.then_body, st)
             if s.else_body is None:
                 els, st2 = None, st
@@ -390,7 +361,7 @@ class _Inserter:
         if self.is_varying(s.cond):
             self._mark_lets(s.body)
             return self.leaf(s, st)
-        reads = _accesses(s.cond, self.tx, self.threads, "r")
+        reads = self.accesses(s.cond)["r"]
         if reads:
             raise TileShapeError("a `while` condition that reads shared memory is not supported on "
                                  "thread-lowered targets", s.loc,

@@ -79,6 +79,7 @@ class LowerCtx:
         self.thread_level = False  # a thread-level kernel: block code is per-thread (thread_level.py)
         self.var_bounds: dict[int, tuple] = block_bounds(launch)
         self._simp_memo: dict[tuple, Expr] = {}
+        self.find_reg_memo: dict[tuple, tuple] = {}  # BodyLowerer.find_reg's answers
         self.layouts = layouts
         self.plans = plans
         # id(Gemm) -> the scale-d of its first k step's wgmmas, where the accumulator's clear

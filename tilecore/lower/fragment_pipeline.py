@@ -218,13 +218,16 @@ def fragment_pipeline(kernel: ThreadKernel, interleave: bool | str = False) -> T
     later tile dealt out among the last step's mmas when `interleave` is true, over the
     iteration's steps but the last when it is "spread" (module docstring)."""
 
+    def wants(loop: For) -> bool:
+        return bool(loop.annotation("async_stages") and not loop.annotation("tma_stages")
+                    and not loop.annotation("fragment_pipeline"))
+
     def transform(loop: For, new_regs: list, names: set, bounds: dict):
-        if loop.annotation("async_stages") and not loop.annotation("tma_stages") \
-                and not loop.annotation("fragment_pipeline"):
+        if wants(loop):
             mode = interleave
             if mode == "spread" and loop.annotation("async_stages") < SPREAD_MIN_STAGES:
                 mode = False  # the burst: see SPREAD_MIN_STAGES
             return _pipeline_loop(loop, new_regs, names, bounds, mode)
         return None
 
-    return rewrite_loops(kernel, transform)
+    return rewrite_loops(kernel, transform, wants)

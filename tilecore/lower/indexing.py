@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from .. import semantics as S
-from ..ir.expr import BinOp, Cast, Const, Expr, Var, linear
+from ..ir.expr import COMPOSITE, BinOp, Cast, Const, Expr, Var, linear
 from ..ir.thread import LaneTable
 from ..ir.visit import rewrite
 
@@ -136,8 +136,27 @@ def _compare(e: BinOp, bounds: dict) -> bool | None:
     return True if lo is not None and lo >= 0 else (False if hi is not None and hi < 0 else None)
 
 
+# simplify's answers per composite expression, one table per bounds (as sorted items): the
+# lowering simplifies each register's index expressions, which share most of their subtrees
+# (the thread's row and column parts, a layout's swizzle) with the other registers' and with the
+# expressions simplified before. Sound across kernels: the key expression holds its Vars alive,
+# so their ids in the bounds key cannot name other variables, and the answer depends only on
+# the bounds of the Vars it contains. Emptied when `lower-threads` starts on a kernel (`forget`),
+# which bounds its size by one kernel's expressions.
+_KNOWN: dict[tuple, dict] = {}
+
+
+def forget() -> None:
+    """Drop the simplifier's memo (`lower-threads` calls this for every kernel it lowers)."""
+    _KNOWN.clear()
+
+
 def simplify(e, bounds: dict):
     """`e` with integer div/mod by constants folded where the ranges in `bounds` prove it."""
+    bkey = tuple(sorted(bounds.items()))
+    known = _KNOWN.get(bkey)
+    if known is None:
+        known = _KNOWN[bkey] = {}
 
     def fn(n):
         if isinstance(n, BinOp) and n.op == "mod" and isinstance(n.a, BinOp) and n.a.op == "mod" \
@@ -167,36 +186,55 @@ def simplify(e, bounds: dict):
                 return _build(lin[0], lin[1], n.dtype)
         return None
 
-    return rewrite(e, fn)
+    return rewrite(e, fn, known=known)
 
 
 class NotNumeric(Exception):
     """The expression depends on something other than the given variables."""
 
 
-def evaluate(e, env: dict):
-    """Evaluate an integer/bool index expression with `env` mapping id(Var) -> int or array."""
+def evaluate(e, env: dict, memo: dict | None = None):
+    """Evaluate an integer/bool index expression with `env` mapping id(Var) -> int or array.
+
+    `memo` (kept by a caller that evaluates many expressions in the same `env`, as a layout's
+    table does for every register) holds the values of composite subexpressions, keyed by the
+    expression: index expressions share most of their subtrees. The values are shared: never
+    modify an array this returns."""
+    return _evaluate(e, env, {} if memo is None else memo)
+
+
+def _evaluate(e, env: dict, memo: dict):
     if isinstance(e, (int, np.integer)):
         return int(e)
-    if isinstance(e, Const):
+    cls = type(e)
+    if cls is Const:
         return e.value
-    if isinstance(e, Var):
+    if cls is Var:
         if id(e) not in env:
             raise NotNumeric(e.name)
         return env[id(e)]
+    keyed = cls in COMPOSITE
+    if keyed:
+        got = memo.get(e)
+        if got is not None:
+            return got
     if isinstance(e, Cast) and (e.dtype.is_int or e.dtype.is_bool) and (
             e.value.dtype.is_int or e.value.dtype.is_bool):
-        return S.cast_value(evaluate(e.value, env), e.value.dtype, e.dtype)
-    if isinstance(e, LaneTable):
-        idx = evaluate(e.index, env)
-        return np.asarray(e.values, dtype=np.int64)[idx]
-    if isinstance(e, BinOp) and (e.a.dtype.is_int or e.a.dtype.is_bool):
-        a = np.asarray(evaluate(e.a, env), dtype=np.int64)
-        b = np.asarray(evaluate(e.b, env), dtype=np.int64)
+        out = S.cast_value(_evaluate(e.value, env, memo), e.value.dtype, e.dtype)
+    elif isinstance(e, LaneTable):
+        idx = _evaluate(e.index, env, memo)
+        out = np.asarray(e.values, dtype=np.int64)[idx]
+    elif isinstance(e, BinOp) and (e.a.dtype.is_int or e.a.dtype.is_bool):
+        a = np.asarray(_evaluate(e.a, env, memo), dtype=np.int64)
+        b = np.asarray(_evaluate(e.b, env, memo), dtype=np.int64)
         if e.op in ("div", "mod"):
             b = np.where(b == 0, 1, b)  # a lane that divides by zero never runs that access
-        return S.binop(e.op, a, b, e.a.dtype)
-    raise NotNumeric(type(e).__name__)
+        out = S.binop(e.op, a, b, e.a.dtype)
+    else:
+        raise NotNumeric(type(e).__name__)
+    if keyed:
+        memo[e] = out
+    return out
 
 
 def try_evaluate(e, env: dict):

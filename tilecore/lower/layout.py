@@ -69,12 +69,13 @@ class Layout:
         rank = len(self.shape)
         coords = np.zeros((self.threads, self.nregs, rank), dtype=np.int64)
         valid = np.ones((self.threads, self.nregs), dtype=bool)
+        memo: dict = {}  # the registers' coordinates share their thread-dependent parts
         for r in range(self.nregs):
             for k, c in enumerate(self.raw_coords(_TX, r)):
-                coords[:, r, k] = np.broadcast_to(evaluate(c, env), (self.threads,))
+                coords[:, r, k] = np.broadcast_to(evaluate(c, env, memo), (self.threads,))
             v = self.valid(_TX, r)
             if v is not None:
-                valid[:, r] = np.broadcast_to(evaluate(v, env), (self.threads,))
+                valid[:, r] = np.broadcast_to(evaluate(v, env, memo), (self.threads,))
         return coords, valid
 
     @functools.cached_property
@@ -93,14 +94,15 @@ class Layout:
         writer = valid.copy()
         if not self.replicated:
             return writer
-        flat = self.flat_index(coords)
-        seen = np.zeros(int(np.prod(self.shape)), dtype=bool)
-        for r in range(self.nregs):
-            for t in range(self.threads):
-                if writer[t, r]:
-                    writer[t, r] = not seen[flat[t, r]]
-                    seen[flat[t, r]] = True
-        return writer
+        # the first holder in (register, thread) order: the valid entries taken register-major,
+        # each element's first occurrence among them (a loop over every (register, thread) in
+        # Python was a tenth of flash attention's lowering)
+        flat_t = self.flat_index(coords).T  # (nregs, T)
+        held = np.argwhere(valid.T)  # register-major, as the boolean index below orders them
+        _, first = np.unique(flat_t[valid.T], return_index=True)
+        out_t = np.zeros_like(valid.T)
+        out_t[held[first, 0], held[first, 1]] = True
+        return np.ascontiguousarray(out_t.T)
 
     def flat_index(self, coords: np.ndarray) -> np.ndarray:
         """Row-major flat element numbers of a coordinate array (last axis = rank)."""

@@ -112,10 +112,14 @@ def if_any_iteration(loop: For, stmt: Stmt, bounds: dict) -> Stmt:
     return IfThenElse(has_iter, stmt, None, loop.loc)
 
 
-def rewrite_loops(kernel: ThreadKernel, transform) -> ThreadKernel:
+def rewrite_loops(kernel: ThreadKernel, transform, wants=None) -> ThreadKernel:
     """`kernel` with `transform(loop, new_regs, names, bounds)` applied to each For loop (None
     keeps it): `new_regs` collects the register buffers the rewrites add (kept unique by
-    `names`), `bounds` holds the block and thread index ranges for simplification."""
+    `names`), `bounds` holds the block and thread index ranges for simplification. `wants(loop)`
+    says whether `transform` may act on a loop at all: with no such loop the kernel is returned
+    before the (whole-kernel) rewrite."""
+    if wants is not None and not any(isinstance(n, For) and wants(n) for n in walk(kernel.body)):
+        return kernel
     new_regs: list = []
     names = {b.name for b in kernel.registers} | {b.name for b in kernel.shared}
     bounds = {id(v): (0, None) for v in kernel.block_vars}
@@ -135,10 +139,11 @@ def rewrite_loops(kernel: ThreadKernel, transform) -> ThreadKernel:
 def prefetch(kernel: ThreadKernel) -> ThreadKernel:
     """`kernel` with register prefetch in its pipelined loops."""
 
-    def transform(loop: For, new_regs: list, names: set, bounds: dict):
+    def wants(loop: For) -> bool:
         # loops async-pipeline already staged keep their asynchronous copies
-        if (loop.annotation("num_stages", 0) or 0) >= 2 and not loop.annotation("async_stages"):
-            return _prefetch_loop(loop, new_regs, names, bounds)
-        return None
+        return (loop.annotation("num_stages", 0) or 0) >= 2 and not loop.annotation("async_stages")
 
-    return rewrite_loops(kernel, transform)
+    def transform(loop: For, new_regs: list, names: set, bounds: dict):
+        return _prefetch_loop(loop, new_regs, names, bounds) if wants(loop) else None
+
+    return rewrite_loops(kernel, transform, wants)

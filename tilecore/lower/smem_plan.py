@@ -27,9 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..ir.buffer import Buffer
-from ..ir.stmt import SeqStmt
+from ..ir.stmt import SeqStmt, Stmt
 from ..ir.thread import MBARRIER_DTYPE, Barrier, IntrinsicCall, TmaLoad, TmaStore
-from ..ir.visit import walk
+from ..ir.visit import child_list
 
 BASE_ALIGN = 16  # every shared buffer starts at a vector-width boundary (codegen/gpu.py)
 TMA_ALIGN = 1024  # a TMA box's shared address (tilecore_cuda.render_async.TMA_SMEM_ALIGN)
@@ -68,8 +68,55 @@ def top_level(body) -> list:
     return [body]
 
 
+_FACTS = "_smem_facts"  # per-statement cache of `_facts` (on the frozen statement itself)
+
+
+def _facts(stmt) -> tuple[tuple, tuple, tuple]:
+    """(shared buffers mentioned, buffers read asynchronously, TMA-moved buffers) of a statement,
+    kept on the statement: the planner runs several times per kernel (each `planned_bytes` of a
+    pass that grows buffers, then `plan_kernel`), and a pass that rebuilds a loop keeps most of
+    the statements inside it, so the facts of a statement are assembled from those of the
+    statements nested in it (walking only its own expressions). Buffers, not their ids, are kept
+    (a copy of the statement keeps meaning the same buffers)."""
+    d = getattr(stmt, "__dict__", None)
+    got = d.get(_FACTS) if d is not None else None
+    if got is not None:
+        return got
+    mentions: dict[int, Buffer] = {}
+    async_read: dict[int, Buffer] = {}
+    tma: dict[int, Buffer] = {}
+    stack = [stmt]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Buffer):
+            if n.scope == "shared":
+                mentions[id(n)] = n
+            continue  # a buffer is a leaf, as for `walk`
+        if n is not stmt and isinstance(n, Stmt):
+            m, a, t = _facts(n)
+            mentions.update((id(b), b) for b in m)
+            async_read.update((id(b), b) for b in a)
+            tma.update((id(b), b) for b in t)
+            continue
+        if isinstance(n, TmaStore):
+            async_read[id(n.src)] = n.src
+            tma[id(n.src)] = n.src
+        elif isinstance(n, TmaLoad):
+            tma[id(n.dst)] = n.dst
+        elif isinstance(n, IntrinsicCall):
+            for spec, ref in zip(n.intrinsic.operands, n.operands):
+                if spec.space == "desc":
+                    async_read[id(ref.buffer)] = ref.buffer
+        stack.extend(child_list(n))
+    got = (tuple(mentions.values()), tuple(async_read.values()), tuple(tma.values()))
+    if d is not None and getattr(type(stmt), "__dataclass_params__", None) is not None \
+            and type(stmt).__dataclass_params__.frozen:
+        d[_FACTS] = got
+    return got
+
+
 def _mentions(stmt) -> set[int]:
-    return {id(n) for n in walk(stmt) if isinstance(n, Buffer) and n.scope == "shared"}
+    return {id(b) for b in _facts(stmt)[0]}
 
 
 def live_ranges(stmts: list, bufs) -> dict[int, tuple[int, int]]:
@@ -113,21 +160,11 @@ def tile_plan_bytes(launch) -> int:
 
 def _async_read(stmts) -> set[int]:
     """Buffers whose reads complete after the statement (TMA store sources, wgmma descriptors)."""
-    out: set[int] = set()
-    for s in stmts:
-        for n in walk(s):
-            if isinstance(n, TmaStore):
-                out.add(id(n.src))
-            elif isinstance(n, IntrinsicCall):
-                for spec, ref in zip(n.intrinsic.operands, n.operands):
-                    if spec.space == "desc":
-                        out.add(id(ref.buffer))
-    return out
+    return {id(b) for s in stmts for b in _facts(s)[1]}
 
 
 def _tma(stmts) -> set[int]:
-    return {id(n.dst if isinstance(n, TmaLoad) else n.src) for s in stmts for n in walk(s)
-            if isinstance(n, (TmaLoad, TmaStore))}
+    return {id(b) for s in stmts for b in _facts(s)[2]}
 
 
 def thread_plan(kernel, stmts: list, resized: dict | None = None

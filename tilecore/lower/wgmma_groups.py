@@ -104,4 +104,6 @@ def _merge(s: Stmt):
 def merge_wgmma_waits(kernel: ThreadKernel) -> ThreadKernel:
     """The kernel with the waits between independent back-to-back wgmma groups dropped (see
     the module docstring)."""
+    if not any(_is_wait0(n) for n in walk(kernel)):
+        return kernel  # nothing to merge: what the rewrite would return, without rebuilding
     return rewrite(kernel, _merge)

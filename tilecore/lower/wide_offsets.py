@@ -114,6 +114,8 @@ def wide_offsets(module: Module, desc: TargetDesc) -> Module:
 
     def fn(n):
         if isinstance(n, ThreadKernel):
+            if not any(isinstance(m, Buffer) and needs_wide_offsets(m) for m in walk(n)):
+                return n  # no access to widen: the rewrite would change nothing
             small = _small_vars(n)
             return rewrite(n, lambda m: _wide_node(m, small))
         return None
