@@ -14,6 +14,7 @@ from .errors import (
     TileTargetError,
     caller_loc,
 )
+from .ir.aliases import check_target as check_aliases
 from .ir.const_dtypes import check as check_const_dtypes
 from .ir.module import Module, ModuleAttrs, PrimFunc
 from .ir.pointers import check_target as check_pointers
@@ -47,6 +48,7 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None,  # n
     _one_kernel_unless_interp(func, t)
     subbyte.check_kernel(func, t, out_idx)  # int4: the targets that run it, inputs only
     check_pointers(func, t)  # T.make_tensor: interp only
+    check_aliases(func, t)  # T.view(..., dtype=): interp and cpu
     check_reducers(func, t)  # T.alloc_reducer: used in order; interp and cpu
     check_const_dtypes(func)  # T.uint64: build-time constants only
     # the user's mistakes (a zero grid, an unbound T.dynamic) first: a target asked whether it

@@ -9,7 +9,7 @@ regroups dimensions (`(n, q * h)` seen as `(n, q, h)`) is a tile operand through
 tile (`tile_operands`): a source is first copied element by element into a tile of the view's
 shape, a destination is computed into such a tile and copied back (`T.fill` fills the base: the
 same elements). A view with another dtype (TileLang's `T.view(..., dtype=...)` reinterpreting
-storage) is refused.
+storage) is a buffer of its own over the base's bytes: `tilecore.language.dtype_views`.
 """
 
 from __future__ import annotations
@@ -165,16 +165,16 @@ def reshape(src, shape) -> BufferView:
 
 
 @builtin
-def view(src, shape=None, dtype=None) -> BufferView:
+def view(src, shape=None, dtype=None):
     """TileLang's `T.view(buf, shape=..., dtype=...)`: a `T.reshape` when the dtype is the same;
-    reinterpreting storage as another dtype is not provided."""
+    with another dtype, a buffer over `buf`'s bytes (`tilecore.language.dtype_views`)."""
     from .. import dtypes as dt
 
     base = src.base if isinstance(src, BufferView) else src
     if dtype is not None and isinstance(base, Buffer) and dt.as_dtype(dtype) != base.dtype:
-        raise TileTypeError(f"T.view of {getattr(base, 'name', base)} as {dt.as_dtype(dtype)}: "
-                            "viewing a buffer's storage as another dtype is not provided",
-                            hint="allocate a buffer of that dtype and copy (T.copy converts)")
+        from .dtype_views import reinterpret_view
+
+        return reinterpret_view(src, shape, dt.as_dtype(dtype))
     return reshape(src, shape if shape is not None else base.shape)
 
 
