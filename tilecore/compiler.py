@@ -49,7 +49,8 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None,  # n
     subbyte.check_kernel(func, t, out_idx)  # int4: the targets that run it, inputs only
     check_pointers(func, t)  # T.make_tensor: interp only
     check_aliases(func, t)  # T.view(..., dtype=): interp and cpu
-    check_reducers(func, t)  # T.alloc_reducer: used in order; interp and cpu
+    # T.alloc_reducer: used in order; interp, cpu and (lower.reducers) thread-lowered targets
+    check_reducers(func, t, lambda: plugins.facts(t).lowers_to_threads)
     check_const_dtypes(func)  # T.uint64: build-time constants only
     # the user's mistakes (a zero grid, an unbound T.dynamic) first: a target asked whether it
     # supports the program may lower it, and must not be the one to trip over them. All but the
