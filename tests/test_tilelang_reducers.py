@@ -62,6 +62,15 @@ def test_reducers_sum_max_min_match_numpy(target):
     np.testing.assert_array_equal(mn, ints.min(axis=1))
 
 
+def test_replication_none_is_warned_as_not_applied(monkeypatch):
+    from tilecore.errors import TileConfigWarning
+    from tilecore.language import hints
+
+    monkeypatch.setattr(hints, "_told", set())  # warned once per line and process
+    with pytest.warns(TileConfigWarning, match=r'replication="none"\) is accepted but not applied'):
+        _gemv_max_min()
+
+
 def test_a_reducer_update_counts_every_iteration_exactly():
     """Integer sums are exact: every T.Parallel iteration's contribution is added once."""
 
