@@ -55,7 +55,7 @@ def _bytes_as_words():
         with T.Kernel(1, threads=32) as bx:
             s = T.alloc_shared((32,), T.uint8)
             T.copy(B, s)
-            w = T.view(s, dtype=T.int32)  # the shape defaults to the same bytes: (8,)
+            w = T.view(s, shape=(8,), dtype=T.int32)
             for i in T.Parallel(8):
                 W[i] = w[i]
             f = T.alloc_fragment((4, 8), T.uint8)
@@ -65,7 +65,7 @@ def _bytes_as_words():
                 Fb[i * 8 + j] = f[i, j]
             h = T.alloc_fragment((8,), T.float16)
             T.copy(Hf, h)
-            hv = T.view(h, shape=(2, 4), dtype=T.uint16)
+            hv = T.view(T.reshape(h, (2, 4)), dtype=T.uint16)  # the source's shape: (2, 4)
             T.copy(hv, Hb)
 
     return k
@@ -125,7 +125,7 @@ def test_thread_lowered_targets_refuse_dtype_views_with_the_fix(target):
 
 
 def test_dtype_view_misuse_is_located():
-    with pytest.raises(TileShapeError, match="needs 72 bytes") as e:
+    with pytest.raises(TileShapeError, match="covers 72 bytes") as e:
         @T.prim_func
         def big(A: T.Tensor((8,), T.float32)):
             with T.Kernel(1, threads=32) as bx:
@@ -142,8 +142,15 @@ def test_dtype_view_misuse_is_located():
         def glob(A: T.Tensor((8,), T.float32)):
             with T.Kernel(1, threads=32) as bx:
                 T.view(A, dtype=T.int32)
-    with pytest.raises(TileShapeError, match="no whole number"):
+    with pytest.raises(TileShapeError, match=r"covers 24 bytes.*defaults to the source's") as e:
         @T.prim_func
         def odd(A: T.Tensor((8,), T.float32)):
             with T.Kernel(1, threads=32) as bx:
                 T.view(T.alloc_shared((6,), T.uint8), dtype=T.float32)
+    assert "no float32 view covers 6 bytes exactly" in e.value.hint
+    with pytest.raises(TileShapeError, match="covers 16 bytes") as e:  # TileLang: exactly the bytes
+        @T.prim_func
+        def part(A: T.Tensor((8,), T.float32)):
+            with T.Kernel(1, threads=32) as bx:
+                T.view(T.alloc_shared((16,), T.float16), shape=(4,), dtype=T.float32)
+    assert "a shape of 8 float32 elements" in e.value.hint

@@ -3,10 +3,10 @@
 TileLang's `T.view` with a `dtype` reinterprets a buffer's storage: `sparse_mla_bwd.py` reuses
 the bytes of a bfloat16 shared tile as a float32 staging tile, dequantization kernels read bytes
 as wider integers. `BufferAlias` binds `buffer` (its own shape and dtype, the scope of `base`)
-to the first `buffer.numel * itemsize` bytes of `base` from here on in the block: a write
-through either is seen by a later read through the other, bit for bit (the target's byte
-order, little-endian on every target tilecore has). The view is no allocation of its own (it
-is not in the KernelLaunch's `allocs`), and it may not be larger than its base.
+to the bytes of `base` from here on in the block: a write through either is seen by a later
+read through the other, bit for bit (the target's byte order, little-endian on every target
+tilecore has). The view is no allocation of its own (it is not in the KernelLaunch's
+`allocs`); the frontend makes it cover exactly the base's bytes, as TileLang does.
 
 `interp` (a NumPy view of the base array) and `cpu` (the same, in the numba kernel) run it;
 the thread lowering (cuda, hip, metal, and the `emu` emulator of them) lays out and allocates
@@ -28,7 +28,7 @@ TARGETS = ("interp", "cpu")
 
 @dataclass(frozen=True)
 class BufferAlias(Stmt):
-    """`buffer` is the leading bytes of `base` (same scope), seen with its own shape and dtype."""
+    """`buffer` is the bytes of `base` (same scope), seen with its own shape and dtype."""
 
     buffer: Buffer
     base: Buffer

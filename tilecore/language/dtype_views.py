@@ -4,10 +4,11 @@ TileLang uses it to reuse on-chip memory under another element type (`sparse_mla
 float32 staging tile of a dK/dV atomic update lives in the bytes of a bfloat16 shared tile) and
 to read packed bytes as wider integers. Here it makes a new buffer of the view's shape and
 dtype, in the scope of `buf`, and emits a `tilecore.ir.aliases.BufferAlias` binding it to the
-leading bytes of `buf`: a write through either is seen through the other, bit for bit. The
-view must fit in `buf`'s bytes; `shape` defaults to the same byte count (`(n,)` of uint8 seen
-as float32 is `(n // 4,)`). Sub-byte dtypes (int4, float4_e2m1fn) and bool are refused: their
-storage is not their bit pattern on every target. Targets: `tilecore.ir.aliases`.
+bytes of `buf`: a write through either is seen through the other, bit for bit. As in TileLang
+(v0.1.13's `T.view`), `shape` defaults to the source's and the view covers exactly the
+source's bytes (a float32 view of a `(BS, D)` bfloat16 tile is `(BS // 2, D)`). Sub-byte
+dtypes (int4, float4_e2m1fn) and bool are refused: their storage is not their bit pattern on
+every target. Targets: `tilecore.ir.aliases`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,14 @@ def _byte_dtype(d, what: str) -> None:
                                  "with shifts and masks")
 
 
+def _fit_hint(nbytes: int, dtype) -> str:
+    """What shape would cover `nbytes` bytes with `dtype` elements."""
+    if nbytes % dtype.itemsize:
+        return f"no {dtype.name} view covers {nbytes} bytes exactly; view them as uint8"
+    return (f"as in TileLang, a view covers exactly its base's bytes: a shape of "
+            f"{nbytes // dtype.itemsize} {dtype.name} elements")
+
+
 def reinterpret_view(src, shape, dtype) -> Buffer:
     """The buffer `T.view(src, shape, dtype)` names when `dtype` is not `src`'s (module doc)."""
     from .ops import _shape
@@ -49,22 +58,17 @@ def reinterpret_view(src, shape, dtype) -> Buffer:
     _byte_dtype(base.dtype, f"of {base.name}, whose")
     _byte_dtype(dtype, "as")
     nbytes = base.numel * base.dtype.itemsize
-    if shape is None:
-        if nbytes % dtype.itemsize:
-            raise TileShapeError(f"T.view({base.name}, dtype={dtype.name}): {nbytes} bytes are no "
-                                 f"whole number of {dtype.name} elements", b.loc,
-                                 hint="give the view's shape")
-        shape = (nbytes // dtype.itemsize,)
-    try:
-        shp = _shape(shape, "T.view")
+    try:  # TileLang's default: the source's shape (a T.reshape view's, for one)
+        shp = _shape(src.shape if shape is None else shape, "T.view")
     except TileShapeError as e:
         raise e.with_loc(b.loc) from None
     need = math.prod(shp) * dtype.itemsize
-    if need > nbytes:
-        raise TileShapeError(f"T.view({base.name}, shape={shp}, dtype={dtype.name}) needs {need} "
+    if need != nbytes:
+        given = "" if shape is not None else " (the shape defaults to the source's)"
+        raise TileShapeError(f"T.view({base.name}, shape={shp}, dtype={dtype.name}) covers {need} "
                              f"bytes; {base.name}{tuple(base.shape)} of {base.dtype.name} has "
-                             f"{nbytes}", b.loc,
-                             hint="a view covers part or all of its base's bytes, never more")
+                             f"{nbytes}{given}", b.loc,
+                             hint=_fit_hint(nbytes, dtype))
     name = b.unique_name(b.pending_name() or f"{base.name}_as_{dtype.name}")
     buf = Buffer(name, shp, dtype, base.scope)
     b.emit(BufferAlias(buf, base, b.loc))
