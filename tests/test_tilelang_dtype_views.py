@@ -154,3 +154,29 @@ def test_dtype_view_misuse_is_located():
             with T.Kernel(1, threads=32) as bx:
                 T.view(T.alloc_shared((16,), T.float16), shape=(4,), dtype=T.float32)
     assert "a shape of 8 float32 elements" in e.value.hint
+
+
+def _global_views():
+    """`T.reshape` / `T.view` (same dtype) of a global tensor: TileLang's
+    `T.Tensor(shape, dtype, src.data)`, on every target."""
+
+    @T.prim_func
+    def k(A: T.Tensor((8, 6), T.float32), B: T.Tensor((4, 12), T.float32), C: T.Tensor((48,), T.float32)):
+        with T.Kernel(1, threads=32) as bx:
+            a = T.reshape(A, (4, 12))
+            c = T.view(C, shape=(8, 6))
+            f = T.alloc_fragment((4, 12), T.float32)
+            T.copy(a, f)
+            T.copy(f, B)
+            for i, j in T.Parallel(8, 6):
+                c[i, j] = A[i, j] + 1.0
+
+    return k
+
+
+@pytest.mark.parametrize("target", target_params("interp", "cpu", "emu:sm_80"))
+def test_reshape_and_view_of_global_tensors(target):
+    a = np.arange(48, dtype=np.float32).reshape(8, 6)
+    b, c = tilecore.compile(_global_views(), out_idx=[1, 2], target=target)(a)
+    np.testing.assert_array_equal(np.asarray(b), a.reshape(4, 12))
+    np.testing.assert_array_equal(np.asarray(c), a.reshape(48) + 1.0)

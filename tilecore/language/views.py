@@ -150,11 +150,18 @@ def _shape(shape) -> tuple:
 
 @builtin
 def reshape(src, shape) -> BufferView:
-    """`src` (a shared or fragment buffer) seen with another shape of the same element count."""
+    """`src` seen with another shape of the same element count: a shared, fragment or local
+    buffer, or a global tensor of static shape (then TileLang's `T.Tensor(shape, dtype,
+    src.data)`, `tilecore.language.global_views`)."""
     base = src.base if isinstance(src, BufferView) else src
-    if not isinstance(base, Buffer) or base.scope == "global" or base.static_shape is None:
-        raise TileTypeError("T.reshape takes a shared, fragment or local buffer",
-                            hint="reshape an on-chip tile; views of global tensors are not provided")
+    if isinstance(base, Buffer) and base.scope == "global" and base.static_shape is not None:
+        from .global_views import tensor_view
+
+        return tensor_view(shape, base.dtype, base.data)
+    if not isinstance(base, Buffer) or base.static_shape is None:
+        raise TileTypeError("T.reshape takes a buffer of static shape",
+                            hint="reshape an on-chip tile, or a tensor whose shape has no "
+                                 "T.dynamic dimension")
     shape = _shape(shape)
     n = math.prod(shape)
     if n != base.numel:
