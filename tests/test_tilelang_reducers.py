@@ -188,6 +188,30 @@ def test_thread_lowered_targets_refuse_other_reducer_indices_with_the_fix(target
     assert "T.reduce_sum" in e.value.hint and "test_tilelang_reducers.py" in str(e.value)
 
 
+def test_a_reducer_after_a_grid_sync():
+    """The partial starts where its nest's phase does: a T.sync_grid phase keeps no block
+    state from the one before (tilecore.ir.grid_sync)."""
+
+    @T.prim_func
+    def k(A: T.Tensor((4, 64), T.float32), B: T.Tensor((4, 64), T.float32), O: T.Tensor((4,), T.float32)):
+        with T.Kernel(4, threads=64) as bx:
+            for j in T.Parallel(64):
+                B[bx, j] = A[bx, j] * 2.0
+            T.sync_grid()
+            r = T.alloc_reducer((1,), T.float32)
+            T.clear(r)
+            for i, j in T.Parallel(1, 64):
+                r[i] += B[3 - bx, j]  # another block's phase-one output
+            T.finalize_reducer(r)
+            O[bx] = r[0]
+
+    a = np.arange(256, dtype=np.float32).reshape(4, 64)
+    for target in ("interp", "emu:sm_80"):
+        b, o = np.zeros((4, 64), np.float32), np.zeros(4, np.float32)
+        tilecore.compile(k, target=target)(a, b, o)
+        np.testing.assert_array_equal(o, (2 * a).sum(axis=1)[::-1])
+
+
 # --------------------------------------------------------------------------- uint64
 def test_uint64_is_a_build_time_constant_type():
     assert T.uint64 == "uint64" and T.uint64.bits == 64 and T.dtype("uint64") is T.uint64

@@ -206,11 +206,27 @@ def _lower_launch(launch: KernelLaunch) -> KernelLaunch:
             return SeqStmt(tuple(stmts), n.loc) if stmts else SeqStmt((), n.loc)
         return None
 
-    body = rewrite(launch.body, fn)
-    init = tuple(Fill(Region.full(p.buffer), _identity(p.updates[0].op, p.reducer.dtype),
-                      launch.loc) for p in partials)
+    # each partial starts at the identity just before the top-level statement holding its nest
+    # (not at the kernel's start: a T.sync_grid phase keeps no block state from the one before)
+    top = _top_level(launch.body)
+    inits: dict[int, list] = {}
+    for p in partials:
+        k = next(i for i, s in enumerate(top) if any(n is p.loops[0] for n in walk(s)))
+        inits.setdefault(k, []).append(Fill(Region.full(p.buffer),
+                                            _identity(p.updates[0].op, p.reducer.dtype), launch.loc))
+    stmts = []
+    for i, s in enumerate(top):
+        stmts.extend(inits.get(i, ()))
+        stmts.append(rewrite(s, fn))
     allocs = tuple(launch.allocs) + tuple(p.buffer for p in partials) + tuple(extra)
-    return dataclasses.replace(launch, allocs=allocs, body=SeqStmt(init + (body,), launch.loc))
+    return dataclasses.replace(launch, allocs=allocs, body=SeqStmt(tuple(stmts), getattr(launch.body, "loc", None)))
+
+
+def _top_level(body) -> list:
+    """The kernel body's top-level statements (nested sequences flattened)."""
+    if isinstance(body, SeqStmt):
+        return [x for s in body.stmts for x in _top_level(s)]
+    return [body]
 
 
 def reducer_partials(module: Module, desc: TargetDesc) -> Module:
