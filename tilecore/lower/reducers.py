@@ -5,7 +5,8 @@ the iterations are spread over threads. This tile-level pass, run before layout 
 gives every update site a *partial* fragment shaped like its `T.Parallel` nest (`(M, N)`): the
 update becomes the race-free element update `P[i, j] = op(P[i, j], v)` (each iteration owns its
 element; repeated runs of the nest, e.g. the iterations of a `T.Pipelined` loop around it,
-accumulate there), the partial starts at `op`'s identity, and `T.finalize_reducer(r)` becomes
+accumulate there), the partial starts at `op`'s identity (just before the kernel's top-level
+statement holding the nest: a `T.sync_grid` phase keeps no block state), and `T.finalize_reducer(r)` becomes
 the reductions of each partial along the dimensions the reducer's index does not name
 (`T.reduce_<op>(P, r, dim=1, clear=False)`: `r = op(r, op_j P[:, j])`) and the partial's
 refill with the identity (for the reducer's next round). The values are the logical reduction
@@ -219,7 +220,8 @@ def _lower_launch(launch: KernelLaunch) -> KernelLaunch:
         stmts.extend(inits.get(i, ()))
         stmts.append(rewrite(s, fn))
     allocs = tuple(launch.allocs) + tuple(p.buffer for p in partials) + tuple(extra)
-    return dataclasses.replace(launch, allocs=allocs, body=SeqStmt(tuple(stmts), getattr(launch.body, "loc", None)))
+    body = SeqStmt(tuple(stmts), getattr(launch.body, "loc", None))
+    return dataclasses.replace(launch, allocs=allocs, body=body)
 
 
 def _top_level(body) -> list:
