@@ -6,8 +6,9 @@ gives every update site a *partial* fragment shaped like its `T.Parallel` nest (
 update becomes the race-free element update `P[i, j] = op(P[i, j], v)` (each iteration owns its
 element; repeated runs of the nest, e.g. the iterations of a `T.Pipelined` loop around it,
 accumulate there), the partial starts at `op`'s identity (just before the kernel's top-level
-statement holding the nest: a `T.sync_grid` phase keeps no block state), and `T.finalize_reducer(r)` becomes
-the reductions of each partial along the dimensions the reducer's index does not name
+statement holding the nest: a `T.sync_grid` phase keeps no block state), and
+`T.finalize_reducer(r)` becomes the reductions of each partial along the dimensions the
+reducer's index does not name
 (`T.reduce_<op>(P, r, dim=1, clear=False)`: `r = op(r, op_j P[:, j])`) and the partial's
 refill with the identity (for the reducer's next round). The values are the logical reduction
 of `tilecore.ir.reducers` (`init op c_1 op c_2 ...`, float sums in another order), and the
