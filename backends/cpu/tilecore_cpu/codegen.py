@@ -248,7 +248,7 @@ class Codegen:
             self._store(Store(s.buffer, s.indices, cast(combined, s.buffer.dtype), s.loc))
         elif isinstance(s, FinalizeReducer):  # the updates combined as they ran
             pass
-        elif isinstance(s, BufferAlias):  # T.view(..., dtype=): the base's leading bytes, no copy
+        elif isinstance(s, BufferAlias):  # T.view(..., dtype=): the base's bytes, no copy
             v = s.buffer
             n = v.numel * v.dtype.itemsize
             self.lines.add(f"{self.names.of(v)} = {self.names.of(s.base)}.reshape(-1).view(np.uint8)"

@@ -1,7 +1,7 @@
 """`T.view(buf, dtype=...)` on the oracle (tilecore.ir.aliases): a NumPy view of the base's bytes.
 
-The base is one C-contiguous array per block, so its leading bytes seen as the view's dtype and
-shape (`base.reshape(-1).view(uint8)[:n].view(dtype)`) share its storage: a write through one
+The base is one C-contiguous array per block, so its bytes seen as the view's dtype and shape
+(`base.reshape(-1).view(uint8)[:n].view(dtype)`, n = all of them) share its storage: a write through one
 is read through the other, bit for bit. Uninitialized-read tracking (`shadow`): a view whose
 dtype has the base's item size shares the base's shadow the same way (an element is written
 whichever name wrote it); with another item size one shadow element would cover parts of
@@ -18,7 +18,7 @@ from tilecore.ir.visit import walk
 
 
 def byte_view(base: np.ndarray, shape: tuple, dtype: np.dtype) -> np.ndarray:
-    """The leading bytes of contiguous `base` as an array of `shape` and `dtype` (no copy)."""
+    """The first bytes of contiguous `base` as an array of `shape` and `dtype` (no copy)."""
     n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     return base.reshape(-1).view(np.uint8)[:n].view(dtype).reshape(shape)
 
