@@ -77,7 +77,7 @@ def test_lowering_runs_on_a_hand_made_description_without_plugins(no_manager):
     func = _gemm_func()
     stages = run_pipeline(Module(func, ModuleAttrs(target=TOY)), _desc(func))
     names = [n for n, _ in stages]
-    assert names == ["input", "verify", "simplify", "layout-inference", "lower-threads",
+    assert names == ["input", "verify", "simplify", "reducer-partials", "layout-inference", "lower-threads",
                      "async-pipeline", "prefetch-pipelined", "insert-barriers", "fragment-pipeline",
                      "wide-offsets", "plan-shared"]
     k = find_kernel(stages[-1][1].func.body)

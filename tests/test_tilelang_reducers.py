@@ -1,6 +1,7 @@
 """TileLang's reducer buffers (`T.alloc_reducer` / `T.finalize_reducer`, issue 14) against
-NumPy, on the targets that run them (interp, cpu), the located errors elsewhere and for
-misuse; `T.uint64` as a build-time constant type and `T.reinterpret(x, "handle")`."""
+NumPy on interp, cpu and the thread-lowered targets (emu:sm_80 / emu:sm_90a: the
+reducer-partials pass), the located errors for index forms that pass refuses and for misuse;
+`T.uint64` as a build-time constant type and `T.reinterpret(x, "handle")`."""
 
 import numpy as np
 import pytest
@@ -45,7 +46,10 @@ def _gemv_max_min():
     return k
 
 
-@pytest.mark.parametrize("target", target_params("interp", "cpu"))
+ALL = target_params("interp", "cpu", "emu:sm_80", "emu:sm_90a")
+
+
+@pytest.mark.parametrize("target", ALL)
 def test_reducers_sum_max_min_match_numpy(target):
     rng = np.random.default_rng(0)
     a = rng.standard_normal((M, N)).astype(np.float32)
@@ -56,6 +60,15 @@ def test_reducers_sum_max_min_match_numpy(target):
     np.testing.assert_allclose(o, a.astype(np.float64) @ x, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(mx, a.max(axis=1))
     np.testing.assert_array_equal(mn, ints.min(axis=1))
+
+
+def test_replication_none_is_warned_as_not_applied(monkeypatch):
+    from tilecore.errors import TileConfigWarning
+    from tilecore.language import hints
+
+    monkeypatch.setattr(hints, "_told", set())  # warned once per line and process
+    with pytest.warns(TileConfigWarning, match=r'replication="none"\) is accepted but not applied'):
+        _gemv_max_min()
 
 
 def test_a_reducer_update_counts_every_iteration_exactly():
@@ -123,11 +136,80 @@ def test_an_uninitialized_max_reducer_is_reported():
         tilecore.compile(k, target="interp")(np.ones((16, 16), np.float32), np.zeros(16, np.float32))
 
 
+def _rounds():
+    """A reducer used in two rounds (refilled with a non-zero init, updated over a 3-D nest
+    reducing two of its loops, finalized, read), and one whose every iteration owns an element
+    (updated over the loops it names)."""
+
+    @T.prim_func
+    def k(A: T.Tensor((2, 4, 8, 16), T.int32), O: T.Tensor((2, 4), T.int32),
+          E: T.Tensor((4, 8), T.int32)):
+        with T.Kernel(1, threads=128) as bx:
+            r = T.alloc_reducer((4,), T.int32)
+            e = T.alloc_reducer((4, 8), T.int32, op="max")
+            T.fill(e, -7)
+            for rnd in T.serial(2):
+                T.fill(r, rnd + 5)
+                for i, j, c in T.Parallel(4, 8, 16):
+                    r[i] += A[rnd, i, j, c]
+                for i, j in T.Parallel(4, 8):
+                    e[i, j] = T.max(e[i, j], A[rnd, i, j, 3])
+                T.finalize_reducer(r)
+                T.copy(r, O[rnd, 0])
+            T.finalize_reducer(e)
+            T.copy(e, E)
+
+    return k
+
+
+@pytest.mark.parametrize("target", ALL)
+def test_reducers_over_rounds_and_nests_are_exact(target):
+    a = np.random.default_rng(2).integers(-50, 50, (2, 4, 8, 16), dtype=np.int32)
+    o, e = np.zeros((2, 4), np.int32), np.zeros((4, 8), np.int32)
+    tilecore.compile(_rounds(), target=target)(a, o, e)
+    np.testing.assert_array_equal(o, a.sum(axis=(2, 3)) + np.array([[5], [6]]))
+    np.testing.assert_array_equal(e, np.maximum(a[:, :, :, 3].max(axis=0), -7))
+
+
 @pytest.mark.parametrize("target", target_params("emu:sm_80"))
-def test_thread_lowered_targets_refuse_reducers_with_the_fix(target):
-    with pytest.raises(TileTargetError, match="does not run T.alloc_reducer") as e:
-        tilecore.compile(_gemv_max_min(), target=target)
+def test_thread_lowered_targets_refuse_other_reducer_indices_with_the_fix(target):
+    @T.prim_func
+    def k(A: T.Tensor((8, 64), T.int32), O: T.Tensor((4,), T.int32)):
+        with T.Kernel(1, threads=64) as bx:
+            r = T.alloc_reducer((4,), T.int32)
+            T.clear(r)
+            for i, j in T.Parallel(8, 64):
+                r[i % 4] += A[i, j]
+            T.finalize_reducer(r)
+            T.copy(r, O)
+
+    with pytest.raises(TileTargetError, match="is not one of the T.Parallel loop variables") as e:
+        tilecore.compile(k, target=target)
     assert "T.reduce_sum" in e.value.hint and "test_tilelang_reducers.py" in str(e.value)
+
+
+def test_a_reducer_after_a_grid_sync():
+    """The partial starts where its nest's phase does: a T.sync_grid phase keeps no block
+    state from the one before (tilecore.ir.grid_sync)."""
+
+    @T.prim_func
+    def k(A: T.Tensor((4, 64), T.float32), B: T.Tensor((4, 64), T.float32), O: T.Tensor((4,), T.float32)):
+        with T.Kernel(4, threads=64) as bx:
+            for j in T.Parallel(64):
+                B[bx, j] = A[bx, j] * 2.0
+            T.sync_grid()
+            r = T.alloc_reducer((1,), T.float32)
+            T.clear(r)
+            for i, j in T.Parallel(1, 64):
+                r[i] += B[3 - bx, j]  # another block's phase-one output
+            T.finalize_reducer(r)
+            O[bx] = r[0]
+
+    a = np.arange(256, dtype=np.float32).reshape(4, 64)
+    for target in ("interp", "emu:sm_80"):
+        b, o = np.zeros((4, 64), np.float32), np.zeros(4, np.float32)
+        tilecore.compile(k, target=target)(a, b, o)
+        np.testing.assert_array_equal(o, (2 * a).sum(axis=1)[::-1])
 
 
 # --------------------------------------------------------------------------- uint64

@@ -15,6 +15,7 @@ from .errors import (
     TileTargetError,
     caller_loc,
 )
+from .ir.aliases import check_target as check_aliases
 from .ir.const_dtypes import check as check_const_dtypes
 from .ir.module import Module, ModuleAttrs, PrimFunc
 from .ir.pointers import check_target as check_pointers
@@ -49,7 +50,9 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None,  # n
     _one_kernel_unless_interp(func, t)
     subbyte.check_kernel(func, t, out_idx)  # int4: the targets that run it, inputs only
     check_pointers(func, t)  # T.make_tensor: interp only
-    check_reducers(func, t)  # T.alloc_reducer: used in order; interp and cpu
+    check_aliases(func, t)  # T.view(..., dtype=): interp and cpu
+    # T.alloc_reducer: used in order; interp, cpu and (lower.reducers) thread-lowered targets
+    check_reducers(func, t, lambda: plugins.facts(t).lowers_to_threads)
     check_const_dtypes(func)  # T.uint64: build-time constants only
     # the user's mistakes (a zero grid, an unbound T.dynamic) first: a target asked whether it
     # supports the program may lower it, and must not be the one to trip over them. All but the

@@ -11,8 +11,10 @@ values are per-thread partials then), which `check` enforces.
 
 The values are those of the *logical* reduction: `init op c_1 op c_2 ...` per element, where
 `init` is what `T.fill` / `T.clear` stored (TileLang asks for 0 for sum, a clamp value for
-max/min). `interp` (the oracle) and `cpu` run reducers; the thread-lowered targets do not yet
-(`check` raises a located TileTargetError naming the fix).
+max/min). `interp` (the oracle) and `cpu` run reducers as they are; on the thread-lowered
+targets (cuda, hip, metal, emu) the `reducer-partials` pass (`tilecore.lower.reducers`) turns
+them into per-iteration partial fragments reduced at the finalize; other targets (tvm) raise
+a located TileTargetError naming the fix (`check`).
 """
 
 from __future__ import annotations
@@ -64,20 +66,22 @@ class FinalizeReducer(Stmt):
         return [f"T.finalize_reducer({p.name(self.buffer)})  # op={self.op!r}"]
 
 
-def check(func, target) -> None:
+def check(func, target, lowers_to_threads=lambda: False) -> None:
     """Raise when a reducer is used between an update and its `T.finalize_reducer` (a
     TileSyntaxError at that statement), or when `target` does not run reducers (a
-    TileTargetError at the first update)."""
+    TileTargetError at the first update). `lowers_to_threads()` says whether the target's
+    facts lower to threads (where the reducer-partials pass runs); asked only when the kernel
+    has reducers."""
     updates = [n for n in walk(func.body) if isinstance(n, ReducerUpdate)]
     if not updates:
         return
     _Order().stmt(func.body)
-    if target.kind not in TARGETS:
+    if target.kind not in TARGETS and not lowers_to_threads():
         u = updates[0]
         raise TileTargetError(
             f"target {target} does not run T.alloc_reducer ({u.buffer.name}): its contributions "
             "from many T.Parallel iterations need a per-thread-replica lowering that "
-            f"{target.kind} does not have yet", u.loc,
+            f"{target.kind} does not have", u.loc,
             hint="run on interp or cpu, or accumulate explicitly: store each iteration's value "
                  "into a fragment shaped like the T.Parallel loop, then T.reduce_sum / "
                  "T.reduce_max it into the result")

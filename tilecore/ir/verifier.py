@@ -7,6 +7,7 @@ Run after the frontend and after every pass in debug mode; a failure here is a c
 from __future__ import annotations
 
 from ..errors import TileInternalError
+from .aliases import BufferAlias
 from .buffer import Buffer
 from .expr import Load, Var
 from .module import PrimFunc
@@ -55,10 +56,13 @@ def _check(s, defined: set, buffers: set, in_parallel: bool):
             _check(x, inner, bufs, in_parallel)
             if isinstance(x, LetStmt):
                 inner.add(id(x.var))
-            elif isinstance(x, PointerTensor):  # T.make_tensor: known for the rest of the sequence
-                bufs.add(id(x.buffer))
+            elif isinstance(x, (PointerTensor, BufferAlias)):  # T.make_tensor, T.view(dtype=):
+                bufs.add(id(x.buffer))  # known for the rest of the sequence
     elif isinstance(s, PointerTensor):
         _check_expr(s.address, defined, buffers, where)
+    elif isinstance(s, BufferAlias):
+        if id(s.base) not in buffers:
+            raise TileInternalError(f"{where}: T.view of unallocated buffer {s.base.name}")
     elif isinstance(s, KernelLaunch):
         for g in s.grid:
             _check_expr(g, defined, buffers, where)

@@ -201,9 +201,16 @@ def im2col(img, col, nhw_step, c_step, kernel, stride, dilation, pad, eviction_p
     b.emit(_parallel([i, j], (bm, bk), Store(c.buffer, tuple(idx), val, b.loc), b.loc))
 
 
+def whole(x):
+    """A bare view of a global tensor as a T.copy operand: the ref of all of it (`view[:, :]`)."""
+    if isinstance(x, BufferView) and x.base.scope == "global":
+        return view_ref(x, [SliceItem(None, None) for _ in x.shape])
+    return x
+
+
 def is_view_ref(x) -> bool:
     """Whether `x` is a region of a regrouping view of a global tensor (T.copy lowers it here)."""
     return isinstance(x, ViewRef) and isinstance(x.view, BufferView)
 
 
-__all__ = ["ViewRef", "copy_view", "im2col", "is_view_ref", "tensor_view", "view_ref"]
+__all__ = ["ViewRef", "copy_view", "im2col", "is_view_ref", "tensor_view", "view_ref", "whole"]

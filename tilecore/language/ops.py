@@ -305,8 +305,9 @@ def copy(src, dst, coalesced_width=None, disable_tma=False, eviction_policy=None
         from .hints import ignored_hint
 
         ignored_hint("T.copy(disable_tma=True)", "the lowering chooses the copy engine per target")
-    from .global_views import copy_view, is_view_ref
+    from .global_views import copy_view, is_view_ref, whole
 
+    src, dst = whole(src), whole(dst)  # `T.copy(T.reshape(A, ...), f)`: all of the view
     if is_view_ref(src) or is_view_ref(dst):
         copy_view(src, dst)  # a regrouping view of a global tensor: an element copy
         return

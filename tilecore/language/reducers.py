@@ -5,9 +5,10 @@ into, race-free (`o[i] += a[i, j] * x[j]` over `(i, j)`). The update forms TileL
 the ones accepted: `r[...] += v` for `op="sum"`, `r[...] = T.max(r[...], v)` for `"max"`,
 `r[...] = T.min(r[...], v)` for `"min"`; each becomes a `tilecore.ir.reducers.ReducerUpdate`.
 Initialize it with `T.fill` / `T.clear` first, read it only after `T.finalize_reducer`
-(`tilecore.ir.reducers.check`). `replication=` ("all" / "none") chooses how a GPU lowering
-stores the per-thread partials; it does not change values, and interp/cpu (the targets that run
-reducers) keep one copy.
+(`tilecore.ir.reducers.check`). `replication=` ("all" / "none") chooses how TileLang's GPU
+lowering stores the per-thread partials; it does not change values. interp/cpu keep one copy;
+the thread-lowered targets always keep per-iteration partials (`tilecore.lower.reducers`), the
+`"all"` form, so `"none"` warns once (TileConfigWarning) that it is not applied.
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ def alloc_reducer(shape, dtype, op: str = "sum", replication=None) -> Buffer:
     if replication not in _REPLICATION:
         raise TileTypeError(f"T.alloc_reducer replication={replication!r}",
                             hint="use 'all', 'none' or leave it out")
+    if replication == "none":  # a storage choice TileLang offers and tilecore does not make
+        from .hints import ignored_hint
+
+        ignored_hint('T.alloc_reducer(replication="none")',
+                     "thread-lowered targets keep per-iteration partials (registers on cuda) "
+                     "reduced at T.finalize_reducer, as for replication=\"all\"; values are the same")
     buf = _alloc(shape, dt.as_dtype(dtype), "fragment", "T.alloc_reducer")
     b.reducers[id(buf)] = op
     return buf

@@ -9,7 +9,7 @@ regroups dimensions (`(n, q * h)` seen as `(n, q, h)`) is a tile operand through
 tile (`tile_operands`): a source is first copied element by element into a tile of the view's
 shape, a destination is computed into such a tile and copied back (`T.fill` fills the base: the
 same elements). A view with another dtype (TileLang's `T.view(..., dtype=...)` reinterpreting
-storage) is refused.
+storage) is a buffer of its own over the base's bytes: `tilecore.language.dtype_views`.
 """
 
 from __future__ import annotations
@@ -150,11 +150,18 @@ def _shape(shape) -> tuple:
 
 @builtin
 def reshape(src, shape) -> BufferView:
-    """`src` (a shared or fragment buffer) seen with another shape of the same element count."""
+    """`src` seen with another shape of the same element count: a shared, fragment or local
+    buffer, or a global tensor of static shape (then TileLang's `T.Tensor(shape, dtype,
+    src.data)`, `tilecore.language.global_views`)."""
     base = src.base if isinstance(src, BufferView) else src
-    if not isinstance(base, Buffer) or base.scope == "global" or base.static_shape is None:
-        raise TileTypeError("T.reshape takes a shared, fragment or local buffer",
-                            hint="reshape an on-chip tile; views of global tensors are not provided")
+    if isinstance(base, Buffer) and base.scope == "global" and base.static_shape is not None:
+        from .global_views import tensor_view
+
+        return tensor_view(shape, base.dtype, base.data)
+    if not isinstance(base, Buffer) or base.static_shape is None:
+        raise TileTypeError("T.reshape takes a buffer of static shape",
+                            hint="reshape an on-chip tile, or a tensor whose shape has no "
+                                 "T.dynamic dimension")
     shape = _shape(shape)
     n = math.prod(shape)
     if n != base.numel:
@@ -165,16 +172,16 @@ def reshape(src, shape) -> BufferView:
 
 
 @builtin
-def view(src, shape=None, dtype=None) -> BufferView:
+def view(src, shape=None, dtype=None):
     """TileLang's `T.view(buf, shape=..., dtype=...)`: a `T.reshape` when the dtype is the same;
-    reinterpreting storage as another dtype is not provided."""
+    with another dtype, a buffer over `buf`'s bytes (`tilecore.language.dtype_views`)."""
     from .. import dtypes as dt
 
     base = src.base if isinstance(src, BufferView) else src
     if dtype is not None and isinstance(base, Buffer) and dt.as_dtype(dtype) != base.dtype:
-        raise TileTypeError(f"T.view of {getattr(base, 'name', base)} as {dt.as_dtype(dtype)}: "
-                            "viewing a buffer's storage as another dtype is not provided",
-                            hint="allocate a buffer of that dtype and copy (T.copy converts)")
+        from .dtype_views import reinterpret_view
+
+        return reinterpret_view(src, shape, dt.as_dtype(dtype))
     return reshape(src, shape if shape is not None else base.shape)
 
 

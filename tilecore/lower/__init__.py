@@ -3,6 +3,8 @@
 
 Passes, in order (their names are anchors for backends' `tile_passes`):
 
+- ``reducer-partials``: `T.alloc_reducer` updates accumulate into partial fragments shaped like
+  their T.Parallel nests, reduced into the reducer at `T.finalize_reducer` (tile IR to tile IR);
 - ``layout-inference``: a layout for every fragment, stored on its KernelLaunch;
 - ``lower-threads``: the KernelLaunch becomes a ThreadKernel (T.Parallel, copy, fill, reduce,
   cumsum, gemm, atomics partitioned over threads);
@@ -41,6 +43,7 @@ from .layout import MmaLayout
 from .pingpong import pingpong, suspend_hints
 from .prefetch import prefetch
 from .proxy_fences import prune_proxy_fences
+from .reducers import reducer_partials
 from .smem_plan import plan_kernel
 from .tensorize import gemm_answer
 from .threads import lower_launch
@@ -236,6 +239,7 @@ def plan_shared(module: Module, desc: TargetDesc) -> Module:
 
 
 LOWERING_PASSES: list[Pass] = [
+    Pass("reducer-partials", reducer_partials, _lowers),
     Pass("layout-inference", layout_inference, _lowers),
     Pass("lower-threads", lower_threads, _lowers),
     Pass("async-pipeline", async_pipelines, _lowers),

@@ -15,6 +15,7 @@ import numpy as np
 
 from tilecore import dtypes as dt
 from tilecore.errors import TileTargetError
+from tilecore.ir.aliases import BufferAlias
 from tilecore.ir.debug import DEBUG_STMTS
 from tilecore.ir.expr import Const, Load, binop, cast
 from tilecore.ir.grid_sync import phases as grid_phases
@@ -247,6 +248,11 @@ class Codegen:
             self._store(Store(s.buffer, s.indices, cast(combined, s.buffer.dtype), s.loc))
         elif isinstance(s, FinalizeReducer):  # the updates combined as they ran
             pass
+        elif isinstance(s, BufferAlias):  # T.view(..., dtype=): the base's bytes, no copy
+            v = s.buffer
+            n = v.numel * v.dtype.itemsize
+            self.lines.add(f"{self.names.of(v)} = {self.names.of(s.base)}.reshape(-1).view(np.uint8)"
+                           f"[:{n}].view(np.{storage_np(v.dtype).name}).reshape({tuple(v.shape)!r})")
         else:
             raise TileTargetError(f"the cpu backend cannot compile {type(s).__name__} statements", loc,
                                   hint="run this kernel on interp (or an emu target)")

@@ -40,7 +40,7 @@ from tilecore.semantics import (
     wrap_int,
 )
 
-from . import blas, debug, pointers, roles, shadow
+from . import aliases, blas, debug, pointers, roles, shadow
 from .exprs import Slots, check_bounds, compile_expr
 from .races import check_unique_writes
 
@@ -94,6 +94,7 @@ class Program:
         self.param_slots = [self.slots(p) for p in func.params]
         self.dyn_slots = [(v.name, self.slots(v)) for v in func.dyn_vars]
         shadow.register(func, self.slots)
+        aliases.untrack(func, self.slots)  # T.view(..., dtype=): shared or dropped shadows
         self.body = self.stmt(func.body, vec=False)
 
     def run(self, args, dyn):
@@ -270,6 +271,9 @@ class Program:
 
     def s_PointerTensor(self, s, vec):  # T.make_tensor (tilecore.ir.pointers; pointers.py here)
         return pointers.compile_bind(s, self.slots, compile_expr(s.address, self.slots, s.loc))
+
+    def s_BufferAlias(self, s, vec):  # T.view(..., dtype=) (tilecore.ir.aliases; aliases.py here)
+        return aliases.compile_bind(s, self.slots)
 
     def s_Store(self, s: Store, vec):
         return self._elementwise(s, accumulate=False, vec=vec)
