@@ -2,6 +2,8 @@
 cheaper cold compile), the functions it calls and the parallel launcher at numba's level, and
 the results are bit-identical to a kernel compiled at numba's level throughout."""
 
+import threading
+
 import numpy as np
 import pytest
 import softmax  # examples/ (conftest puts it on sys.path)
@@ -14,14 +16,19 @@ import tilecore
 M, N = 21, 200
 
 
+threads: list = []  # the thread of each library's optimization (_spy_levels)
+
+
 def _spy_levels(monkeypatch) -> list:
     """(library name, numba.config.OPT) each time numba builds a library's pass pipelines."""
+    threads.clear()
     seen = []
     for name in ("_optimize_functions", "_optimize_final_module"):
         plain = getattr(codegen.CPUCodeLibrary, name)
 
         def spy(self, *a, _plain=plain):
             seen.append((self.name, int(config.OPT)))
+            threads.append(threading.current_thread().name)
             return _plain(self, *a)
 
         monkeypatch.setattr(codegen.CPUCodeLibrary, name, spy)
@@ -53,6 +60,7 @@ def test_serial_launcher_at_serial_opt_nested_compiles_and_parallel_launcher_at_
     nested = {lvl for name, lvl in seen if "_reduce_" in name}
     assert serial == {optlevel.SERIAL_OPT}, seen
     assert nested == {int(config.OPT)}, seen
+    assert set(threads) == {"tilecore-cpu-compile"}  # optlevel.on_fresh_stack
     assert int(config.OPT) == base  # restored after the compile
     seen.clear()
     art._compile(art.launch)  # the prange launcher, for kernels that run long
@@ -83,3 +91,18 @@ def test_results_bit_identical_to_numba_level(tmp_path, monkeypatch):
     x[0, :7] = [np.inf, -np.inf, 0, -0.0, 65504, -65504, 6e-8]
     got, want = _run(art, x), _run(full, x)
     assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_on_fresh_stack_runs_on_a_new_thread_and_inline_under_the_compiler_lock():
+    from numba.core.compiler_lock import global_compiler_lock
+
+    here = threading.current_thread()
+    assert optlevel.on_fresh_stack(threading.current_thread) is not here
+    with global_compiler_lock:  # a compile inside a compile: a new thread would wait forever
+        assert optlevel.on_fresh_stack(threading.current_thread) is here
+
+    def fail():
+        raise ZeroDivisionError("raised in the compile thread")
+
+    with pytest.raises(ZeroDivisionError, match="compile thread"):
+        optlevel.on_fresh_stack(fail)

@@ -1,4 +1,5 @@
-"""The LLVM optimization level of a generated kernel's own code, chosen per compile.
+"""How numba compiles a generated kernel: its own code's LLVM optimization level, chosen per
+compile (`kernel_opt`), on a thread of its own (`on_fresh_stack`: a shallow Python stack).
 
 A cold generated program's compile is about half LLVM (issue 16: the CI's 300 conformance
 programs on cpu cost a sixth of a cold CI run), and most of that is the -O3 pass pipeline over
@@ -75,3 +76,35 @@ def kernel_opt(dispatcher, level: int):
         finally:
             event.unregister("numba:compile", listener)
             config.OPT = base
+
+
+def on_fresh_stack(fn):
+    """`fn()` run on a new thread, its result returned and its exception raised here.
+
+    CPython 3.11 keeps each thread's frames in 16 KiB chunks that it maps and unmaps as the
+    call depth crosses a chunk's end; numba's compiler recurses deeply and often, so how many
+    chunks it maps depends on the depth it starts at: 10 kernels compiled 61 frames deep made
+    234,000 mmaps (and as many munmaps and page faults), 34,000 at the bottom of a stack.
+    Under pytest a kernel is compiled ~60 frames deep. A new thread starts at depth 0. When
+    this thread holds numba's compiler lock (a compile inside a compile), the compile runs
+    here: a new thread would wait for the lock forever."""
+    import threading
+
+    from numba.core.compiler_lock import global_compiler_lock
+
+    if global_compiler_lock.is_locked():
+        return fn()
+    box: dict = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # re-raised in the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=run, name="tilecore-cpu-compile")
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
