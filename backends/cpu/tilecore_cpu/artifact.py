@@ -18,6 +18,7 @@ from .blas import single_threaded
 from .cache import lazy_registries, load, load_compiled, runtime_tag
 from .emit import Fault
 from .exprs import NARROW_BITS, storage_np
+from .optlevel import SERIAL_OPT, kernel_opt, on_fresh_stack
 
 # Below this many bytes of arguments blocks run on the calling thread: waking numba's worker
 # threads costs tens of microseconds (milliseconds on a loaded machine), more than small kernels take.
@@ -122,12 +123,23 @@ class CpuArtifact:
                    [(p.dtype, len(p.shape)) for p in func.params], gen.prints)
 
     def _compile(self, dispatcher) -> None:
+        # the serial launcher's own code at SERIAL_OPT (cheaper to compile, same results); the
+        # parallel launcher, compiled for kernels that run long, at numba's level (optlevel.py)
+        from numba.core import config
+
+        level = SERIAL_OPT if dispatcher is self.launch_serial else int(config.OPT)
+
+        sig = _numba_signature(self.params, bool(self.prints))
+
+        def compile_there():
+            with lazy_registries(dispatcher), kernel_opt(dispatcher, level):
+                dispatcher.compile(sig)
+
         def compile_it():
-            with warnings.catch_warnings():
+            with warnings.catch_warnings():  # the filters are the process's: the thread's too
                 # np.dot on transposed (Fortran-order) tiles is fine: BLAS takes them as they are
                 warnings.simplefilter("ignore", category=_perf_warning())
-                with lazy_registries(dispatcher):
-                    dispatcher.compile(_numba_signature(self.params, bool(self.prints)))
+                on_fresh_stack(compile_there)  # a shallow Python stack (optlevel.py)
 
         load_compiled(self.path, compile_it)
 

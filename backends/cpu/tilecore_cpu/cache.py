@@ -50,9 +50,12 @@ def runtime_tag() -> str:
     import numba
 
     from . import runtime
+    from .optlevel import SERIAL_OPT
 
     h = hashlib.sha256(Path(runtime.__file__).read_bytes())
     h.update(numba.__version__.encode())
+    # numba's cache does not record the level code was optimized at (tilecore_cpu.optlevel)
+    h.update(f"serial opt {SERIAL_OPT}, numba opt {numba.config.OPT}".encode())
     return h.hexdigest()[:16]
 
 

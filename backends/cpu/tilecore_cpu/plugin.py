@@ -94,14 +94,18 @@ def tile_build(target, module):
 
 @hookimpl
 def tile_cache_token(target):
-    """numba's and llvmlite's versions for the compile-cache key (numba is imported anyway to
-    load the kernel); the runtime helpers are covered by the backend's source fingerprint."""
+    """numba's and llvmlite's versions and the optimization levels (`optlevel`) for the
+    compile-cache key (numba is imported anyway to load the kernel); the runtime helpers are
+    covered by the backend's source fingerprint."""
     if target.kind != "cpu":
         return None
     import llvmlite
     import numba
 
-    return f"numba={numba.__version__} llvmlite={llvmlite.__version__}"
+    from .optlevel import SERIAL_OPT
+
+    return (f"numba={numba.__version__} llvmlite={llvmlite.__version__} "
+            f"opt={SERIAL_OPT}/{numba.config.OPT}")
 
 
 @hookimpl
