@@ -159,46 +159,38 @@ def _check_desc(ctx: LowerCtx, g: Gemm, name: str, spec, ref: OperandRef, region
     # for a whole warpgroup: each distinct start is checked once (the full per-thread check
     # only runs to name the first failing thread)
     uniq = np.unique(st)
-    if len(uniq) < len(st) and _desc_matches(g, name, spec, ref, trans, uniq):
-        return
-    rows, cols = spec.dims
-    mn, k = (rows, cols) if name == "A" else (cols, rows)
-    got = spec.desc.elements(st, mn, k)  # (threads, mn, k)
-    lay = ref.buffer.layout
-    # the logical elements: start of the sub-matrix found back from the start offset
-    first = _first_element(lay, st)
-    if first is None:
+    if len(uniq) < len(st):
+        pair = _desc_elements(name, spec, ref, trans, uniq)
+        if pair is not None and np.array_equal(*pair):
+            return
+    pair = _desc_elements(name, spec, ref, trans, st)
+    if pair is None:
         raise TileInternalError(f"wgmma {name} start offset is not an element of its layout", g.loc)
-    r0, c0 = first
-    dr, dc = np.meshgrid(np.arange(mn), np.arange(k), indexing="ij")
-    if name == "A":
-        i, j = (dc, dr) if trans else (dr, dc)
-    else:
-        i, j = (dr, dc) if trans else (dc, dr)
-    want = lay.offset_np(r0[:, None, None] + i, c0[:, None, None] + j)
+    got, want = pair
     if not np.array_equal(got, want):
         bad = np.argwhere(got != want)[0]
         raise TileInternalError(
             f"the wgmma descriptor of {region.buffer.name} ({spec.desc}) does not reproduce its shared "
-            f"layout {lay.describe()}: thread {bad[0]} element {tuple(bad[1:])}", g.loc)
+            f"layout {ref.buffer.layout.describe()}: thread {bad[0]} element {tuple(bad[1:])}", g.loc)
 
 
-def _desc_matches(g: Gemm, name: str, spec, ref: OperandRef, trans: bool, starts: np.ndarray) -> bool:
-    """`_check_desc`'s comparison for the start offsets `starts` (True when every one passes)."""
+def _desc_elements(name: str, spec, ref: OperandRef, trans: bool, starts: np.ndarray):
+    """(offsets the descriptor reads, the layout's offsets of the logical sub-matrix), each
+    (len(starts), mn, k), for the start offsets `starts`; None when a start is not an element."""
     rows, cols = spec.dims
     mn, k = (rows, cols) if name == "A" else (cols, rows)
-    got = spec.desc.elements(starts, mn, k)
     lay = ref.buffer.layout
+    # the logical elements: start of the sub-matrix found back from the start offset
     first = _first_element(lay, starts)
     if first is None:
-        return False
+        return None
     r0, c0 = first
     dr, dc = np.meshgrid(np.arange(mn), np.arange(k), indexing="ij")
     if name == "A":
         i, j = (dc, dr) if trans else (dr, dc)
     else:
         i, j = (dr, dc) if trans else (dc, dr)
-    return bool(np.array_equal(got, lay.offset_np(r0[:, None, None] + i, c0[:, None, None] + j)))
+    return spec.desc.elements(starts, mn, k), lay.offset_np(r0[:, None, None] + i, c0[:, None, None] + j)
 
 
 _INVERSE: dict = {}  # shared layout -> element number of each storage offset (-1: none)
