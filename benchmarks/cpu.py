@@ -59,7 +59,7 @@ def cases(quick: bool):
     for size in ((1024,) if quick else (1024, 2048)):
         a = rng.standard_normal((size, size), dtype=np.float32)
         b = rng.standard_normal((size, size), dtype=np.float32)
-        prog = gemm.program(M=size, N=size, K=size, block_M=512, block_N=512, block_K=256,
+        prog = gemm.program(M=size, N=size, K=size, block_M=256, block_N=256, block_K=64, num_stages=1,
                             dtype="float32", accum_dtype="float32")
         out.append((f"gemm fp32 {size}^3", prog, (a, b), lambda a, b: a @ b,
                     (lambda a, b: torch.mm(a, b)) if torch else None))
