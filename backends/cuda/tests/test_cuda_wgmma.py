@@ -8,9 +8,10 @@ from __future__ import annotations
 import importlib
 import os
 import subprocess
+import sys
 
 import pytest
-from cuda_test_util import needs_nvcc
+from cuda_test_util import EXAMPLES, needs_nvcc
 from tilecore_cuda.build import nvcc_path
 from tilecore_cuda.render_wgmma import desc_high_bits
 
@@ -20,6 +21,8 @@ from tilecore.ir.intrinsic import MatrixDesc
 CUOBJDUMP = os.environ.get("CUOBJDUMP") or \
     "/work/sass-venv/lib/python3.11/site-packages/triton/backends/nvidia/bin/cuobjdump"
 needs_cuobjdump = pytest.mark.skipif(not os.path.isfile(CUOBJDUMP), reason="cuobjdump is not installed")
+if EXAMPLES not in sys.path:  # the kernels are the example scripts (no test order dependency)
+    sys.path.insert(0, EXAMPLES)
 
 
 def _gemm_source(target="cuda:sm_90a", pass_configs=None, **kw) -> str:
