@@ -34,7 +34,9 @@ staged epilogue instead of TMA stores, tilecore/lower/tma_store.py: an A/B of th
 threads=128: two consumer warpgroups on alternate tiles); "suspend_hint": true with
 `tilecore.mbarrier_suspend_hint` (mbarrier waits parked by a suspend-time hint); "scale_d":
 false with `tilecore.disable_wgmma_scale_d` (accumulators zeroed by stores before the k loop
-instead of wgmma's scale-d 0 on the first k step, tilecore/lower/accum_zero.py).
+instead of wgmma's scale-d 0 on the first k step, tilecore/lower/accum_zero.py); "programmatic":
+true with `tilecore.programmatic_launch` (griddepcontrol.wait first, launched as a programmatic
+dependent of the previous kernel in the stream).
 """
 
 from __future__ import annotations
@@ -121,6 +123,8 @@ def split_cfg(params: dict) -> tuple[dict, dict | None]:
         configs["tilecore.mbarrier_suspend_hint"] = True
     if not params.pop("scale_d", True):
         configs["tilecore.disable_wgmma_scale_d"] = True
+    if params.pop("programmatic", False):
+        configs["tilecore.programmatic_launch"] = True
     return params, configs or None
 
 

@@ -77,6 +77,12 @@ class Options:
       promotion of the kernel's TMA tensor maps (`CU_TENSOR_MAP_L2_PROMOTION_L2_128B` / `_256B`:
       an L2 miss of a TMA read fetches that many bytes); read by the cuda backend when it
       encodes the maps (tilecore_cuda.tensormap), for A/B runs of streaming kernels.
+    - ``programmatic_launch`` (``tilecore.programmatic_launch``, off): on sm_90 and later the
+      cuda backend starts the kernel with `griddepcontrol.wait` and launches it with programmatic
+      stream serialization (programmatic dependent launch): the launch and block scheduling may
+      overlap the end of the previous kernel in the stream, and no instruction after the wait
+      runs before that kernel has completed and its memory is visible (the kernel's own
+      semantics are unchanged; tilecore_cuda.render / launch).
     """
 
     disable_tma_lower: bool = False
@@ -98,6 +104,7 @@ class Options:
     copy_spread: bool = False
     early_tma_prologue: bool = False
     tma_l2_promotion: int = 128
+    programmatic_launch: bool = False
 
 
 # TileLang pass-config key -> Options field
@@ -124,6 +131,7 @@ HONOURED = {
     "tilecore.copy_spread": "copy_spread",
     "tilecore.early_tma_prologue": "early_tma_prologue",
     "tilecore.tma_l2_promotion": "tma_l2_promotion",
+    "tilecore.programmatic_launch": "programmatic_launch",
 }
 
 # TileLang keys accepted without effect, with why (told once per process).

@@ -115,12 +115,13 @@ def parse_params(items: list[str]) -> dict:
     return out
 
 
-def kernel_source(mod, params: dict, arch: str):
-    """(CUDA source, entry name, Kernel) of the example's program(**params) for cuda:<arch>."""
+def kernel_source(mod, params: dict, arch: str, pass_configs: dict | None = None):
+    """(CUDA source, entry name, Kernel) of the example's program(**params) for cuda:<arch>,
+    compiled with `pass_configs` (compile options, e.g. {"tilecore.programmatic_launch": True})."""
     import tilecore
 
     k = tilecore.compile(mod.program(**params), out_idx=getattr(mod, "OUT_IDX", None),
-                         target=f"cuda:{arch}")
+                         target=f"cuda:{arch}", pass_configs=pass_configs)
     src = k.get_kernel_source()
     m = re.search(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)\(', src)
     return src, m.group(1) if m else "kernel", k
@@ -179,10 +180,11 @@ def resources(cuobjdump: str, cubin_path: str) -> dict[str, int]:
 
 
 def analyse(example: str, params: dict, arch: str = "sm_90a", compiler: str = "nvcc",
-            sass_path: str | None = None, cu_path: str | None = None) -> dict:
+            sass_path: str | None = None, cu_path: str | None = None,
+            pass_configs: dict | None = None) -> dict:
     """Everything this tool reports for one kernel, as a dict."""
     mod = load_example(example)
-    src, entry, kernel = kernel_source(mod, params, arch)
+    src, entry, kernel = kernel_source(mod, params, arch, pass_configs)
     if cu_path:
         Path(cu_path).write_text(src)
     cuobjdump = find_cuobjdump()
@@ -244,6 +246,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sass", help="write the disassembly here")
     ap.add_argument("--cu", help="write the CUDA source here")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    ap.add_argument("--pass-config", action="append", default=[], metavar="KEY=VALUE",
+                    help="a compile option (repeatable), e.g. tilecore.programmatic_launch=True")
     ap.add_argument("--from-bench", metavar="JSON", help="instead of one example: every kernel "
                     "benchmarks/gpu.py chose (its --out file; its default configs if absent)")
     ap.add_argument("--sass-dir", help="with --from-bench: write each disassembly here")
@@ -265,7 +269,8 @@ def main(argv=None) -> int:
         return 1 if failed else 0
     if ns.example is None:
         ap.error("name an example, or pass --from-bench")
-    r = analyse(ns.example, parse_params(ns.params), ns.arch, ns.compiler, ns.sass, ns.cu)
+    r = analyse(ns.example, parse_params(ns.params), ns.arch, ns.compiler, ns.sass, ns.cu,
+                parse_params(ns.pass_config) or None)
     if ns.json:
         print(json.dumps(r, indent=1))
         return 0

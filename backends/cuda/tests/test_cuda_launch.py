@@ -117,6 +117,51 @@ def test_a_prepared_launch_passes_the_driver_its_arguments(monkeypatch):
     assert _slot(go.params, 1, ctypes.c_uint64) == 0xD0 and _slot(go.params, 2, ctypes.c_int32) == 77
 
 
+def test_programmatic_launch_waits_first_and_launches_as_a_dependent(monkeypatch):
+    """Option programmatic_launch on sm_90: the kernel's first statement is griddepcontrol.wait
+    and its prepared launch hands cuLaunchKernelEx one attribute, programmatic stream
+    serialization (6) = 1; on sm_80 (no griddepcontrol) and without the option: neither."""
+    import tilecore.language as T
+
+    @T.prim_func
+    def scale(A: T.Tensor((256,), "float32"), B: T.Tensor((256,), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            for i in T.Parallel(128):
+                B[bx * 128 + i] = A[bx * 128 + i] * 2.0
+
+    def source(arch, on):
+        return tilecore.compile(scale, out_idx=[-1], target=f"cuda:{arch}",
+                                pass_configs={"tilecore.programmatic_launch": on}).get_kernel_source()
+
+    body = source("sm_90", True).split(") {", 1)[1].lstrip()
+    assert body.startswith('asm volatile("griddepcontrol.wait;" ::: "memory");')
+    assert launch.GRID_WAIT not in source("sm_80", True) and launch.GRID_WAIT not in source("sm_90", False)
+    seen = []
+
+    def fake_launch(*args):
+        cfg = launch.LaunchConfig.from_address(args[0].value)
+        attrs = [launch.LaunchAttribute.from_address(cfg.attrs + i * ctypes.sizeof(launch.LaunchAttribute))
+                 for i in range(cfg.numAttrs)]
+        seen.append([(a.id, a.value) for a in attrs])
+        return 0
+
+    monkeypatch.setattr(launch, "_launch_ex", lambda: fake_launch)
+    monkeypatch.setattr(launch, "raw_stream_getter", lambda: (lambda index: 0))
+    assert ctypes.sizeof(launch.LaunchAttribute) == 72  # sizeof(CUlaunchAttribute)
+    specs = (ParamSpec("A", dt.float32, True),)
+    for programmatic in (True, False):
+        launch.Launch(0xF00D, 0, (2, 1, 1), (128, 1, 1), 0, specs, {}, programmatic)([_Ptr(0xA0)])
+    assert seen == [[(launch.PROGRAMMATIC_STREAM_SERIALIZATION, 1)], []]
+
+
+class _Ptr:
+    def __init__(self, p):
+        self.p = p
+
+    def data_ptr(self):
+        return self.p
+
+
 def test_a_prepared_tma_launch_writes_its_tensor_maps(monkeypatch):
     """TMA kernels take the prepared path: each tensor map sits in a 64-aligned 128-byte slot
     after the sizes and is re-encoded only when its tensor's address changes."""

@@ -13,7 +13,7 @@ from tilecore.codegen.spec import KernelParam, RenderedKernel, host_int
 from tilecore.errors import TileCallError, caller_loc
 from tilecore.ir.expr import BinOp, Cast, Const, Select, Unary, Var
 
-from .launch import LoadedKernel, ParamSpec, device_arch
+from .launch import GRID_WAIT, LoadedKernel, ParamSpec, device_arch
 from .tensormap import TensorMapSpec, launch_params
 
 ENTRY_FORMAT = 2  # 2: TMA tensor-map parameters in the entry
@@ -77,7 +77,8 @@ class CudaArtifact:
     def _kernel(self, arch: str) -> LoadedKernel:
         k = self._loaded.get(arch)
         if k is None:
-            k = LoadedKernel(self.cubin(arch), self.rendered.entry, self.rendered.smem_bytes)
+            k = LoadedKernel(self.cubin(arch), self.rendered.entry, self.rendered.smem_bytes,
+                             programmatic=GRID_WAIT in self.source)
             self._loaded[arch] = k
         return k
 

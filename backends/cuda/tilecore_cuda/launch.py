@@ -285,6 +285,31 @@ class LaunchConfig(ctypes.Structure):
                 ("attrs", ctypes.c_void_p), ("numAttrs", ctypes.c_uint)]
 
 
+# CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION of cuda.h
+PROGRAMMATIC_STREAM_SERIALIZATION = 6
+GRID_WAIT = "griddepcontrol.wait"  # in a kernel's source: it may be launched as a dependent
+
+
+class LaunchAttribute(ctypes.Structure):
+    """`CUlaunchAttribute` of cuda.h: the id, padding to 8 bytes, a 64-byte value union (the
+    attributes used here take one unsigned int, its first member)."""
+
+    _fields_ = [("id", ctypes.c_uint), ("pad", ctypes.c_char * 4), ("value", ctypes.c_uint),
+                ("value_pad", ctypes.c_char * 60)]
+
+
+def programmatic_attributes():
+    """A one-element `CUlaunchAttribute` array allowing programmatic stream serialization: the
+    grid may start before the previous kernel in the stream has completed (its blocks become
+    resident as that kernel's blocks exit). Only for kernels whose first statement is
+    `griddepcontrol.wait` (render.CudaRenderer.grid_dependency_wait), which then holds every
+    thread until the previous grid has completed and its memory is visible."""
+    attrs = (LaunchAttribute * 1)()
+    attrs[0].id = PROGRAMMATIC_STREAM_SERIALIZATION
+    attrs[0].value = 1
+    return attrs
+
+
 def raw_stream_getter():
     """`index -> cudaStream_t` (an int) of torch's current stream on device `index`; the private
     fast accessor when torch has it (0.2 us against 3 us for torch.cuda.current_stream)."""
@@ -302,7 +327,7 @@ class Launch:
     the kernel on torch's current stream of `device` (capturable into a CUDA graph)."""
 
     def __init__(self, function, device: int, grid, block, smem_bytes: int,
-                 specs: tuple[ParamSpec, ...], static: dict[int, object]):
+                 specs: tuple[ParamSpec, ...], static: dict[int, object], programmatic: bool = False):
         self.device = device
         self.params = ParamBuffer(specs)
         for i, v in static.items():
@@ -327,6 +352,11 @@ class Launch:
         # cuLaunchKernelEx(&config, f, kernelParams, NULL): every argument a C value made once;
         # a call writes only the stream into the config
         self._config = LaunchConfig(*(int(v) for v in self._dims), None, None, 0)
+        self._attrs = None
+        if programmatic:  # a dependent launch (the kernel waits for the previous grid itself)
+            self._attrs = programmatic_attributes()
+            self._config.attrs = ctypes.addressof(self._attrs)
+            self._config.numAttrs = 1
         self._args = (ctypes.c_void_p(ctypes.addressof(self._config)), ctypes.c_void_p(int(function)),
                       ctypes.c_void_p(self.params.address), None)
         self._empty = min(grid) == 0  # a zero-size dimension: nothing to do
@@ -393,10 +423,13 @@ class Launch:
 class LoadedKernel:
     """A cubin's entry point, loaded lazily once per device."""
 
-    def __init__(self, cubin: bytes, entry: str, smem_bytes: int):
+    def __init__(self, cubin: bytes, entry: str, smem_bytes: int, programmatic: bool = False):
         self.cubin = cubin
         self.entry = entry
         self.smem_bytes = smem_bytes
+        # prepared launches allow programmatic stream serialization (a kernel that starts with
+        # griddepcontrol.wait); a plain attribute, so an A/B run can launch the same cubin both ways
+        self.programmatic = programmatic
         self._funcs: dict[int, object] = {}
 
     def function(self, index: int):
@@ -417,7 +450,8 @@ class LoadedKernel:
     def prepare(self, index: int, grid, block, specs: tuple[ParamSpec, ...],
                 static: dict[int, object]) -> Launch:
         """A Launch on device `index` with `static` parameter values (position -> value)."""
-        return Launch(self.function(index), index, grid, block, self.smem_bytes, specs, static)
+        return Launch(self.function(index), index, grid, block, self.smem_bytes, specs, static,
+                      self.programmatic)
 
     def launch(self, grid: tuple[int, int, int], block: tuple[int, int, int], params: list,
                specs: tuple[ParamSpec, ...], extra: list = ()) -> None:

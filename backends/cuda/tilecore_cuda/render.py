@@ -129,6 +129,19 @@ class CudaRenderer(VectorAtomicRenderMixin, MathRenderMixin, WgmmaRenderMixin, A
         align = max(self.shared_align, getattr(self, "shared_base_align", 0))
         return [f"extern __shared__ {self.align_prefix(align)}unsigned char {self.smem_name}[];"]
 
+    # `programmatic_launch`: the kernel's first statement waits for the previous grid in the
+    # stream (set by render_cuda; the launch then allows the overlap, tilecore_cuda.launch)
+    grid_dependency_wait = False
+
+    def index_bindings(self, kernel) -> list[str]:
+        """The GPU renderer's index bindings, after `griddepcontrol.wait` for a kernel launched
+        as a programmatic dependent (before it, no global memory is touched: every access of
+        the kernel comes after the previous kernel in the stream has completed)."""
+        lines = super().index_bindings(kernel)
+        if self.grid_dependency_wait:
+            lines.insert(0, 'asm volatile("griddepcontrol.wait;" ::: "memory");')
+        return lines
+
     def kernel_qualifiers(self, kernel) -> str:
         """`extern "C" __global__` with `__launch_bounds__(threads)`."""
         return f'extern "C" __global__ void __launch_bounds__({kernel.num_threads}{self.min_blocks_bound()})'
@@ -187,7 +200,19 @@ class CudaRenderer(VectorAtomicRenderMixin, MathRenderMixin, WgmmaRenderMixin, A
 
 def render_cuda(module, target=None, fast_math: bool | None = None) -> RenderedKernel:
     """CUDA C++ source and launch description of a lowered module; `fast_math` (default: the
-    module's `tl.enable_fast_math` pass config) lets float32 division by a variable approximate."""
+    module's `tl.enable_fast_math` pass config) lets float32 division by a variable approximate;
+    option `programmatic_launch` on sm_90+ starts the kernel with `griddepcontrol.wait`."""
     if fast_math is None:
         fast_math = fast_math_requested(module)
-    return CudaRenderer(fast_math).render(module)
+    renderer = CudaRenderer(fast_math)
+    renderer.grid_dependency_wait = programmatic_launch_requested(module, target)
+    return renderer.render(module)
+
+
+def programmatic_launch_requested(module, target) -> bool:
+    """Whether the module asks for programmatic dependent launch (option `programmatic_launch`)
+    and the target arch has it (`griddepcontrol`: sm_90 and later; an unknown arch: no)."""
+    options = getattr(module.attrs, "options", None)
+    arch = getattr(target, "arch", None) or ""
+    digits = arch.removeprefix("sm_").rstrip("a")
+    return bool(getattr(options, "programmatic_launch", False)) and digits.isdigit() and int(digits) >= 90
