@@ -9,10 +9,10 @@ import math
 import sys
 
 import numpy as np
+from gemm_bias_gelu import TEST_SIZES, TOLERANCE, make_inputs, reference  # noqa: F401
 
 import tilecore
 import tilecore.language as T
-from gemm_bias_gelu import TEST_SIZES, TOLERANCE, make_inputs, reference  # noqa: F401
 from tilecore.example_protocol import sizes_for
 
 TWIN = "gemm_bias_gelu"  # the factory-style example this one builds the same PrimFunc as

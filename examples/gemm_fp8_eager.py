@@ -9,10 +9,10 @@ Run: python examples/gemm_fp8_eager.py [target]
 import sys
 
 import numpy as np
+from gemm_fp8 import TEST_SIZES, TOLERANCE, make_inputs, reference  # noqa: F401
 
 import tilecore
 import tilecore.language as T
-from gemm_fp8 import TEST_SIZES, TOLERANCE, make_inputs, reference  # noqa: F401
 from tilecore.example_protocol import sizes_for
 
 TWIN = "gemm_fp8"  # the factory-style example this one builds the same PrimFunc as

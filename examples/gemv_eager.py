@@ -9,10 +9,10 @@ Run: python examples/gemv_eager.py [target]
 import sys
 
 import numpy as np
+from gemv import TEST_SIZES, TOLERANCE, make_inputs, reference  # noqa: F401
 
 import tilecore
 import tilecore.language as T
-from gemv import TEST_SIZES, TOLERANCE, make_inputs, reference  # noqa: F401
 from tilecore.example_protocol import sizes_for
 
 TWIN = "gemv"  # the factory-style example this one builds the same PrimFunc as

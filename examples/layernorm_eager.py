@@ -10,10 +10,10 @@ Run: python examples/layernorm_eager.py [target]
 import sys
 
 import numpy as np
+from layernorm import MAX_REGS, TEST_SIZES, TOLERANCE, make_inputs, reference, row_width  # noqa: F401
 
 import tilecore
 import tilecore.language as T
-from layernorm import MAX_REGS, TEST_SIZES, TOLERANCE, make_inputs, reference, row_width  # noqa: F401
 from tilecore.example_protocol import sizes_for
 
 TWIN = "layernorm"  # the factory-style example this one builds the same PrimFunc as

@@ -10,10 +10,10 @@ Run: python examples/rmsnorm_eager.py [target]
 import sys
 
 import numpy as np
+from rmsnorm import MAX_REGS, TEST_SIZES, TOLERANCE, make_inputs, reference, row_width  # noqa: F401
 
 import tilecore
 import tilecore.language as T
-from rmsnorm import MAX_REGS, TEST_SIZES, TOLERANCE, make_inputs, reference, row_width  # noqa: F401
 from tilecore.example_protocol import sizes_for
 
 TWIN = "rmsnorm"  # the factory-style example this one builds the same PrimFunc as

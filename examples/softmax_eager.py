@@ -10,11 +10,11 @@ Run: python examples/softmax_eager.py [target]
 import sys
 
 import numpy as np
+from softmax import LOG2E, MAX_REGS, TEST_SIZES, TOLERANCE, make_inputs, reference, row_width  # noqa: F401
 
 import tilecore
 import tilecore.language as T
 from tilecore.example_protocol import sizes_for
-from softmax import LOG2E, MAX_REGS, TEST_SIZES, TOLERANCE, make_inputs, reference, row_width  # noqa: F401
 
 TWIN = "softmax"  # the factory-style example this one builds the same PrimFunc as
 OUT_IDX = [-1]

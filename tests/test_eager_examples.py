@@ -46,7 +46,7 @@ def test_the_eager_twins_are_found():
 def test_eager_example_builds_its_twins_prim_func(name):
     mod, twin = _twin(name)
     assert mod.OUT_IDX == twin.OUT_IDX
-    for sizes in twin.TEST_SIZES:
+    for sizes in twin.TEST_SIZES + getattr(mod, "TWIN_SIZES", []):
         want = twin.program(**sizes_for(twin.program, sizes))
         got = mod.program(**sizes_for(mod.program, sizes))
         assert _printed(got) == _printed(want), f"{name} at {sizes}"
