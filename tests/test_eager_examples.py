@@ -47,9 +47,10 @@ def test_eager_example_builds_its_twins_prim_func(name):
     mod, twin = _twin(name)
     assert mod.OUT_IDX == twin.OUT_IDX
     for sizes in twin.TEST_SIZES + getattr(mod, "TWIN_SIZES", []):
-        want = twin.program(**sizes_for(twin.program, sizes))
-        got = mod.program(**sizes_for(mod.program, sizes))
-        assert _printed(got) == _printed(want), f"{name} at {sizes}"
+        for fn in getattr(mod, "TWIN_PROGRAMS", ("program",)):  # flash_decoding: and combine_program
+            want = getattr(twin, fn)(**sizes_for(getattr(twin, fn), sizes))
+            got = getattr(mod, fn)(**sizes_for(getattr(mod, fn), sizes))
+            assert _printed(got) == _printed(want), f"{name}.{fn} at {sizes}"
 
 
 def _outputs_match_twin(name: str, index: int, target: str) -> None:
