@@ -412,8 +412,8 @@ def _declares(s) -> bool:
     T.const: what the probe is for."""
     if isinstance(s, ast.AnnAssign) and s.value is None:
         return True
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "const"
-               for n in ast.walk(s))
+    return any(isinstance(n, ast.Call) and (n.func.attr if isinstance(n.func, ast.Attribute) else
+                                            getattr(n.func, "id", None)) == "const" for n in ast.walk(s))
 
 
 def _probed_prefix(body: list) -> list:
