@@ -66,10 +66,15 @@ def _outputs_match_twin(name: str, index: int, target: str) -> None:
         np.testing.assert_array_equal(g, w)  # one program: the same bits
 
 
+# the first size of each, and the second where it binds differently: flash_attention's grouped
+# causal size (kv_heads from K's shape), flash_decoding's paged cache (the second split kernel)
+INTERP_CASES = [(name, 0) for name in TWINS] + [("flash_attention_eager", 1), ("flash_decoding_eager", 1)]
+
+
 @needs_interp
-@pytest.mark.parametrize("name", TWINS)
-def test_eager_call_matches_its_twin_on_interp(name):
-    _outputs_match_twin(name, 0, "interp")
+@pytest.mark.parametrize("name,index", INTERP_CASES)
+def test_eager_call_matches_its_twin_on_interp(name, index):
+    _outputs_match_twin(name, index, "interp")
 
 
 @pytest.mark.parametrize("target", target_params(*SUBSET))
