@@ -298,3 +298,16 @@ def test_python_only_lines_above_a_declaration_and_plain_defs_are_located():
     with pytest.raises(TileSyntaxError) as e:
         plain_def(np.ones(4, np.float32))
     _located(e, "'helper' in an eager kernel body is not a @T.macro")
+
+    @tilecore.jit(target="interp")
+    def ceiling(A, block=16):
+        n = T.const("n")
+        A: T.Tensor((n,), "float32")
+        tiles = -(-n // block)  # the mistake under test: C rounding makes this a floor
+        with T.Kernel(tiles, threads=32) as _:
+            pass
+
+    with pytest.raises(TileSyntaxError) as e:
+        ceiling(np.ones(40, np.float32))
+    _located(e, "-40 // 16 rounds toward zero")
+    assert "T.ceildiv" in str(e.value)

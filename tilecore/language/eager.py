@@ -254,6 +254,18 @@ class EagerParser(Parser):
     def _top(self) -> bool:
         return len(self.scopes) == 2 and self.b.kernel is None
 
+    def arith(self, op, a, b):
+        """At the top of the body the code reads as Python, but `//` and `%` keep the kernels' C
+        rounding (toward zero) even on ints: where that differs from Python's (operands of
+        opposite signs, a remainder) the ceiling idiom `-(-n // b)` would silently be a floor."""
+        ints = all(isinstance(x, int) and not isinstance(x, (bool, Expr)) for x in (a, b))
+        if op in ("floordiv", "mod") and ints and b and self._top() and a % b and (a < 0) != (b < 0):
+            raise TileSyntaxError(
+                f"{a} {'//' if op == 'floordiv' else '%'} {b} rounds toward zero in a kernel body (C), "
+                "not down as in Python", hint="write T.ceildiv(n, b) for a ceiling (not -(-n // b)), "
+                "or T.floordiv / T.floormod for Python's rounding")
+        return super().arith(op, a, b)
+
     def _stmt(self, node):
         if isinstance(node, ast.AnnAssign) and node.value is None:
             return self.declare_tensor(node)
