@@ -1,6 +1,7 @@
 """Tiled GEMM in the eager style: the `@tilecore.jit` function *is* the kernel (TileLang's default
 style). `M, N, K` are compile-time constants bound from the arguments' shapes; `C` is the output
-the call allocates and returns. Same kernel as examples/gemm.py (the factory style).
+the call allocates and returns. Same PrimFunc as examples/gemm.py (the factory style) with its
+default config (no rasterization panel, no split-K).
 
 Run: python examples/gemm_eager.py [target]
 """
@@ -11,7 +12,9 @@ import numpy as np
 
 import tilecore
 import tilecore.language as T
+from tilecore.example_protocol import sizes_for
 
+TWIN = "gemm"  # the factory-style example this one builds the same PrimFunc as
 OUT_IDX = [-1]
 TEST_SIZES = [dict(M=128, N=128, K=64), dict(M=200, N=136, K=100)]
 TOLERANCE = dict(rtol=1e-2, atol=1e-2)
@@ -52,12 +55,18 @@ def reference(a, b):
     return (a.astype(np.float32) @ b.astype(np.float32)).astype(a.dtype)
 
 
-def main(target="interp"):
+def run(inputs, target="interp", **sizes):
+    """The call a user makes: the kernel compiled for `target`, called with the tensors (M, N, K
+    bind from their shapes) and the config entries of `sizes`; returns C."""
     kernel = tilecore.jit(matmul.fn, target=target)  # the same body, compiled for `target`
+    return kernel(*inputs, **sizes_for(matmul.fn, sizes))
+
+
+def main(target="interp"):
     a, b = make_inputs(np.random.default_rng(0), M=1000, N=520, K=300)
-    c = kernel(a, b)  # binds M=1000, N=520, K=300 from the shapes, compiles, runs
+    c = run([a, b], target)  # binds M=1000, N=520, K=300 from the shapes, compiles, runs
     np.testing.assert_allclose(c.astype(np.float32), reference(a, b).astype(np.float32), **TOLERANCE)
-    print(f"gemm_eager {a.shape} @ {b.shape} on {kernel.compile(a, b).target}: OK")
+    print(f"gemm_eager {a.shape} @ {b.shape} on {target}: OK")
 
 
 if __name__ == "__main__":

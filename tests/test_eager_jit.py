@@ -229,3 +229,85 @@ def test_tensor_subscript_spelling_in_a_prim_func_signature():
     out = tilecore.jit(k, out_idx=[-1], target="interp")(np.arange(4, dtype=np.float16))
     assert out.tolist() == [0.0, 2.0, 4.0, 6.0]
     assert T.Tensor[8] == T.Tensor((8,), "float32")
+
+
+@needs_interp
+def test_compile_time_python_below_the_declarations_and_a_macro_in_the_body():
+    import math
+
+    @tilecore.jit(target="interp")
+    def scaled(A, with_neg=False, block=16):
+        """Out = A / sqrt(n) (+ Neg = -Out): a macro defined in the body reads n and block."""
+        n = T.const("n")
+        A: T.Tensor((n,), "float32")
+        Out = T.empty((n,), "float32")
+        if with_neg:
+            Neg = T.empty((n,), "float32")
+        inv = 1.0 / math.sqrt(n)  # Python on a constant: read by the build only, where n is an int
+
+        @T.macro
+        def tile(dst, bx, sign):
+            for i in T.Parallel(block):
+                if bx * block + i < n:
+                    dst[bx * block + i] = A[bx * block + i] * (sign * inv)
+
+        with T.Kernel(T.ceildiv(n, block), threads=32) as bx:
+            tile(Out, bx, 1.0)
+            if with_neg:
+                tile(Neg, bx, -1.0)
+        if with_neg:  # decided when the kernel is built
+            return Out, Neg
+        else:
+            return Out
+
+    a = np.arange(40, dtype=np.float32)
+    np.testing.assert_allclose(scaled(a), a / np.float32(math.sqrt(40)), rtol=1e-6)
+    out, neg = scaled(a, with_neg=True)
+    np.testing.assert_array_equal(neg, -out)
+
+
+@needs_interp
+def test_python_only_lines_above_a_declaration_and_plain_defs_are_located():
+    import math
+
+    @tilecore.jit(target="interp")
+    def early(A, B):
+        n = T.const("n")
+        A: T.Tensor((n,), "float32")
+        inv = 1.0 / math.sqrt(n)  # noqa: F841 - the mistake under test: above B's declaration
+        B: T.Tensor((n,), "float32")
+        with T.Kernel(1, threads=32) as _:
+            pass
+
+    with pytest.raises(TileSyntaxError) as e:
+        early(np.ones(4, np.float32), np.ones(4, np.float32))
+    _located(e, "sqrt")
+    assert "move it below the last declaration" in str(e.value)
+
+    @tilecore.jit(target="interp")
+    def plain_def(A):
+        n = T.const("n")
+        A: T.Tensor((n,), "float32")
+
+        def helper(x):  # the mistake under test: not a @T.macro
+            return x
+
+        with T.Kernel(1, threads=32) as _:
+            pass
+
+    with pytest.raises(TileSyntaxError) as e:
+        plain_def(np.ones(4, np.float32))
+    _located(e, "'helper' in an eager kernel body is not a @T.macro")
+
+    @tilecore.jit(target="interp")
+    def ceiling(A, block=16):
+        n = T.const("n")
+        A: T.Tensor((n,), "float32")
+        tiles = -(-n // block)  # the mistake under test: C rounding makes this a floor
+        with T.Kernel(tiles, threads=32) as _:
+            pass
+
+    with pytest.raises(TileSyntaxError) as e:
+        ceiling(np.ones(40, np.float32))
+    _located(e, "-40 // 16 rounds toward zero")
+    assert "T.ceildiv" in str(e.value)

@@ -2,7 +2,12 @@
 
 An example module exposes `program(**sizes)` (a PrimFunc factory), `make_inputs(rng, **sizes)`,
 `reference(*inputs, **sizes)` (NumPy), `TEST_SIZES` (a list of size dicts), `OUT_IDX` and
-`TOLERANCE` (rtol/atol against the reference; (0, 0) means exact). This module is the one
+`TOLERANCE` (rtol/atol against the reference; (0, 0) means exact). An eager-style example
+(`@tilecore.jit` on the kernel body) that is the twin of a factory-style one also sets
+`TWIN = "<the factory example's stem>"`: its `program(**sizes)` builds the same PrimFunc as the
+twin's at each of the twin's TEST_SIZES (tests/test_eager_examples.py holds it to that), so the
+corpus readers skip it (`example_files(twins=False)`): every target's run of the twin covers
+the lowering of both, and the eager call path is tested once. This module is the one
 reader of that protocol; it lives in the core so that the core's own tests (run with no
 backend distribution installed) and `tilecore_conformance.corpus` share it.
 """
@@ -11,9 +16,11 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 from pathlib import Path
 
 REQUIRED = ("program", "make_inputs", "TEST_SIZES", "OUT_IDX", "TOLERANCE")
+TWIN_LINE = re.compile(r"^TWIN = ", re.MULTILINE)  # an eager twin's marker (see the docstring)
 
 
 def examples_dir() -> Path | None:
@@ -25,15 +32,16 @@ def examples_dir() -> Path | None:
     return d if d.is_dir() else None
 
 
-def example_files(directory: Path | None = None) -> list[Path]:
-    """Every example file that follows the protocol (checked by reading, not importing)."""
+def example_files(directory: Path | None = None, twins: bool = False) -> list[Path]:
+    """Every example file that follows the protocol (checked by reading, not importing); an
+    eager twin (a `TWIN = ...` line: the same PrimFunc as a factory example) only with `twins`."""
     d = directory or examples_dir()
     if d is None:
         return []
     out = []
     for p in sorted(d.glob("*.py")):
         text = p.read_text()
-        if all(name in text for name in REQUIRED):
+        if all(name in text for name in REQUIRED) and (twins or TWIN_LINE.search(text) is None):
             out.append(p)
     return out
 

@@ -12,8 +12,10 @@ default style), as opposed to a factory returning a `@T.prim_func`.
         return C
 
 Like `@T.prim_func`, the body is never executed: it is parsed twice. The *probe* parses only the
-top-level statements before the kernel frame, with each `T.const` a placeholder variable, to
-learn which parameters are tensors and which dimension of which tensor names each constant. The
+top-level statements up to the last tensor declaration or `T.const` (and before the kernel frame),
+with each `T.const` a placeholder variable, to learn which parameters are tensors and which
+dimension of which tensor names each constant; compile-time Python on the constants
+(`scale = 1 / math.sqrt(dim)`) belongs below the declarations, where only the build reads it. The
 *build* parses everything with the constants bound to ints (one PrimFunc per binding): its
 parameters are the tensor parameters in signature order followed by the returned `T.empty`
 outputs in `return` order, so `out_idx` is implied by `return`.
@@ -36,7 +38,7 @@ from ..ir.stmt import SeqStmt
 from . import builder as bld
 from .builder import builtin
 from .ops import Tensor, TensorSpec
-from .parser import Parser, _Scope
+from .parser import Parser, _Scope, macro
 
 
 @builtin
@@ -174,17 +176,36 @@ class EagerParser(Parser):
         self.b.blocks.append([])
         bld.push(self.b)
         self.scopes.append(_Scope("function"))
+        stmts = fdef.body if self.binding is not None else _probed_prefix(fdef.body)
         try:
-            for s in fdef.body:
+            for s in stmts:
                 if self.binding is None and isinstance(s, (ast.With, ast.Return)):
                     break
-                self.stmt(s)
+                if self.binding is None:
+                    self._probe_stmt(s)
+                else:
+                    self.stmt(s)
         finally:
             bld.pop()
         body = self.b.blocks.pop()
         if self.binding is None:
             return Probe(dict(self.consts), dict(self.specs))
         return self._prim_func(fdef, body)
+
+    def _probe_stmt(self, s):
+        """One statement of the probe. The constants are symbols here, so a line only Python can
+        compute (`math.sqrt(dim)`, an `assert` on a constant) fails in the probe although it
+        builds: say so, and that below the last declaration the probe does not read it."""
+        try:
+            self.stmt(s)
+        except TileError as e:
+            if _declares(s):
+                raise
+            e.hint = ("this line is above a tensor declaration or T.const, so it is read while the "
+                      "constants are still symbols (before they are bound from the shapes); move it "
+                      "below the last declaration, where it sees them as ints"
+                      + (f" ({e.hint})" if e.hint else ""))
+            raise
 
     def _prim_func(self, fdef, body) -> PrimFunc:
         """The built PrimFunc: declared inputs, then the returned outputs."""
@@ -233,9 +254,23 @@ class EagerParser(Parser):
     def _top(self) -> bool:
         return len(self.scopes) == 2 and self.b.kernel is None
 
+    def arith(self, op, a, b):
+        """At the top of the body the code reads as Python, but `//` and `%` keep the kernels' C
+        rounding (toward zero) even on ints: where that differs from Python's (operands of
+        opposite signs, a remainder) the ceiling idiom `-(-n // b)` would silently be a floor."""
+        ints = all(isinstance(x, int) and not isinstance(x, (bool, Expr)) for x in (a, b))
+        if op in ("floordiv", "mod") and ints and b and self._top() and a % b and (a < 0) != (b < 0):
+            raise TileSyntaxError(
+                f"{a} {'//' if op == 'floordiv' else '%'} {b} rounds toward zero in a kernel body (C), "
+                "not down as in Python", hint="write T.ceildiv(n, b) for a ceiling (not -(-n // b)), "
+                "or T.floordiv / T.floormod for Python's rounding")
+        return super().arith(op, a, b)
+
     def _stmt(self, node):
         if isinstance(node, ast.AnnAssign) and node.value is None:
             return self.declare_tensor(node)
+        if isinstance(node, ast.FunctionDef) and self._top():
+            return self.local_macro(node)
         if isinstance(node, ast.Return):
             return self.return_(node)
         if self.returned is not None:
@@ -269,6 +304,25 @@ class EagerParser(Parser):
         self.scopes[0].vars[name] = buf
         self.specs[name] = (ann, loc)
         self.inputs[name] = buf
+
+    def local_macro(self, node: ast.FunctionDef):
+        """`@T.macro def f(...)` at the top of the body, above the kernel frame: a macro that
+        sees the names bound above it (the constants as ints, config values, tensors, aliases),
+        as a macro nested in a PrimFunc factory sees the factory's locals. The body is never run,
+        so the `def` is compiled here (at its own file:line) with those names as its globals."""
+        loc = self.loc(node)
+        if len(node.decorator_list) != 1 or self.ev(node.decorator_list[0]) is not macro:
+            raise TileSyntaxError(f"function {node.name!r} in an eager kernel body is not a @T.macro",
+                                  loc, hint="decorate it with @T.macro (inlined where the kernel "
+                                  "calls it), or define a Python helper at module level")
+        fdef = ast.FunctionDef(node.name, node.args, node.body, [], node.returns, node.type_comment)
+        module = ast.fix_missing_locations(ast.Module([ast.copy_location(fdef, node)], []))
+        tree = ast.increment_lineno(module, self.line0 - 1)  # the def's own file lines
+        names = dict(self.globals)
+        for sc in self.scopes:
+            names.update({k: v for k, v in sc.vars.items() if not isinstance(v, _Undeclared)})
+        exec(compile(tree, self.file, "exec"), names)  # noqa: S102 - the user's own `def`
+        self.scopes[-1].vars[node.name] = macro(names[node.name])
 
     def _partial_spec(self, node):
         """In the probe, a declaration whose shape holds an expression of constants
@@ -363,6 +417,23 @@ class EagerParser(Parser):
         self.b.names.add(name)
         self.outputs[name] = buf
         return buf
+
+
+def _declares(s) -> bool:
+    """Whether top-level statement `s` declares a tensor parameter (a bare annotation) or calls
+    T.const: what the probe is for."""
+    if isinstance(s, ast.AnnAssign) and s.value is None:
+        return True
+    return any(isinstance(n, ast.Call) and (n.func.attr if isinstance(n.func, ast.Attribute) else
+                                            getattr(n.func, "id", None)) == "const" for n in ast.walk(s))
+
+
+def _probed_prefix(body: list) -> list:
+    """The top-level statements the probe reads: up to the last declaration (`_declares`).
+    Those after it cannot change what the probe learns (outputs bind no constants), and may be
+    compile-time Python on the constants (`1.0 / math.sqrt(dim)`) that only works on ints."""
+    last = max((i for i, s in enumerate(body) if _declares(s)), default=-1)
+    return body[:last + 1]
 
 
 def probe(fn, config: dict) -> Probe:
