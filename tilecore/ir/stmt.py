@@ -12,7 +12,9 @@ from .buffer import Buffer, Region
 from .expr import Expr, Var
 
 LOOP_KINDS = ("serial", "parallel", "pipelined", "unroll")
-REDUCE_KINDS = ("sum", "max", "min", "abssum", "absmax")
+# bitand / bitor / bitxor: integer and bool tiles only (T.reduce_bitand, ...)
+REDUCE_KINDS = ("sum", "max", "min", "abssum", "absmax", "bitand", "bitor", "bitxor")
+BIT_REDUCE_KINDS = ("bitand", "bitor", "bitxor")
 
 
 class Stmt:

@@ -90,11 +90,6 @@ from .ops import (
     log2,
     max_value,
     min_value,
-    reduce_absmax,
-    reduce_abssum,
-    reduce_max,
-    reduce_min,
-    reduce_sum,
     region,
     rsqrt,
     serial,
@@ -115,6 +110,17 @@ from .ops import round_ as round  # noqa: A004
 from .parser import macro, prim_func
 from .persistent import Persistent
 from .pointers import make_tensor, ptr
+from .reduce_ops import (
+    reduce,
+    reduce_absmax,
+    reduce_abssum,
+    reduce_bitand,
+    reduce_bitor,
+    reduce_bitxor,
+    reduce_max,
+    reduce_min,
+    reduce_sum,
+)
 from .reducers import alloc_reducer, finalize_reducer
 from .sparse_ops import gemm_sp
 from .thread_level import (
@@ -164,7 +170,8 @@ __all__ = [
     "floor", "gemm", "if_then_else", "infinity", "int8", "int16", "int32", "int64", "log", "log2",
     "macro", "make_padded_layout", "make_row_major_layout", "make_swizzled_layout", "max",
     "max_value", "min", "min_value", "pow", "prim_func", "reduce_abssum",
-    "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum", "region", "round", "rsqrt", "serial",
+    "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum",
+    "reduce", "reduce_bitand", "reduce_bitor", "reduce_bitxor", "region", "round", "rsqrt", "serial",
     "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "trunc", "uint8", "uint16", "uint32",
     "uint64",
     "unroll", "use_swizzle", "vectorized", "half", "float",

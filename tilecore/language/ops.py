@@ -10,7 +10,7 @@ from .. import dtypes as dt
 from ..errors import TileShapeError, TileSyntaxError, TileTypeError
 from ..ir.buffer import Buffer, Region
 from ..ir.expr import Expr, Var, as_expr, binop, cast, const_int, select, unary
-from ..ir.stmt import AtomicAdd, AtomicAddRegion, Copy, CumSum, Fill, Gemm, IfThenElse, Reduce, SeqStmt
+from ..ir.stmt import AtomicAdd, AtomicAddRegion, Copy, CumSum, Fill, Gemm, IfThenElse, SeqStmt
 from .builder import builtin, current
 from .copy_extents import match_extents
 from .refs import Ref, buffer_of, region_of, shape_of, squeezed
@@ -461,66 +461,6 @@ def fill(buffer, value) -> None:
 def clear(buffer) -> None:
     """Set every element to zero."""
     fill(buffer, 0)
-
-
-def _reduce(kind, src, dst, dim, clear):
-    b = current()
-    from .views import BufferView, regroups, tile_operands
-
-    if regroups(src) or regroups(dst):  # a regrouping T.reshape view: through a staging tile
-        src, dst, finish = tile_operands(src, dst, dst_read=not clear)
-        _reduce(kind, src, dst, dim, clear)
-        finish()
-        return
-    if isinstance(src, BufferView) and isinstance(dim, int):
-        src, dim = src.as_base(f"reduce_{kind} source"), src.base_dim(dim)
-    s, d = buffer_of(src, f"reduce_{kind} source"), buffer_of(dst, f"reduce_{kind} destination")
-    for x in (s, d):
-        if x.scope == "global":
-            raise TileTypeError(f"reduce_{kind} operand {x.name} is in global memory",
-                                hint="copy it into a fragment or shared buffer first")
-    rank = len(s.shape)
-    if not isinstance(dim, int) or not -rank <= dim < rank:
-        raise TileShapeError(f"reduce_{kind} dim={dim!r} is out of range for {s.name} of rank {rank}",
-                             hint=f"use a dim in [-{rank}, {rank - 1}]")
-    dim = dim % rank
-    expect = tuple(x for i, x in enumerate(s.shape) if i != dim) or (1,)
-    if squeezed(d.shape) != squeezed(expect):
-        raise TileShapeError(
-            f"reduce_{kind} of {s.name}{tuple(s.shape)} along dim {dim} gives shape {expect}, "
-            f"but {d.name} has shape {tuple(d.shape)}", hint=f"allocate {d.name} with shape {expect}"
-        )
-    b.emit(Reduce(s, d, kind, dim, bool(clear), b.loc))
-
-
-@builtin
-def reduce_max(buffer, out, dim=-1, clear=True):
-    """out = max of buffer along dim (combined with out's contents when clear=False)."""
-    _reduce("max", buffer, out, dim, clear)
-
-
-@builtin
-def reduce_min(buffer, out, dim=-1, clear=True):
-    """out = min of buffer along dim."""
-    _reduce("min", buffer, out, dim, clear)
-
-
-@builtin
-def reduce_sum(buffer, out, dim=-1, clear=True):
-    """out = sum of buffer along dim, accumulated in float32 for narrow floats."""
-    _reduce("sum", buffer, out, dim, clear)
-
-
-@builtin
-def reduce_abssum(buffer, out, dim=-1, clear=True):
-    """out = sum of |buffer| along dim."""
-    _reduce("abssum", buffer, out, dim, clear)
-
-
-@builtin
-def reduce_absmax(buffer, out, dim=-1, clear=True):
-    """out = max of |buffer| along dim."""
-    _reduce("absmax", buffer, out, dim, clear)
 
 
 @builtin

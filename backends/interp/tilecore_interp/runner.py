@@ -70,6 +70,9 @@ def _current_options():
     return seed, poison
 
 
+# T.reduce_bitand / bitor / bitxor (tilecore.ir.stmt.BIT_REDUCE_KINDS)
+_BIT_UFUNC = {"bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor}
+
 class InterpArtifact:
     """The `tile_build` result for target interp: source is the tile program itself."""
 
@@ -456,7 +459,9 @@ class Program:
             x = env[src].astype(compute_np(acc))
             if kind in ("abssum", "absmax"):
                 x = np.abs(x)
-            if kind in ("sum", "abssum"):
+            if kind in _BIT_UFUNC:  # integer / bool tiles, accumulated in int64: exact
+                r = _BIT_UFUNC[kind].reduce(x, axis=dim)
+            elif kind in ("sum", "abssum"):
                 r = np.sum(x, axis=dim, dtype=x.dtype)
             elif kind in ("max", "absmax"):
                 r = np.max(x, axis=dim)
@@ -467,7 +472,9 @@ class Program:
             r = np.asarray(cast_value(r, acc, d_dst)).reshape(shape)
             if not clear:
                 cur = env[dst].astype(compute_np(d_dst))
-                if kind in ("sum", "abssum"):
+                if kind in _BIT_UFUNC:
+                    r = _BIT_UFUNC[kind](cur, r)
+                elif kind in ("sum", "abssum"):
                     r = cur + r
                 elif kind in ("max", "absmax"):
                     r = np.maximum(cur, r)
