@@ -22,6 +22,7 @@ from ..dtypes import (
 from ..ir.expr import cast
 from .allreduce import attr, comm_reducer, evaluate, tvm_thread_allreduce
 from .async_ops import cp_async_barrier_noinc, fence_proxy_async, wait_wgmma, wgmma_gemm
+from .atomic_ops import atomic_add, atomic_max, atomic_min
 from .bitcast import reinterpret
 from .buffer_annotations import FragmentBuffer, LocalBuffer, SharedBuffer
 from .builder import builtin
@@ -70,7 +71,6 @@ from .ops import (
     alloc_local,
     alloc_shared,
     alloc_var,
-    atomic_add,
     ceil,
     ceildiv,
     clear,
@@ -164,7 +164,8 @@ double = float64
 
 __all__ = [
     "Buffer", "GemmWarpPolicy", "Kernel", "Parallel", "Pipelined", "Tensor", "abs", "alloc_fragment",
-    "alloc_local", "alloc_shared", "alloc_var", "annotate_layout", "atomic_add", "bfloat16", "bool",
+    "alloc_local", "alloc_shared", "alloc_var", "annotate_layout", "atomic_add", "atomic_max", "atomic_min",
+    "bfloat16", "bool",
     "bool_", "cast", "ceil", "ceildiv", "clear", "copy", "cos", "cumsum", "dynamic", "erf", "exp",
     "exp2", "fill", "float16", "float32", "float64", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
     "floor", "gemm", "if_then_else", "infinity", "int8", "int16", "int32", "int64", "log", "log2",

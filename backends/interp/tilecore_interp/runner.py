@@ -288,7 +288,8 @@ class Program:
         return debug.compile_assert(s, self.slots)
 
     def s_AtomicAdd(self, s: AtomicAdd, vec):
-        add = self._elementwise(s, accumulate=True)
+        # T.atomic_max / atomic_min combine like a reducer's max / min (exact, NaN propagating)
+        add = self._elementwise(s, accumulate=True, op=None if s.op == "add" else s.op)
         if s.prev is None:
             return add
         # return_prev in a block-level (tile-roles) kernel: the element's value before the add
