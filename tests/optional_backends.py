@@ -6,7 +6,7 @@ import importlib.util
 import pytest
 
 _MODULES = {"interp": "tilecore_interp", "cpu": "tilecore_cpu", "emu": "tilecore_emu",
-            "cuda": "tilecore_cuda"}
+            "cuda": "tilecore_cuda", "tvm": "tilecore_tvm", "metal-cpu": "tilecore_metal"}
 HAVE = {name: importlib.util.find_spec(module) is not None for name, module in _MODULES.items()}
 HAVE_INTERP = HAVE["interp"]
 needs_interp = pytest.mark.skipif(not HAVE_INTERP, reason="the interp backend is not installed")

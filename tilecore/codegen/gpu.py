@@ -244,6 +244,9 @@ class GPURenderer(CStyleRenderer):
             self.depth -= 1
             self.emit("}")
             return
+        if s.op != "add":
+            self._extremum_atomic(s, d)
+            return
         ref, value = self.ref(s.buffer, s.offset), self.converted(s.value, d)
         if s.prev is not None:  # return_prev: the native atomic's result is the old value
             if self.narrow_atomic(d):
@@ -257,6 +260,60 @@ class GPURenderer(CStyleRenderer):
             self.guarded(s.pred, f"{self.narrow_atomic_helper(d)}(&{ref}, {value});")
         else:
             self.guarded(s.pred, self.atomic_add_call(ref, value, d) + ";")
+
+    def _extremum_atomic(self, s, d: DType) -> None:
+        """T.atomic_max / atomic_min: the compare-and-swap helper (every dtype up to 32 bits)."""
+        if d.bits > 32:
+            raise TileTargetError(f"T.atomic_{s.op} on {d} is not provided on this target", s.loc,
+                                  hint="use a type of at most 32 bits (int32, float32, ...)")
+        ref, value = self.ref(s.buffer, s.offset), self.converted(s.value, d)
+        call = f"{self.extremum_atomic_helper(d, s.op)}(&{ref}, {value})"
+        if s.prev is not None:
+            dst = self.ref(s.prev, s.prev_offset)
+            self.guarded(s.pred, f"{dst} = ({self.type_name(s.prev.dtype)})({call});")
+        else:
+            self.guarded(s.pred, call + ";")
+
+    def extremum_atomic_helper(self, d: DType, op: str) -> str:
+        """A device function setting an element of at most 32 bits to max / min(itself, val)
+        with a compare-and-swap loop on its aligned 32-bit word, returning the value it found.
+        The max / min is this renderer's own expression code (NaN-propagating like the oracle);
+        when it leaves the element's bits unchanged nothing is written."""
+        name = f"tilecore_atomic_{op}_{d.name}"
+        if name in self.helpers:
+            return name
+        t = self.type_name(d)
+        bits = {8: "unsigned char", 16: "unsigned short", 32: "unsigned"}[d.bits]
+        cur, val = Var("cur", d), Var("val", d)
+        saved = dict(self.names)
+        self.names[id(cur)], self.names[id(val)] = "cur", "val"
+        best = self.expr(binop(op, cur, val))
+        self.names = saved
+        g = self.address_space("global")
+        mask = "0xffffffffu" if d.bits == 32 else f"{hex((1 << d.bits) - 1)}u << shift"
+        self.helpers[name] = "\n".join([
+            f"{self.helper_prefix()} {t} {name}({g}{t}* addr, {t} val) {{",
+            f"  const unsigned long long a = {self.address_as_int('addr')};",
+            f"  {g}unsigned* word = {self.pointer_cast('unsigned', 'global', 'a & ~3ull')};",
+            "  const unsigned shift = (unsigned)(a & 3ull) * 8u;",
+            f"  const unsigned mask = {mask};",
+            "  unsigned old = *word, assumed;",
+            f"  {t} cur;",
+            "  do {",
+            "    assumed = old;",
+            f"    {bits} in_bits = ({bits})((assumed & mask) >> shift);",
+            f"    cur = {self.bit_cast(t, 'in_bits')};",
+            f"    const {t} best = {best};",
+            f"    const {bits} out_bits = {self.bit_cast(bits, 'best')};",
+            "    if (out_bits == in_bits) break;",
+            "    old = " + self.atomic_cas_call(
+                "word", "assumed", "(assumed & ~mask) | ((unsigned)out_bits << shift)") + ";",
+            "  } while (assumed != old);",
+            "  return cur;",
+            "}",
+        ])
+        self.reserve(name)
+        return name
 
     def narrow_atomic_helper(self, d: DType) -> str:
         """A device function adding to an 8/16-bit element with a compare-and-swap loop on its

@@ -24,9 +24,11 @@ from ..dtypes import DType
 
 
 def atomic_add(store: np.ndarray, off: np.ndarray, v: np.ndarray, lanes: np.ndarray,
-               d: DType) -> np.ndarray:
+               d: DType, op: str = "add") -> np.ndarray:
     """Apply `store[off[t]] += v[t]` for every thread `t` with `lanes[t]`, in thread order,
-    with `d`'s arithmetic (integers wrap, floats round after each addition). Returns, per
+    with `d`'s arithmetic (integers wrap, floats round after each addition); `op` "max" / "min"
+    (T.atomic_max / atomic_min) makes each update `store[off[t]] = op(store[off[t]], v[t])` with
+    the semantics' max / min (exact; float NaN propagates), in the same order. Returns, per
     thread (length of `lanes`), the stored value its update found (zero for threads not in
     `lanes`), in `store`'s storage dtype."""
     old = np.zeros(lanes.shape[0], dtype=store.dtype)
@@ -40,7 +42,7 @@ def atomic_add(store: np.ndarray, off: np.ndarray, v: np.ndarray, lanes: np.ndar
     first[1:] = sa[1:] != sa[:-1]
     start = np.flatnonzero(first)  # index in the sorted arrays where each address's group starts
     group = np.cumsum(first) - 1   # each sorted entry's group number
-    if d.is_int and d.bits <= 32:
+    if d.is_int and d.bits <= 32 and op == "add":
         add = np.asarray(v[st]).astype(np.int64)
         incl = np.cumsum(add)
         excl = incl - add - (incl[start] - add[start])[group]  # earlier threads of the group
@@ -56,7 +58,10 @@ def atomic_add(store: np.ndarray, off: np.ndarray, v: np.ndarray, lanes: np.ndar
         found = store[a]
         old[t] = found
         cur = S.from_storage(found, d)
-        if d.is_int:
+        if op != "add":
+            val = np.asarray(v[t]).astype(np.int64) if d.is_int else S.round_to(np.asarray(v[t]), d)
+            new = S.binop(op, np.asarray(cur).astype(S.compute_np(d)), val, d)
+        elif d.is_int:
             new = S.wrap_int(np.asarray(cur).astype(np.int64) + np.asarray(v[t]).astype(np.int64), d)
         else:
             new = S.round_to(cur + S.round_to(np.asarray(v[t]), d), d)

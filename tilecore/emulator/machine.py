@@ -487,7 +487,7 @@ class Block:
         store = self._storage(s.buffer)
         self._check(s.buffer, off, lanes, store.shape[-1], "atomic update")
         # one thread after another, each seeing the previous sums (computed array-wise)
-        old = atomic_add(store, off, v, lanes, d)
+        old = atomic_add(store, off, v, lanes, d, s.op)
         if s.prev is not None:  # return_prev: the value each thread's update found
             vals = S.from_storage(old, d)
             if s.prev.dtype != d:

@@ -169,7 +169,7 @@ class Printer:
         elif isinstance(s, AtomicAdd):
             idx = ", ".join(self.expr(i) for i in s.indices)
             order = "" if s.order == "relaxed" else f", memory_order={s.order!r}"  # in the cache key
-            self.emit(depth, f"T.atomic_add({self.name(s.buffer)}[{idx}], {self.expr(s.value)}{order})")
+            self.emit(depth, f"T.atomic_{s.op}({self.name(s.buffer)}[{idx}], {self.expr(s.value)}{order})")
         elif isinstance(s, AtomicAddRegion):
             tma = ", use_tma=True" if s.use_tma else ""  # part of the compile-cache key
             self.emit(depth, f"T.atomic_add({self.region(s.dst)}, {self.region(s.src)}{tma})")

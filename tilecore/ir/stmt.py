@@ -12,7 +12,9 @@ from .buffer import Buffer, Region
 from .expr import Expr, Var
 
 LOOP_KINDS = ("serial", "parallel", "pipelined", "unroll")
-REDUCE_KINDS = ("sum", "max", "min", "abssum", "absmax")
+# bitand / bitor / bitxor: integer and bool tiles only (T.reduce_bitand, ...)
+REDUCE_KINDS = ("sum", "max", "min", "abssum", "absmax", "bitand", "bitor", "bitxor")
+BIT_REDUCE_KINDS = ("bitand", "bitor", "bitxor")
 
 
 class Stmt:
@@ -61,7 +63,9 @@ class Store(Stmt):
 class AtomicAdd(Stmt):
     """`T.atomic_add(buffer[indices], value)`: an element-wise atomic accumulation; with
     `prev` (a local `T.alloc_var` buffer, thread-level kernels only) the element's value before
-    the addition is written to `prev[0]` (`return_prev=True`). `order` is "relaxed" or
+    the addition is written to `prev[0]` (`return_prev=True`). `op` "max" / "min" makes it
+    `T.atomic_max` / `T.atomic_min` (the element becomes the max / min of itself and the value).
+    `order` is "relaxed" or
     "acq_rel" (`memory_order=` other than relaxed: the executing thread's earlier memory
     accesses are ordered before the addition and its later ones after it, at device scope, so
     blocks can hand data to each other through a counter; see tilecore.ir.thread.ATOMIC_ORDERS)."""
@@ -72,6 +76,11 @@ class AtomicAdd(Stmt):
     loc: SourceLoc | None = None
     prev: Buffer | None = None
     order: str = "relaxed"
+    op: str = "add"  # or "max" / "min": T.atomic_max / T.atomic_min (float: NaN propagates)
+
+    def __post_init__(self):
+        if self.op not in ("add", "max", "min"):
+            raise TypeError(f"unknown atomic op {self.op}")
 
 
 @dataclass(frozen=True)

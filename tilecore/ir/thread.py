@@ -32,7 +32,7 @@ from .expr import Expr, Var
 from .stmt import Stmt
 
 SHUFFLE_MODES = ("xor", "idx")
-ATOMIC_OPS = ("add",)
+ATOMIC_OPS = ("add", "max", "min")
 # Memory orders of an Atomic: "relaxed" (no ordering of other accesses), "acq_rel" (a
 # device-scope fence on each side of the update: CUDA/HIP `__threadfence()`), what a block
 # needs to publish data to, or take it from, other blocks through a counter.

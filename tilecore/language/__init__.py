@@ -22,6 +22,7 @@ from ..dtypes import (
 from ..ir.expr import cast
 from .allreduce import attr, comm_reducer, evaluate, tvm_thread_allreduce
 from .async_ops import cp_async_barrier_noinc, fence_proxy_async, wait_wgmma, wgmma_gemm
+from .atomic_ops import atomic_add, atomic_max, atomic_min
 from .bitcast import reinterpret
 from .buffer_annotations import FragmentBuffer, LocalBuffer, SharedBuffer
 from .builder import builtin
@@ -70,7 +71,6 @@ from .ops import (
     alloc_local,
     alloc_shared,
     alloc_var,
-    atomic_add,
     ceil,
     ceildiv,
     clear,
@@ -90,11 +90,6 @@ from .ops import (
     log2,
     max_value,
     min_value,
-    reduce_absmax,
-    reduce_abssum,
-    reduce_max,
-    reduce_min,
-    reduce_sum,
     region,
     rsqrt,
     serial,
@@ -115,6 +110,17 @@ from .ops import round_ as round  # noqa: A004
 from .parser import macro, prim_func
 from .persistent import Persistent
 from .pointers import make_tensor, ptr
+from .reduce_ops import (
+    reduce,
+    reduce_absmax,
+    reduce_abssum,
+    reduce_bitand,
+    reduce_bitor,
+    reduce_bitxor,
+    reduce_max,
+    reduce_min,
+    reduce_sum,
+)
 from .reducers import alloc_reducer, finalize_reducer
 from .sparse_ops import gemm_sp
 from .thread_level import (
@@ -158,13 +164,15 @@ double = float64
 
 __all__ = [
     "Buffer", "GemmWarpPolicy", "Kernel", "Parallel", "Pipelined", "Tensor", "abs", "alloc_fragment",
-    "alloc_local", "alloc_shared", "alloc_var", "annotate_layout", "atomic_add", "bfloat16", "bool",
+    "alloc_local", "alloc_shared", "alloc_var", "annotate_layout", "atomic_add", "atomic_max", "atomic_min",
+    "bfloat16", "bool",
     "bool_", "cast", "ceil", "ceildiv", "clear", "copy", "cos", "cumsum", "dynamic", "erf", "exp",
     "exp2", "fill", "float16", "float32", "float64", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
     "floor", "gemm", "if_then_else", "infinity", "int8", "int16", "int32", "int64", "log", "log2",
     "macro", "make_padded_layout", "make_row_major_layout", "make_swizzled_layout", "max",
     "max_value", "min", "min_value", "pow", "prim_func", "reduce_abssum",
-    "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum", "region", "round", "rsqrt", "serial",
+    "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum",
+    "reduce", "reduce_bitand", "reduce_bitor", "reduce_bitxor", "region", "round", "rsqrt", "serial",
     "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "trunc", "uint8", "uint16", "uint32",
     "uint64",
     "unroll", "use_swizzle", "vectorized", "half", "float",

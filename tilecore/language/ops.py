@@ -10,7 +10,7 @@ from .. import dtypes as dt
 from ..errors import TileShapeError, TileSyntaxError, TileTypeError
 from ..ir.buffer import Buffer, Region
 from ..ir.expr import Expr, Var, as_expr, binop, cast, const_int, select, unary
-from ..ir.stmt import AtomicAdd, AtomicAddRegion, Copy, CumSum, Fill, Gemm, IfThenElse, Reduce, SeqStmt
+from ..ir.stmt import Copy, CumSum, Fill, Gemm, IfThenElse, SeqStmt
 from .builder import builtin, current
 from .copy_extents import match_extents
 from .refs import Ref, buffer_of, region_of, shape_of, squeezed
@@ -463,66 +463,6 @@ def clear(buffer) -> None:
     fill(buffer, 0)
 
 
-def _reduce(kind, src, dst, dim, clear):
-    b = current()
-    from .views import BufferView, regroups, tile_operands
-
-    if regroups(src) or regroups(dst):  # a regrouping T.reshape view: through a staging tile
-        src, dst, finish = tile_operands(src, dst, dst_read=not clear)
-        _reduce(kind, src, dst, dim, clear)
-        finish()
-        return
-    if isinstance(src, BufferView) and isinstance(dim, int):
-        src, dim = src.as_base(f"reduce_{kind} source"), src.base_dim(dim)
-    s, d = buffer_of(src, f"reduce_{kind} source"), buffer_of(dst, f"reduce_{kind} destination")
-    for x in (s, d):
-        if x.scope == "global":
-            raise TileTypeError(f"reduce_{kind} operand {x.name} is in global memory",
-                                hint="copy it into a fragment or shared buffer first")
-    rank = len(s.shape)
-    if not isinstance(dim, int) or not -rank <= dim < rank:
-        raise TileShapeError(f"reduce_{kind} dim={dim!r} is out of range for {s.name} of rank {rank}",
-                             hint=f"use a dim in [-{rank}, {rank - 1}]")
-    dim = dim % rank
-    expect = tuple(x for i, x in enumerate(s.shape) if i != dim) or (1,)
-    if squeezed(d.shape) != squeezed(expect):
-        raise TileShapeError(
-            f"reduce_{kind} of {s.name}{tuple(s.shape)} along dim {dim} gives shape {expect}, "
-            f"but {d.name} has shape {tuple(d.shape)}", hint=f"allocate {d.name} with shape {expect}"
-        )
-    b.emit(Reduce(s, d, kind, dim, bool(clear), b.loc))
-
-
-@builtin
-def reduce_max(buffer, out, dim=-1, clear=True):
-    """out = max of buffer along dim (combined with out's contents when clear=False)."""
-    _reduce("max", buffer, out, dim, clear)
-
-
-@builtin
-def reduce_min(buffer, out, dim=-1, clear=True):
-    """out = min of buffer along dim."""
-    _reduce("min", buffer, out, dim, clear)
-
-
-@builtin
-def reduce_sum(buffer, out, dim=-1, clear=True):
-    """out = sum of buffer along dim, accumulated in float32 for narrow floats."""
-    _reduce("sum", buffer, out, dim, clear)
-
-
-@builtin
-def reduce_abssum(buffer, out, dim=-1, clear=True):
-    """out = sum of |buffer| along dim."""
-    _reduce("abssum", buffer, out, dim, clear)
-
-
-@builtin
-def reduce_absmax(buffer, out, dim=-1, clear=True):
-    """out = max of |buffer| along dim."""
-    _reduce("absmax", buffer, out, dim, clear)
-
-
 @builtin
 def cumsum(src, dst=None, dim=0, reverse=False):
     """Inclusive prefix sum of src along dim into dst (in place when dst is omitted)."""
@@ -552,82 +492,6 @@ def cumsum(src, dst=None, dim=0, reverse=False):
     b.emit(CumSum(s, d, dim % rank, bool(reverse), b.loc))
 
 
-@builtin
-def atomic_add(dst, value, memory_order=None, return_prev=False, use_tma=False):
-    """Atomically add `value` into `dst`: an element (scalar form) or a tile (region form).
-    TileLang's `use_tma=True` on a tile asks for one bulk reduce-add of the whole tile through
-    shared memory (on TMA targets; tilecore.lower.tma_reduce warns and falls back to per-element
-    atomics where it does not apply); on an element it is accepted with a one-time warning (it
-    stays atomic). `memory_order=` on an element: "relaxed" (the default) or any stronger order
-    ("acquire", "release", "acq_rel", "seq_cst", "consume"), which tilecore gives as acq_rel:
-    a device-scope fence on each side of the addition (what a block needs to publish data to
-    other blocks through a counter, or to read theirs); on a tile it warns (each element's add
-    stays relaxed). `return_prev=True` returns the element's value before the addition, in
-    thread-level kernels (element form)."""
-    b = current()
-    from .hints import ignored_hint
-
-    tile_form = isinstance(value, (Buffer,)) or (isinstance(value, Ref) and not value.is_element)
-    if use_tma and not tile_form:
-        ignored_hint("T.atomic_add(use_tma=True)", "an element's atomic addition has no bulk form "
-                     "(it stays a per-element atomic)")
-    order = _atomic_order(memory_order)
-    if tile_form and order != "relaxed":
-        ignored_hint(f"T.atomic_add(memory_order={memory_order!r}) of a tile", "a tile's per-element "
-                     "additions are relaxed; order a hand-off between blocks with an element's "
-                     "atomic_add(memory_order='acq_rel')")
-    if tile_form:
-        if return_prev:
-            raise TileTypeError("T.atomic_add(return_prev=True) of a tile is not provided (one old "
-                                "value per element)", hint="use the element form in thread-level code")
-        src = region_of(value, None, "atomic_add value")
-        dr = region_of(dst, src.squeezed_shape, "atomic_add destination")
-        if dr.squeezed_shape != src.squeezed_shape:
-            raise TileShapeError(f"atomic_add region {dr.extents} does not match the tile {src.extents}",
-                                 hint="make the destination region the tile's shape")
-        b.emit(AtomicAddRegion(dr, src, b.loc, bool(use_tma)))
-        return
-    if not isinstance(dst, Ref) or not dst.is_element:
-        raise TileTypeError("atomic_add destination must be an element like C[i, j] or a region "
-                            "matched by a tile value", hint="write T.atomic_add(C[i, j], value)")
-    v = cast(as_expr(value, dst.buffer.dtype), dst.buffer.dtype)
-    if return_prev:
-        return _atomic_add_prev(b, dst, v, order)
-    b.emit(AtomicAdd(dst.buffer, tuple(as_expr(i) for i in dst.items), v, b.loc, order=order))
-
-
-_ORDERS = {None: "relaxed", "relaxed": "relaxed", "consume": "acq_rel", "acquire": "acq_rel",
-           "release": "acq_rel", "acq_rel": "acq_rel", "seq_cst": "acq_rel"}
-
-
-def _atomic_order(memory_order) -> str:
-    """The Atomic order ("relaxed" / "acq_rel") of TileLang's `memory_order=` argument."""
-    if memory_order not in _ORDERS:
-        raise TileTypeError(f"T.atomic_add(memory_order={memory_order!r}) is not a memory order",
-                            hint="use 'relaxed', 'acquire', 'release', 'acq_rel' or 'seq_cst'")
-    return _ORDERS[memory_order]
-
-
-def _atomic_add_prev(b, dst, v, order: str = "relaxed"):
-    """`T.atomic_add(dst, v, return_prev=True)`: the element's value before this thread's
-    addition, as a kernel value (read from a hidden per-thread variable the atomic writes).
-    Thread-level kernels only: in a tile program the scalar code is the block's, with no
-    thread whose addition it would be."""
-    from ..ir.expr import Load
-    from .thread_level import THREAD_LEVEL
-
-    if b.kernel is None or (THREAD_LEVEL, True) not in b.kernel.annotations or b.parallel_depth:
-        raise TileTypeError("T.atomic_add(return_prev=True) needs a thread-level kernel (outside "
-                            "T.Parallel): the old value is the executing thread's",
-                            hint="bind the thread index first (tx = T.get_thread_binding()); in "
-                                 "tile programs read the old value in a separate step")
-    if dst.buffer.scope not in ("global", "shared"):
-        raise TileTypeError(f"T.atomic_add(return_prev=True) on {dst.buffer.scope} buffer "
-                            f"{dst.buffer.name}: only global and shared memory is shared by threads",
-                            hint="use a plain update for per-thread storage")
-    prev = b.allocate(Buffer(b.unique_name("atomic_prev"), (1,), dst.buffer.dtype, "local", is_var=True))
-    b.emit(AtomicAdd(dst.buffer, tuple(as_expr(i) for i in dst.items), v, b.loc, prev, order))
-    return Load(prev, (as_expr(0),))
 
 
 @builtin

@@ -255,7 +255,7 @@ class BodyLowerer:
         ctx = self.ctx
         buf = s.buffer
         if buf.scope in ("fragment", "local"):
-            add = binop("add", Load(buf, s.indices), s.value)
+            add = binop(s.op, Load(buf, s.indices), s.value)
             return self.store(buf, s.indices, add, s.loc)
         idx = tuple(self.expr(i) for i in s.indices)
         v = self.expr(s.value)
@@ -264,7 +264,7 @@ class BodyLowerer:
         target = buf if buf.scope == "global" else ctx.shared(buf)
         guard = self._memory_guard()
         if s.prev is not None:  # the frontend allows it in thread-level kernels only
-            return Atomic("add", target, ctx.offset(buf, idx), v, guard, s.loc,
+            return Atomic(s.op, target, ctx.offset(buf, idx), v, guard, s.loc,
                           prev=ctx.regs(s.prev), prev_offset=const(0), order=s.order)
-        return Atomic("add", target, ctx.offset(buf, idx), v, guard, s.loc, order=s.order)
+        return Atomic(s.op, target, ctx.offset(buf, idx), v, guard, s.loc, order=s.order)
 

@@ -14,8 +14,8 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..ir.buffer import Buffer
-from ..ir.expr import Expr, Var, binop, cast, const, unary
-from ..ir.stmt import CumSum, For, IfThenElse, Reduce, SeqStmt, Stmt
+from ..ir.expr import Expr, Var, binop, bitwise, cast, const, unary
+from ..ir.stmt import BIT_REDUCE_KINDS, CumSum, For, IfThenElse, Reduce, SeqStmt, Stmt
 from ..ir.thread import MemLoad, MemStore, Shuffle
 from ..semantics import accumulator_dtype
 from .body import stage_fragment
@@ -25,6 +25,8 @@ from .layout import Layout, SliceLayout, StridedLayout, equivalent, slice_layout
 
 def combine(kind: str, a: Expr, b: Expr) -> Expr:
     """The binary operation of reduction `kind`."""
+    if kind in BIT_REDUCE_KINDS:
+        return bitwise(kind, a, b)
     if kind in ("sum", "abssum"):
         return binop("add", a, b)
     if kind in ("max", "absmax"):
@@ -34,7 +36,9 @@ def combine(kind: str, a: Expr, b: Expr) -> Expr:
 
 def identity(kind: str, d: dt.DType) -> Expr:
     """The neutral element of reduction `kind` in dtype `d`."""
-    if kind in ("sum", "abssum", "absmax"):
+    if kind == "bitand":  # every bit set: -1 in two's complement, the maximum when unsigned
+        return cast(dt.max_value(d) if d.kind == "uint" else -1, d)
+    if kind in ("sum", "abssum", "absmax", "bitor", "bitxor"):
         return cast(0, d)
     if d.is_float:
         return cast(float("-inf") if kind == "max" else float("inf"), d)

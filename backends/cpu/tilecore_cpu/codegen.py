@@ -278,6 +278,10 @@ class Codegen:
         self._element(s.buffer, s.indices, lambda ref: to_storage(value, d))
 
     def _atomic(self, s: AtomicAdd) -> None:
+        if s.op != "add":  # max / min: the blocks of a kernel with global atomics run in sequence
+            combined = binop(s.op, Load(s.buffer, s.indices), s.value)
+            self._store(Store(s.buffer, s.indices, cast(combined, s.buffer.dtype), s.loc))
+            return
         d = s.buffer.dtype
         value = convert(self.x.gen(s.value), s.value.dtype, d)
         self._element(s.buffer, s.indices,

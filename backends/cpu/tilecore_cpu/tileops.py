@@ -353,7 +353,12 @@ def _reduce(cg, s: Reduce) -> None:
     didx = ["0" if n == 1 else next(it, "0") for n in dst.static_shape]
     dref = f"dst[{', '.join(didx)}]"
     red = s.kind.replace("abs", "")
-    if red == "sum":
+    bit = {"bitand": "&", "bitor": "|", "bitxor": "^"}.get(s.kind)
+    if bit is not None:  # integer / bool tiles: the bits of the values as they are stored
+        body.add(f"_acc = {sref('0')}")
+        body.add(f"for _r in range(1, {shape[s.dim]}):")
+        body.add(f"    _acc = _acc {bit} {sref('_r')}")
+    elif red == "sum":
         # start from the first element, as NumPy's reduction does (a lone -0.0 stays -0.0)
         body.add(f"_acc = {sref('0')}")
         body.add(f"for _r in range(1, {shape[s.dim]}):")
@@ -367,7 +372,9 @@ def _reduce(cg, s: Reduce) -> None:
     value = convert("_acc", cdt, dd) if cdt != sd else convert("_acc", sd, dd)
     if not s.clear:
         cur = to_compute(dref, dd)
-        if red == "sum":
+        if bit is not None:
+            value = f"({cur} {bit} {value})"
+        elif red == "sum":
             value = round_to(f"({cur} + {value})", dd)
         else:
             value = f"{('f' + red) if dd.is_float else red}({cur}, {value})"

@@ -70,6 +70,9 @@ def _current_options():
     return seed, poison
 
 
+# T.reduce_bitand / bitor / bitxor (tilecore.ir.stmt.BIT_REDUCE_KINDS)
+_BIT_UFUNC = {"bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor}
+
 class InterpArtifact:
     """The `tile_build` result for target interp: source is the tile program itself."""
 
@@ -285,7 +288,8 @@ class Program:
         return debug.compile_assert(s, self.slots)
 
     def s_AtomicAdd(self, s: AtomicAdd, vec):
-        add = self._elementwise(s, accumulate=True)
+        # T.atomic_max / atomic_min combine like a reducer's max / min (exact, NaN propagating)
+        add = self._elementwise(s, accumulate=True, op=None if s.op == "add" else s.op)
         if s.prev is None:
             return add
         # return_prev in a block-level (tile-roles) kernel: the element's value before the add
@@ -456,7 +460,9 @@ class Program:
             x = env[src].astype(compute_np(acc))
             if kind in ("abssum", "absmax"):
                 x = np.abs(x)
-            if kind in ("sum", "abssum"):
+            if kind in _BIT_UFUNC:  # integer / bool tiles, accumulated in int64: exact
+                r = _BIT_UFUNC[kind].reduce(x, axis=dim)
+            elif kind in ("sum", "abssum"):
                 r = np.sum(x, axis=dim, dtype=x.dtype)
             elif kind in ("max", "absmax"):
                 r = np.max(x, axis=dim)
@@ -467,7 +473,9 @@ class Program:
             r = np.asarray(cast_value(r, acc, d_dst)).reshape(shape)
             if not clear:
                 cur = env[dst].astype(compute_np(d_dst))
-                if kind in ("sum", "abssum"):
+                if kind in _BIT_UFUNC:
+                    r = _BIT_UFUNC[kind](cur, r)
+                elif kind in ("sum", "abssum"):
                     r = cur + r
                 elif kind in ("max", "absmax"):
                     r = np.maximum(cur, r)

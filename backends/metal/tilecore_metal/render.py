@@ -22,7 +22,7 @@ import numpy as np
 from tilecore.codegen.gpu import GPURenderer
 from tilecore.codegen.spec import KernelParam, RenderedKernel, fast_math_requested
 from tilecore.dtypes import DType
-from tilecore.errors import TileInternalError
+from tilecore.errors import TileInternalError, TileTargetError
 from tilecore.ir.expr import const_int
 from tilecore.lower.indexing import NotNumeric, evaluate, free_vars
 
@@ -200,6 +200,9 @@ class MetalRenderer(GPURenderer):
             self.device_fence(s.loc)
         self._atomic_scope = s.buffer.scope
         d = s.buffer.dtype
+        if s.op != "add":
+            self._metal_extremum(s, d)
+            return
         if not self.narrow_atomic(d):
             return super().stmt_Atomic(s)
         helper = self.narrow_atomic_helper(d, s.buffer.scope)
@@ -207,6 +210,62 @@ class MetalRenderer(GPURenderer):
         byte = f"({self.expr(s.offset)}) * {d.itemsize}"
         value = self.converted(s.value, d)
         self.guarded(s.pred, f"{helper}(({space}atomic_uint*){self.name_of(s.buffer)}, {byte}, {value});")
+
+    def _metal_extremum(self, s, d: DType) -> None:
+        """T.atomic_max / atomic_min through the compare-and-swap helper on 32-bit atomic words."""
+        if d.bits > 32:
+            raise TileTargetError(f"T.atomic_{s.op} on {d} is not provided on Metal", s.loc,
+                                  hint="use a type of at most 32 bits (int32, float32, ...)")
+        helper = self.extremum_atomic_helper(d, s.op, s.buffer.scope)
+        space = self.address_space(s.buffer.scope)
+        byte = f"({self.expr(s.offset)}) * {d.itemsize}"
+        value = self.converted(s.value, d)
+        call = f"{helper}(({space}atomic_uint*){self.name_of(s.buffer)}, {byte}, {value})"
+        if s.prev is not None:
+            dst = self.ref(s.prev, s.prev_offset)
+            self.guarded(s.pred, f"{dst} = ({self.type_name(s.prev.dtype)})({call});")
+        else:
+            self.guarded(s.pred, call + ";")
+
+    def extremum_atomic_helper(self, d: DType, op: str, scope: str = "global") -> str:
+        """max / min(element, val) for an element of at most 32 bits at byte offset `byte` of a
+        buffer viewed as 32-bit atomic words: a weak compare-and-swap loop (a spurious failure
+        retries), returning the value found; nothing is written when the bits do not change.
+        The max / min is this renderer's expression code (NaN-propagating like the oracle)."""
+        name = f"tilecore_atomic_{op}_{d.name}_{scope}"
+        if name in self.helpers:
+            return name
+        from tilecore.ir.expr import Var, binop
+
+        t = self.type_name(d)
+        bits = {8: "uchar", 16: "ushort", 32: "uint"}[d.bits]
+        cur, val = Var("cur", d), Var("val", d)
+        saved = dict(self.names)
+        self.names[id(cur)], self.names[id(val)] = "cur", "val"
+        best = self.expr(binop(op, cur, val))
+        self.names = saved
+        space = self.address_space(scope)
+        mask = "0xffffffffu" if d.bits == 32 else f"{hex((1 << d.bits) - 1)}u << shift"
+        self.helpers[name] = "\n".join([
+            f"inline {t} {name}({space}atomic_uint* words, int byte, {t} val) {{",
+            f"  {space}atomic_uint* word = words + byte / 4;",
+            "  const uint shift = (uint)(byte & 3) * 8u;",
+            f"  const uint mask = {mask};",
+            "  uint expected = atomic_load_explicit(word, memory_order_relaxed);",
+            "  while (true) {",
+            f"    const {bits} in_bits = ({bits})((expected & mask) >> shift);",
+            f"    const {t} cur = as_type<{t}>(in_bits);",
+            f"    const {t} best = {best};",
+            f"    const {bits} out_bits = as_type<{bits}>(best);",
+            "    if (out_bits == in_bits) return cur;",
+            "    const uint desired = (expected & ~mask) | ((uint)out_bits << shift);",
+            "    if (atomic_compare_exchange_weak_explicit(word, &expected, desired, memory_order_relaxed,",
+            "                                              memory_order_relaxed)) return cur;",
+            "  }",
+            "}",
+        ])
+        self.reserve(name)
+        return name
 
     def narrow_atomic(self, d: DType) -> bool:
         """Metal's atomics are 32-bit: every narrower type goes through compare-and-swap."""

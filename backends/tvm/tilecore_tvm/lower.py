@@ -28,6 +28,7 @@ from tvm.script.ir_builder import IRBuilder
 from tvm.script.ir_builder import tirx as T
 
 from tilecore.ir.buffer import Buffer
+from tilecore.ir.expr import Load, binop, cast
 from tilecore.ir.module import PrimFunc
 from tilecore.ir.stmt import (
     AtomicAdd,
@@ -213,6 +214,9 @@ class Lowerer:
         # CPU: blocks run one after another when a kernel accumulates into global memory, so a
         # plain read-modify-write is atomic; the value is added in the buffer's compute type
         d = s.buffer.dtype
+        if s.op != "add":  # T.atomic_max / atomic_min: the expression lowering's max / min
+            self.store(s.buffer, s.indices, self.x(cast(binop(s.op, Load(s.buffer, s.indices), s.value), d)))
+            return
         cur = self.x.load(s.buffer, s.indices)
         v = convert(self.x(s.value), s.value.dtype, d, self.caps)
         new = wrap_arith("add", cur, v, ty(cur), self.caps.has_64bit) if d.is_int else round_to(cur + v, d)

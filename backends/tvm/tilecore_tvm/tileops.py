@@ -267,6 +267,9 @@ def _gemm(lw, s: Gemm) -> None:
 # ---------------------------------------------------------------------- reductions and scans
 
 
+_BIT_OPS = {"bitand": tir.bitwise_and, "bitor": tir.bitwise_or, "bitxor": tir.bitwise_xor}
+
+
 def _reduce(lw, s: Reduce) -> None:
     src, dst = s.src, s.dst
     sd, dd = src.dtype, dst.dtype
@@ -289,6 +292,8 @@ def _reduce(lw, s: Reduce) -> None:
         return v
 
     def combine(a, b, t, is_int):
+        if s.kind in _BIT_OPS:  # integer / bool tiles (accumulated in a 32/64-bit integer)
+            return _BIT_OPS[s.kind](a, b)
         if red == "sum":
             return _int(lw, "add", a, b, t) if is_int else a + b
         if is_int:
