@@ -50,14 +50,14 @@ def triton_kernels(out_dir):
             regs, spills = getattr(launcher, "n_regs", "?"), getattr(launcher, "n_spills", "?")
             lines.append(f"{o.fn.__name__}: config {launcher.config} regs {regs} spills {spills} "
                          f"shared {getattr(launcher, 'shared', '?')}")
-            if out_dir and b is not None and hasattr(b, "asm"):
+            if out_dir and i == 0 and b is not None and hasattr(b, "asm"):  # few files come back
                 for key in ("ptx", "cubin"):
                     if key in b.asm:
                         data = b.asm[key]
                         mode = "wb" if key == "cubin" else "w"
                         with open(os.path.join(out_dir, f"triton_{i}.{key}"), mode) as f:
                             f.write(data)
-            if out_dir:
+            if out_dir and i == 0:
                 try:
                     import inspect
                     with open(os.path.join(out_dir, f"triton_{i}.py"), "w") as f:
