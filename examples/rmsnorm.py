@@ -36,7 +36,7 @@ def row_width(N: int, threads: int) -> int:
 
 
 def program(M=4096, N=4096, block_M=1, block_N=None, threads=256, eps=1e-6, dtype="float16",
-            x_policy=None, y_policy=None, hold="float32", blocks=None, num_stages=2):
+            x_policy=None, y_policy=None, hold="float32", blocks=None, num_stages=2, staged=False):
     """RMSNorm of each row. `block_N=None` picks the single-pass kernel when `block_M` rows of
     `row_width(N)` elements fit in MAX_REGS registers per thread, else the two-pass kernel with
     tiles of 16 elements per thread; an explicit `block_N` < N forces the two-pass kernel.
@@ -44,8 +44,13 @@ def program(M=4096, N=4096, block_M=1, block_N=None, threads=256, eps=1e-6, dtyp
     X and write of Y when its rows are exact. `hold`: the dtype the single-pass row is held in
     between its two uses ("float32", or "storage": X's own dtype, half the registers, converted
     again for the output). `blocks`: a persistent grid of this many blocks, each streaming
-    row tiles through `num_stages` cp.async shared-memory stages (`T.Pipelined`)."""
+    row tiles through `num_stages` cp.async shared-memory stages (`T.Pipelined`). `staged`: one
+    block per row tile, the tile copied into shared memory and read from there twice (the
+    registers then hold no row, so the bytes in flight per multiprocessor are bounded by shared
+    memory, not by registers)."""
     width = row_width(N, threads)
+    if staged:
+        return _staged(M, N, block_M, width, threads, eps, dtype)
     if blocks is not None:
         return _persistent(M, N, block_M, width, threads, eps, dtype, blocks, num_stages)
     if block_N is None:
@@ -130,6 +135,30 @@ def _persistent(M, N, block_M, width, threads, eps, dtype, blocks, num_stages):
                 if bx + t * blocks < tiles:  # block-uniform: the stores stay 16-byte vectors
                     for i, j in T.Parallel(block_M, N):
                         Y[(bx + t * blocks) * block_M + i, j] = x[i, j] * scale[i] * W[j]
+
+    return rmsnorm
+
+
+def _staged(M, N, block_M, width, threads, eps, dtype):
+    """The block's rows copied into shared memory once (16-byte copies), the sum of squares and
+    the output both read from there: no row is held in registers. Exact rows only."""
+    if width != N or M % block_M:
+        raise ValueError(f"rmsnorm(staged=True) needs N a multiple of threads * {VEC} and M of block_M")
+
+    @T.prim_func
+    def rmsnorm(X: T.Tensor((M, N), dtype), W: T.Tensor((N,), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(M // block_M, threads=threads) as bx:
+            xs = T.alloc_shared((block_M, N), dtype)
+            sq = T.alloc_fragment((block_M, N), "float32")
+            scale = T.alloc_fragment((block_M,), "float32")
+            T.copy(X[bx * block_M, 0], xs)
+            for i, j in T.Parallel(block_M, N):
+                sq[i, j] = T.cast(xs[i, j], "float32") * T.cast(xs[i, j], "float32")
+            T.reduce_sum(sq, scale, dim=1)
+            for i in T.Parallel(block_M):
+                scale[i] = T.rsqrt(scale[i] * (1.0 / N) + eps)
+            for i, j in T.Parallel(block_M, N):
+                Y[bx * block_M + i, j] = T.cast(xs[i, j], "float32") * scale[i] * W[j]
 
     return rmsnorm
 
