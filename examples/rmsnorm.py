@@ -5,6 +5,10 @@ loads its slice of the row once, the block reduces the sum of squares across its
 the same registers are scaled and written, so X is read once and Y written once. Longer rows
 stream through `block_N`-wide tiles twice (sum of squares, then scale and write).
 
+Two shared-memory variants (`staged=True`: the rows copied to shared memory once and read from
+there twice; `blocks=`: a persistent grid streaming row tiles through `T.Pipelined` cp.async
+stages) keep no row in registers; BENCHMARKS.md (issue 9) has their H200 timings.
+
 Run: python examples/rmsnorm.py [target]
 """
 
@@ -48,6 +52,8 @@ def program(M=4096, N=4096, block_M=1, block_N=None, threads=256, eps=1e-6, dtyp
     block per row tile, the tile copied into shared memory and read from there twice (the
     registers then hold no row, so the bytes in flight per multiprocessor are bounded by shared
     memory, not by registers)."""
+    if hold not in ("float32", "storage"):
+        raise ValueError(f"hold={hold!r}: \"float32\" or \"storage\"")
     width = row_width(N, threads)
     if staged:
         return _staged(M, N, block_M, width, threads, eps, dtype)
