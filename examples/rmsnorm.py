@@ -40,7 +40,8 @@ def row_width(N: int, threads: int) -> int:
 
 
 def program(M=4096, N=4096, block_M=1, block_N=None, threads=256, eps=1e-6, dtype="float16",
-            x_policy=None, y_policy=None, hold="float32", blocks=None, num_stages=2, staged=False):
+            x_policy=None, y_policy=None, hold="float32", blocks=None, num_stages=2, staged=False,
+            l2_reread=False):
     """RMSNorm of each row. `block_N=None` picks the single-pass kernel when `block_M` rows of
     `row_width(N)` elements fit in MAX_REGS registers per thread, else the two-pass kernel with
     tiles of 16 elements per thread; an explicit `block_N` < N forces the two-pass kernel.
@@ -51,7 +52,9 @@ def program(M=4096, N=4096, block_M=1, block_N=None, threads=256, eps=1e-6, dtyp
     row tiles through `num_stages` cp.async shared-memory stages (`T.Pipelined`). `staged`: one
     block per row tile, the tile copied into shared memory and read from there twice (the
     registers then hold no row, so the bytes in flight per multiprocessor are bounded by shared
-    memory, not by registers)."""
+    memory, not by registers). `l2_reread`: the two-pass kernel as torch.compile's Triton kernel
+    is built (pass 1 reads X at evict_last and accumulates the squares elementwise, one block
+    reduction at the end; pass 2 re-reads X from L2 at evict_first); exact tiles only."""
     if hold not in ("float32", "storage"):
         raise ValueError(f"hold={hold!r}: \"float32\" or \"storage\"")
     width = row_width(N, threads)
@@ -61,6 +64,8 @@ def program(M=4096, N=4096, block_M=1, block_N=None, threads=256, eps=1e-6, dtyp
         return _persistent(M, N, block_M, width, threads, eps, dtype, blocks, num_stages)
     if block_N is None:
         block_N = width if block_M * width // threads <= MAX_REGS else threads * 16
+    if l2_reread:
+        return _two_pass_l2(M, N, block_M, block_N, threads, eps, dtype)
     if block_N >= N:
         return _single_pass(M, N, block_M, width, threads, eps, dtype, x_policy, y_policy, hold)
     return _two_pass(M, N, block_M, block_N, threads, eps, dtype)
@@ -165,6 +170,35 @@ def _staged(M, N, block_M, width, threads, eps, dtype):
                 scale[i] = T.rsqrt(scale[i] * (1.0 / N) + eps)
             for i, j in T.Parallel(block_M, N):
                 Y[bx * block_M + i, j] = T.cast(xs[i, j], "float32") * scale[i] * W[j]
+
+    return rmsnorm
+
+
+def _two_pass_l2(M, N, block_M, block_N, threads, eps, dtype):
+    """Two passes over `block_N`-wide tiles with few registers (so many rows in flight per
+    multiprocessor); the row is kept in L2 between them by the eviction policies."""
+    if N % block_N or M % block_M:
+        raise ValueError("rmsnorm(l2_reread=True) needs N a multiple of block_N and M of block_M")
+
+    @T.prim_func
+    def rmsnorm(X: T.Tensor((M, N), dtype), W: T.Tensor((N,), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(M // block_M, threads=threads) as bx:
+            x = T.alloc_fragment((block_M, block_N), "float32")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            scale = T.alloc_fragment((block_M,), "float32")
+            T.clear(acc)
+            for k in T.serial(N // block_N):
+                T.copy(X[bx * block_M, k * block_N], x, eviction_policy="evict_last")
+                for i, j in T.Parallel(block_M, block_N):
+                    acc[i, j] = acc[i, j] + x[i, j] * x[i, j]
+            T.reduce_sum(acc, scale, dim=1)
+            for i in T.Parallel(block_M):
+                scale[i] = T.rsqrt(scale[i] * (1.0 / N) + eps)
+            for k in T.serial(N // block_N):
+                T.copy(X[bx * block_M, k * block_N], x, eviction_policy="evict_first")
+                for i, j in T.Parallel(block_M, block_N):
+                    x[i, j] = x[i, j] * scale[i] * W[k * block_N + j]
+                T.copy(x, Y[bx * block_M, k * block_N])
 
     return rmsnorm
 

@@ -1,7 +1,9 @@
 """RMSNorm's shared-memory row variants on emu:sm_80 (race-checked): the persistent grid that
 streams row tiles through `T.Pipelined` cp.async stages, with a tile count that does not divide
 by the grid (the last round is skipped by some blocks), and the staged kernel that reads its rows
-twice from shared memory; plus the fp16-held single-pass row."""
+twice from shared memory; plus the fp16-held single-pass row and the two-pass kernel built as
+torch.compile's (elementwise accumulation across tiles, one reduction, the second pass reading X
+again)."""
 
 import importlib
 
@@ -18,7 +20,8 @@ rmsnorm = importlib.import_module("rmsnorm")
     dict(M=5, N=256, block_M=1, threads=32, blocks=2, num_stages=3),  # 5 tiles on 2 blocks
     dict(M=4, N=256, block_M=2, threads=32, staged=True),
     dict(M=4, N=256, block_M=2, threads=32, hold="storage"),
-], ids=["persistent", "staged", "hold_fp16"])
+    dict(M=4, N=512, block_M=2, threads=32, block_N=256, l2_reread=True),
+], ids=["persistent", "staged", "hold_fp16", "l2_reread"])
 def test_rmsnorm_row_variants(kw):
     sizes = dict(M=kw["M"], N=kw["N"])
     kernel = tilecore.jit(rmsnorm.program(**kw), out_idx=rmsnorm.OUT_IDX, target="emu:sm_80")
