@@ -26,16 +26,19 @@ import gpu  # noqa: E402
 from gpu_paired import bench_pair  # noqa: E402
 
 M, N = gpu.ROWS
-# current default (2 rows, t512); one row per 1024 threads with the row held as fp16 (32
-# registers: two blocks per SM); persistent grids streaming rows through cp.async stages
+# The current default (2 rows, t512: 56-62 registers, two blocks and 64 KB of loads in flight per
+# multiprocessor), then the variants that hold no row in registers: staged in shared memory (40
+# registers at 2 rows t256: six blocks, 192 KB) and torch.compile's two-pass shape (30-32
+# registers). The persistent cp.async grids and the one-row t1024 kernels of the first run
+# (BENCHMARKS.md) were 8-22% slower and are left out.
 VARIANTS = [dict(block_M=2, threads=512),
-            dict(block_M=1, threads=1024),
-            dict(block_M=1, threads=1024, hold="storage"),
-            dict(block_M=1, threads=512, blocks=396, num_stages=3),
-            dict(block_M=1, threads=512, blocks=264, num_stages=3),
-            dict(block_M=1, threads=512, blocks=264, num_stages=4),
-            dict(block_M=1, threads=1024, blocks=132, num_stages=4),
-            dict(block_M=2, threads=512, blocks=264, num_stages=2)]
+            dict(block_M=2, threads=256, staged=True),
+            dict(block_M=1, threads=256, staged=True),
+            dict(block_M=2, threads=512, staged=True),
+            dict(block_M=4, threads=512, staged=True),
+            dict(block_M=1, threads=256, block_N=2048, l2_reread=True),
+            dict(block_M=1, threads=512, block_N=4096, l2_reread=True),
+            dict(block_M=2, threads=256, block_N=2048, l2_reread=True)]
 
 
 def triton_kernels(out_dir):
