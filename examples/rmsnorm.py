@@ -122,7 +122,10 @@ def _persistent(M, N, block_M, width, threads, eps, dtype, blocks, num_stages):
     grid's tiles in flight are adjacent in memory). Each tile is copied into a shared stage by
     cp.async (`T.Pipelined`: the copies of the next `num_stages - 1` tiles are in flight while
     this one is reduced and written), then read into registers once. Exact rows only (N a
-    multiple of threads * VEC and M of block_M): a tile past the end is skipped."""
+    multiple of threads * VEC and M of block_M): a tile past the end is skipped. Size `blocks`
+    to the blocks that are resident at once (two per H200 multiprocessor at t512, 48-50
+    registers): more run as a second round. On the H200 these grids ran 8-16% slower than the
+    single-pass kernel (BENCHMARKS.md): each tile is one serial chain per block."""
     if width != N or M % block_M:
         raise ValueError(f"rmsnorm(blocks=...) needs N a multiple of threads * {VEC} and M of block_M")
     tiles = M // block_M
