@@ -10,7 +10,11 @@ with one part of the k-tile loop taken out (`ablate`):
 - base: the kernel as it is;
 - nocopy: the steady-state cp.async copies removed (shared memory keeps the prologue's tile);
 - nocopy_nobar: also the loop's __syncthreads removed (ldmatrix + mma.sync only);
-- hmma: also the loop's ldmatrix removed (mma.sync on the fragments of the prologue only).
+- hmma: also the loop's ldmatrix removed (mma.sync on the fragments of the prologue only);
+- nobar: only the loop's __syncthreads removed (copies and ldmatrix stay: what the per-tile
+  barrier's drain costs with the copies in);
+- noldsm: only the loop's ldmatrix removed (copies and barrier stay: if this gains about what
+  nocopy gains, the copies and ldmatrix contend for the shared-memory port).
 
 and a microbenchmark of mma.sync m16n8k16 (f16 in, f32 accumulate) from registers alone at
 4 to 16 warps per multiprocessor (`PEAK_SOURCE`): the instruction's ceiling on this GPU.
@@ -58,9 +62,9 @@ def ablate(src: str, name: str) -> str:
         return src
     a, b = _loop_span(src)
     body = src[a:b].split("\n")
-    drop_copy = True
-    drop_bar = name in ("nocopy_nobar", "hmma")
-    drop_ldsm = name == "hmma"
+    drop_copy = name in ("nocopy", "nocopy_nobar", "hmma")
+    drop_bar = name in ("nocopy_nobar", "hmma", "nobar")
+    drop_ldsm = name in ("hmma", "noldsm")
     out, skip = [], 0
     for line in body:
         if skip:  # the continuation lines of a dropped multi-line asm statement
@@ -262,7 +266,7 @@ def main(argv=None) -> int:
             kern(a, b, c)
         torch.cuda.synchronize()
         return 0
-    for name in ("base", "nocopy", "nocopy_nobar", "hmma"):
+    for name in ("base", "nocopy", "nocopy_nobar", "hmma", "nobar", "noldsm"):
         src = ablate(r.source, name)
         lk = LoadedKernel(compile_cuda(src, arch, name=f"gemm_{name}"), r.entry, r.smem_bytes)
         launch = lk.prepare(dev, grid, r.block, art._specs, {})

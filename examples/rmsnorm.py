@@ -5,6 +5,10 @@ loads its slice of the row once, the block reduces the sum of squares across its
 the same registers are scaled and written, so X is read once and Y written once. Longer rows
 stream through `block_N`-wide tiles twice (sum of squares, then scale and write).
 
+Two shared-memory variants (`staged=True`: the rows copied to shared memory once and read from
+there twice; `blocks=`: a persistent grid streaming row tiles through `T.Pipelined` cp.async
+stages) keep no row in registers; BENCHMARKS.md (issue 9) has their H200 timings.
+
 Run: python examples/rmsnorm.py [target]
 """
 
@@ -36,21 +40,38 @@ def row_width(N: int, threads: int) -> int:
 
 
 def program(M=4096, N=4096, block_M=1, block_N=None, threads=256, eps=1e-6, dtype="float16",
-            x_policy=None, y_policy=None):
+            x_policy=None, y_policy=None, hold="float32", blocks=None, num_stages=2, staged=False,
+            l2_reread=False):
     """RMSNorm of each row. `block_N=None` picks the single-pass kernel when `block_M` rows of
     `row_width(N)` elements fit in MAX_REGS registers per thread, else the two-pass kernel with
     tiles of 16 elements per thread; an explicit `block_N` < N forces the two-pass kernel.
     `x_policy` / `y_policy`: the L2 eviction policy (T.copy's) of the single-pass kernel's read of
-    X and write of Y when its rows are exact."""
+    X and write of Y when its rows are exact. `hold`: the dtype the single-pass row is held in
+    between its two uses ("float32", or "storage": X's own dtype, half the registers, converted
+    again for the output). `blocks`: a persistent grid of this many blocks, each streaming
+    row tiles through `num_stages` cp.async shared-memory stages (`T.Pipelined`). `staged`: one
+    block per row tile, the tile copied into shared memory and read from there twice (the
+    registers then hold no row, so the bytes in flight per multiprocessor are bounded by shared
+    memory, not by registers). `l2_reread`: the two-pass kernel as torch.compile's Triton kernel
+    is built (pass 1 reads X at evict_last and accumulates the squares elementwise, one block
+    reduction at the end; pass 2 re-reads X from L2 at evict_first); exact tiles only."""
+    if hold not in ("float32", "storage"):
+        raise ValueError(f"hold={hold!r}: \"float32\" or \"storage\"")
     width = row_width(N, threads)
+    if staged:
+        return _staged(M, N, block_M, width, threads, eps, dtype)
+    if blocks is not None:
+        return _persistent(M, N, block_M, width, threads, eps, dtype, blocks, num_stages)
     if block_N is None:
         block_N = width if block_M * width // threads <= MAX_REGS else threads * 16
+    if l2_reread:
+        return _two_pass_l2(M, N, block_M, block_N, threads, eps, dtype)
     if block_N >= N:
-        return _single_pass(M, N, block_M, width, threads, eps, dtype, x_policy, y_policy)
+        return _single_pass(M, N, block_M, width, threads, eps, dtype, x_policy, y_policy, hold)
     return _two_pass(M, N, block_M, block_N, threads, eps, dtype)
 
 
-def _single_pass(M, N, block_M, width, threads, eps, dtype, x_policy, y_policy):
+def _single_pass(M, N, block_M, width, threads, eps, dtype, x_policy, y_policy, hold):
     """The whole row in registers. Loads and stores are T.Parallel element accesses (so that
     `block_M=1` lowers), unguarded, and so vectorized, when no row or column can fall outside the
     tensor (padding reads as 0); an exact row's X read with an eviction policy `x_policy`, or its
@@ -68,7 +89,7 @@ def _single_pass(M, N, block_M, width, threads, eps, dtype, x_policy, y_policy):
     @T.prim_func
     def rmsnorm(X: T.Tensor((M, N), dtype), W: T.Tensor((N,), dtype), Y: T.Tensor((M, N), dtype)):
         with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
-            x = T.alloc_fragment((block_M, width), "float32")
+            x = T.alloc_fragment((block_M, width), dtype if hold == "storage" else "float32")
             sq = T.alloc_fragment((block_M, width), "float32")
             scale = T.alloc_fragment((block_M,), "float32")
             if x_copy:
@@ -79,19 +100,108 @@ def _single_pass(M, N, block_M, width, threads, eps, dtype, x_policy, y_policy):
                     x[i, j] = X[bx * block_M + i, j]
                 elif not exact:  # padding reads as 0: it adds nothing to the sum of squares
                     x[i, j] = T.if_then_else(bx * block_M + i < M and j < N, X[bx * block_M + i, j], 0.0)
-                sq[i, j] = x[i, j] * x[i, j]
+                sq[i, j] = T.cast(x[i, j], "float32") * T.cast(x[i, j], "float32")
             T.reduce_sum(sq, scale, dim=1)
             for i in T.Parallel(block_M):
                 scale[i] = T.rsqrt(scale[i] * (1.0 / N) + eps)
             for i, j in T.Parallel(block_M, width):
                 if y_copy:
-                    x[i, j] = x[i, j] * scale[i] * W[j]
+                    x[i, j] = T.cast(x[i, j], "float32") * scale[i] * W[j]
                 elif y_plain:
-                    Y[bx * block_M + i, j] = x[i, j] * scale[i] * W[j]
+                    Y[bx * block_M + i, j] = T.cast(x[i, j], "float32") * scale[i] * W[j]
                 elif bx * block_M + i < M and j < N:
-                    Y[bx * block_M + i, j] = x[i, j] * scale[i] * W[j]
+                    Y[bx * block_M + i, j] = T.cast(x[i, j], "float32") * scale[i] * W[j]
             if y_copy:
                 T.copy(x, Y[bx * block_M, 0], eviction_policy=y_policy)
+
+    return rmsnorm
+
+
+def _persistent(M, N, block_M, width, threads, eps, dtype, blocks, num_stages):
+    """A persistent grid of `blocks` blocks; block b takes row tiles b, b + blocks, ... (so the
+    grid's tiles in flight are adjacent in memory). Each tile is copied into a shared stage by
+    cp.async (`T.Pipelined`: the copies of the next `num_stages - 1` tiles are in flight while
+    this one is reduced and written), then read into registers once. Exact rows only (N a
+    multiple of threads * VEC and M of block_M): a tile past the end is skipped. Size `blocks`
+    to the blocks that are resident at once (two per H200 multiprocessor at t512, 48-50
+    registers): more run as a second round. On the H200 these grids ran 8-16% slower than the
+    single-pass kernel (BENCHMARKS.md): each tile is one serial chain per block."""
+    if width != N or M % block_M:
+        raise ValueError(f"rmsnorm(blocks=...) needs N a multiple of threads * {VEC} and M of block_M")
+    tiles = M // block_M
+    per_block = -(-tiles // blocks)
+
+    @T.prim_func
+    def rmsnorm(X: T.Tensor((M, N), dtype), W: T.Tensor((N,), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(blocks, threads=threads) as bx:
+            xs = T.alloc_shared((block_M, N), dtype)
+            x = T.alloc_fragment((block_M, N), "float32")
+            sq = T.alloc_fragment((block_M, N), "float32")
+            scale = T.alloc_fragment((block_M,), "float32")
+            for t in T.Pipelined(per_block, num_stages=num_stages):
+                T.copy(X[(bx + t * blocks) * block_M, 0], xs)
+                for i, j in T.Parallel(block_M, N):
+                    x[i, j] = xs[i, j]
+                    sq[i, j] = x[i, j] * x[i, j]
+                T.reduce_sum(sq, scale, dim=1)
+                for i in T.Parallel(block_M):
+                    scale[i] = T.rsqrt(scale[i] * (1.0 / N) + eps)
+                if bx + t * blocks < tiles:  # block-uniform: the stores stay 16-byte vectors
+                    for i, j in T.Parallel(block_M, N):
+                        Y[(bx + t * blocks) * block_M + i, j] = x[i, j] * scale[i] * W[j]
+
+    return rmsnorm
+
+
+def _staged(M, N, block_M, width, threads, eps, dtype):
+    """The block's rows copied into shared memory once (16-byte copies), the sum of squares and
+    the output both read from there: no row is held in registers. Exact rows only."""
+    if width != N or M % block_M:
+        raise ValueError(f"rmsnorm(staged=True) needs N a multiple of threads * {VEC} and M of block_M")
+
+    @T.prim_func
+    def rmsnorm(X: T.Tensor((M, N), dtype), W: T.Tensor((N,), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(M // block_M, threads=threads) as bx:
+            xs = T.alloc_shared((block_M, N), dtype)
+            sq = T.alloc_fragment((block_M, N), "float32")
+            scale = T.alloc_fragment((block_M,), "float32")
+            T.copy(X[bx * block_M, 0], xs)
+            for i, j in T.Parallel(block_M, N):
+                sq[i, j] = T.cast(xs[i, j], "float32") * T.cast(xs[i, j], "float32")
+            T.reduce_sum(sq, scale, dim=1)
+            for i in T.Parallel(block_M):
+                scale[i] = T.rsqrt(scale[i] * (1.0 / N) + eps)
+            for i, j in T.Parallel(block_M, N):
+                Y[bx * block_M + i, j] = T.cast(xs[i, j], "float32") * scale[i] * W[j]
+
+    return rmsnorm
+
+
+def _two_pass_l2(M, N, block_M, block_N, threads, eps, dtype):
+    """Two passes over `block_N`-wide tiles with few registers (so many rows in flight per
+    multiprocessor); the row is kept in L2 between them by the eviction policies."""
+    if N % block_N or M % block_M:
+        raise ValueError("rmsnorm(l2_reread=True) needs N a multiple of block_N and M of block_M")
+
+    @T.prim_func
+    def rmsnorm(X: T.Tensor((M, N), dtype), W: T.Tensor((N,), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(M // block_M, threads=threads) as bx:
+            x = T.alloc_fragment((block_M, block_N), "float32")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            scale = T.alloc_fragment((block_M,), "float32")
+            T.clear(acc)
+            for k in T.serial(N // block_N):
+                T.copy(X[bx * block_M, k * block_N], x, eviction_policy="evict_last")
+                for i, j in T.Parallel(block_M, block_N):
+                    acc[i, j] = acc[i, j] + x[i, j] * x[i, j]
+            T.reduce_sum(acc, scale, dim=1)
+            for i in T.Parallel(block_M):
+                scale[i] = T.rsqrt(scale[i] * (1.0 / N) + eps)
+            for k in T.serial(N // block_N):
+                T.copy(X[bx * block_M, k * block_N], x, eviction_policy="evict_first")
+                for i, j in T.Parallel(block_M, block_N):
+                    x[i, j] = x[i, j] * scale[i] * W[k * block_N + j]
+                T.copy(x, Y[bx * block_M, k * block_N])
 
     return rmsnorm
 

@@ -13,6 +13,6 @@ timeout "${PROBE_TIMEOUT:-120}" python3 benchmarks/sm80_probe.py "$@" 2>&1 | tee
 nvidia-smi --query-gpu=clocks.sm,clocks.max.sm --format=csv
 PROBE_NCU_ONLY=1 timeout "${NCU_TIMEOUT:-90}" ncu --clock-control none --section SpeedOfLight \
   --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
-  --section MemoryWorkloadAnalysis_Tables -k gemm -c 1 python3 benchmarks/sm80_probe.py "$@" >"$OUT/ncu.txt" 2>&1
+  --section MemoryWorkloadAnalysis_Tables --section SourceCounters -k gemm -c 1 python3 benchmarks/sm80_probe.py "$@" >"$OUT/ncu.txt" 2>&1
 echo "ncu rc $?"
 grep -E "Duration|SM Frequency|Tensor|Issue Slots|Stall|stall|Bank|Eligible|Active Warps|Compute \(SM\)|Memory Throughput|No Eligible|Warp Cycles" "$OUT/ncu.txt" | head -60
