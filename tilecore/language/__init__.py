@@ -142,6 +142,7 @@ from .thread_level import (
     tvm_warp_shuffle,
     ws,
 )
+from .transpose import transpose
 from .views import reshape, view
 
 cast = builtin(cast)
@@ -172,7 +173,8 @@ __all__ = [
     "macro", "make_padded_layout", "make_row_major_layout", "make_swizzled_layout", "max",
     "max_value", "min", "min_value", "pow", "prim_func", "reduce_abssum",
     "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum",
-    "reduce", "reduce_bitand", "reduce_bitor", "reduce_bitxor", "region", "round", "rsqrt", "serial",
+    "reduce", "reduce_bitand", "reduce_bitor", "reduce_bitxor", "transpose",
+    "region", "round", "rsqrt", "serial",
     "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "trunc", "uint8", "uint16", "uint32",
     "uint64",
     "unroll", "use_swizzle", "vectorized", "half", "float",
