@@ -26,13 +26,14 @@ from .atomic_ops import atomic_add, atomic_max, atomic_min
 from .bitcast import reinterpret
 from .buffer_annotations import FragmentBuffer, LocalBuffer, SharedBuffer
 from .builder import builtin
-from .compat_ops import Cast, alloc_global, clamp, dtype, truncdiv, truncmod
+from .compat_ops import Cast, Ramp, alloc_global, annotate_safe_value, clamp, dtype, truncdiv, truncmod
 from .compat_ops import alloc_buffer as alloc_buffer
 from .debug_ops import device_assert, print_format
 from .debug_ops import print as print  # noqa: A004 - T.print mirrors TileLang
 from .dot_ops import dp4a, index_to_coordinates
 from .eager import const, empty
 from .global_views import im2col
+from .grid_sync import sync_global
 from .grid_sync import sync_grid as sync_grid
 from .hints import (
     annotate_consumer_reg_alloc,
@@ -173,7 +174,8 @@ __all__ = [
     "macro", "make_padded_layout", "make_row_major_layout", "make_swizzled_layout", "max",
     "max_value", "min", "min_value", "pow", "prim_func", "reduce_abssum",
     "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum",
-    "reduce", "reduce_bitand", "reduce_bitor", "reduce_bitxor", "transpose",
+    "reduce", "reduce_bitand", "reduce_bitor", "reduce_bitxor", "transpose", "Ramp",
+    "sync_global", "annotate_safe_value",
     "region", "round", "rsqrt", "serial",
     "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "trunc", "uint8", "uint16", "uint32",
     "uint64",

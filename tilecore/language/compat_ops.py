@@ -4,7 +4,12 @@
 - `T.clamp(x, lo, hi)`: min(max(x, lo), hi);
 - `T.truncdiv` / `T.truncmod`: C-style integer division and remainder (what `//` and `%` mean
   on kernel integers in tilecore; `T.floordiv` / `T.floormod` are the flooring ones);
-- `T.Cast(dtype, x)`: TVM's argument order for a cast.
+- `T.Cast(dtype, x)`: TVM's argument order for a cast;
+- `T.Ramp(base, 1, lanes)` as a subscript: the slice `base:base + lanes` (TVM's vector index),
+  so `B[T.Ramp(i, 1, 4)] = A[T.Ramp(j, 1, 4)]` is a copy of four elements;
+- `T.annotate_safe_value({buf: v})`: the value TileLang's safe-memory pass gives loads outside
+  a global tensor. tilecore's `T.copy` zero-fills outside a tensor and an element load outside
+  one is a located error, so v == 0 is what tilecore does already; any other value raises.
 """
 
 from __future__ import annotations
@@ -126,3 +131,47 @@ def alloc_buffer(shape, dtype, scope="global"):
         return alloc_global(shape, dtype)
     return {"shared": ops.alloc_shared, "fragment": ops.alloc_fragment,
             "local": ops.alloc_local}[kind](shape, dtype)
+
+
+@builtin
+def Ramp(base, stride, lanes):  # noqa: N802 - TVM's spelling
+    """TVM's vector index `base, base + stride, ...` (`lanes` of them) used as a subscript:
+    with stride 1 it is the slice `base:base + lanes` (a region: copies, fills, tile ops)."""
+    from ..errors import TileShapeError
+    from ..ir.expr import const_int
+    from .builder import current
+    from .refs import SliceItem
+
+    n = const_int(as_expr(lanes)) if not isinstance(lanes, int) else lanes
+    if n is None or n < 1:
+        raise TileShapeError(f"T.Ramp lanes must be a positive compile-time int, got {lanes!r}",
+                             current().loc, hint="give the vector width as a constant")
+    if (stride if isinstance(stride, int) else const_int(as_expr(stride))) != 1:
+        raise TileShapeError(f"T.Ramp with stride {stride!r} is not provided (only stride 1, a slice)",
+                             current().loc, hint="index the elements in a T.Parallel loop")
+    return SliceItem(base, binop("add", as_expr(base), n))
+
+
+@builtin
+def annotate_safe_value(safe_value_map: dict) -> None:
+    """TileLang's `{buffer: value}` for out-of-bounds loads (module docstring): 0 is accepted
+    (tilecore's zero-filled edges), any other value is a located TileTypeError."""
+    from ..errors import TileShapeError
+    from ..ir.buffer import Buffer
+    from ..ir.expr import Const
+    from .builder import current
+
+    if not isinstance(safe_value_map, dict):
+        raise TileTypeError("T.annotate_safe_value takes a dict {buffer: value}", current().loc,
+                            hint="write T.annotate_safe_value({A: 0})")
+    for buf, value in safe_value_map.items():
+        if not isinstance(buf, Buffer):
+            raise TileTypeError(f"T.annotate_safe_value key {buf!r} is not a buffer", current().loc,
+                                hint="key the dict by the kernel's tensors")
+        v = as_expr(value)
+        if not (isinstance(v, Const) and v.value == 0):
+            raise TileShapeError(
+                f"T.annotate_safe_value({buf.name}: {value!r}) is not provided: tilecore's T.copy "
+                "fills elements outside a tensor with 0 (and an element load outside one is an error)",
+                current().loc, hint="pass 0, or replace the edge values after the copy "
+                "(T.if_then_else on the index) to get another one")

@@ -19,3 +19,9 @@ def sync_grid() -> None:
         raise TileSyntaxError("T.sync_grid() cannot be used inside T.Parallel", b.loc,
                               hint="move it to the kernel body, between its loops")
     b.emit(GridSync(b.loc))
+
+
+@builtin
+def sync_global() -> None:
+    """TileLang's other spelling of the grid-wide barrier: `T.sync_grid()`."""
+    sync_grid()

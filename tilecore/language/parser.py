@@ -360,11 +360,9 @@ class Parser:
             if not isinstance(ref, Ref):
                 raise TileSyntaxError("only buffer elements can be assigned by subscript", self.loc(target),
                                       hint="assign to a buffer element like A[i, j]")
-            if not ref.is_element:
-                raise TileShapeError(
-                    f"cannot assign to a slice of {ref.buffer.name}",
-                    hint="use T.fill for a constant, T.copy for a tile, or a T.Parallel loop",
-                )
+            if not ref.is_element:  # TVM script's vector store: a tile copy or a fill
+                self.assign_region(ref, value)
+                return
             buf = ref.buffer
             val = self.value_expr(value, buf.dtype)
             if id(buf) in self.b.reducers:  # T.alloc_reducer: the update forms (reducers.py)
@@ -380,6 +378,23 @@ class Parser:
         else:
             raise TileSyntaxError(f"cannot assign to {type(target).__name__}", self.loc(target),
                                   hint="assign to a name, a buffer element, or a tuple of them")
+
+    def assign_region(self, ref: Ref, value) -> None:
+        """`B[i:i + 4] = A[j:j + 4]` (also `T.Ramp(base, 1, lanes)` subscripts, TVM's vector
+        index) is `T.copy` of the region, `B[i:i + 4] = v` with a scalar `T.fill`; any other
+        value is a located error."""
+        from . import ops
+
+        if isinstance(value, Buffer) or (isinstance(value, Ref) and not value.is_element):
+            ops.copy(value, ref)
+            return
+        try:
+            scalar = self.value_expr(value, ref.buffer.dtype)
+        except TileTypeError:
+            raise TileShapeError(f"cannot assign {type(value).__name__} to a slice of {ref.buffer.name}",
+                                 self.b.loc, hint="assign a region of the same shape (a copy) or a scalar "
+                                 "(a fill), or write the elements in a T.Parallel loop") from None
+        ops.fill(ref, scalar)
 
     def value_expr(self, value, like=None) -> Expr:
         if isinstance(value, Buffer):
