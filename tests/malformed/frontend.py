@@ -127,7 +127,7 @@ MISTAKES = [
     _k("index_rank_mismatch", "TileShapeError", "A[0, 0] = 1.0  # <- here", "dimension"),
     _k("float_index", "TileTypeError", "A[1.5] = 1.0  # <- here", "integer"),
     _k("float_expr_index", "TileTypeError", "A[A[0]] = 1.0  # <- here", "float32"),
-    _k("assign_to_slice", "TileShapeError", "A[0:4] = 1.0  # <- here", "slice"),
+    _k("assign_tuple_to_slice", "TileShapeError", "A[0:4] = (1.0, 2.0)  # <- here", "to a slice"),
     _k("whole_tile_arithmetic", "TileTypeError",
        "s = T.alloc_shared((16,), 'float32')\nA[0] = s + 1.0  # <- here", "whole tile"),
     _k("discarded_value", "TileSyntaxError", "A[0] + 1.0  # <- here", "discarded"),
