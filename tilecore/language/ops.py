@@ -467,8 +467,19 @@ def clear(buffer) -> None:
 def cumsum(src, dst=None, dim=0, reverse=False):
     """Inclusive prefix sum of src along dim into dst (in place when dst is omitted)."""
     b = current()
-    from .views import regroups, staging_tile, tile_operands, write_back
+    from .views import is_region, region_tile, regroups, staging_tile, tile_operands, write_back
 
+    if is_region(src) or is_region(dst):  # shared / fragment slices: through tiles of their extents
+        tmp, back = region_tile(src, True, "cumsum source") if is_region(src) else (src, None)
+        if dst is None or dst is src:  # in place: the staged source holds the result
+            cumsum(tmp, tmp, dim, reverse)
+            if back is not None:
+                back()
+            return
+        out, finish = region_tile(dst, False, "cumsum destination") if is_region(dst) else (dst, lambda: None)
+        cumsum(tmp, out, dim, reverse)
+        finish()
+        return
     if regroups(src) or regroups(dst):  # a regrouping T.reshape view: through a staging tile
         if dst is None or dst is src:  # in place: the staged source holds the result
             tmp = staging_tile(src, copy_in=True)

@@ -24,7 +24,17 @@ from .refs import buffer_of, squeezed
 def _reduce(kind, src, dst, dim, clear):
     """Check and emit one Reduce of `kind` (shapes, scopes, dtypes; views resolved)."""
     b = current()
-    from .views import BufferView, regroups, tile_operands
+    from .views import BufferView, is_region, region_tile, regroups, tile_operands
+
+    if is_region(src) or is_region(dst):  # shared / fragment slices: through tiles of their extents
+        if is_region(src):
+            src, _ = region_tile(src, True, f"reduce_{kind} source")
+        finish = lambda: None  # noqa: E731
+        if is_region(dst):
+            dst, finish = region_tile(dst, not clear, f"reduce_{kind} destination")
+        _reduce(kind, src, dst, dim, clear)
+        finish()
+        return
 
     if regroups(src) or regroups(dst):  # a regrouping T.reshape view: through a staging tile
         src, dst, finish = tile_operands(src, dst, dst_read=not clear)

@@ -187,3 +187,32 @@ def view(src, shape=None, dtype=None):
 
 __all__ = ["BufferView", "regroups", "reshape", "staging_tile", "tile_operands", "view",
            "write_back"]
+
+
+def is_region(x) -> bool:
+    """Whether `x` is a sliced subscript of a buffer (`s[0:4, :]`), not a whole tile."""
+    from .refs import Ref
+
+    return isinstance(x, Ref) and not x.is_element
+
+
+def region_tile(ref, copy_in: bool, what: str):
+    """(tile, finish) for a region operand of a tile operation (TileLang takes shared and
+    fragment slices there): a tile of the region's extents (unit dimensions kept, so `dim`
+    counts as in the region) in its buffer's scope, filled from the region now when `copy_in`;
+    `finish()` copies it back into the region (call it after the operation when the region is
+    written)."""
+    from ..errors import TileTypeError
+    from .ops import copy
+    from .refs import region_of
+
+    r = region_of(ref, None, what)
+    if r.buffer.scope == "global":
+        raise TileTypeError(f"{what} {r.buffer.name} is in global memory",
+                            hint="copy it into a fragment or shared buffer first")
+    b = current()
+    tmp = b.allocate(Buffer(b.unique_name(f"{r.buffer.name}_region"), tuple(r.extents), r.buffer.dtype,
+                            r.buffer.scope))
+    if copy_in:
+        copy(ref, tmp)
+    return tmp, lambda: copy(tmp, ref)
