@@ -123,6 +123,7 @@ from .reduce_ops import (
     reduce_sum,
 )
 from .reducers import alloc_reducer, finalize_reducer
+from .rng import rng_init, rng_rand
 from .sparse_ops import gemm_sp
 from .thread_level import (
     access_ptr,
@@ -175,7 +176,7 @@ __all__ = [
     "max_value", "min", "min_value", "pow", "prim_func", "reduce_abssum",
     "reduce_absmax", "reduce_max", "reduce_min", "reduce_sum",
     "reduce", "reduce_bitand", "reduce_bitor", "reduce_bitxor", "transpose", "Ramp",
-    "sync_global", "annotate_safe_value",
+    "sync_global", "annotate_safe_value", "rng_init", "rng_rand",
     "region", "round", "rsqrt", "serial",
     "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "trunc", "uint8", "uint16", "uint32",
     "uint64",

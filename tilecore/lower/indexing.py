@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from .. import semantics as S
-from ..ir.expr import COMPOSITE, BinOp, Cast, Const, Expr, Var, linear
+from ..ir.expr import COMPOSITE, BinOp, Cast, Const, Expr, Var, cast, linear
 from ..ir.thread import LaneTable
 from ..ir.visit import rewrite
 
@@ -62,6 +62,10 @@ def _build(terms: dict, const: int, dtype) -> Expr:
     and folding checks: this runs for every affine node the simplifier visits)."""
     out: Expr = Const(const, dtype)
     for atom, c in sorted(terms.items(), key=lambda kv: -abs(kv[1])):
+        if atom.dtype != dtype and atom.dtype.is_int and not isinstance(atom, Const):
+            # `linear` looks through integer casts: the atom computes in `dtype`, as the cast
+            # around it did (an int32 index times an int64 constant must not wrap at 32 bits)
+            atom = cast(atom, dtype)
         if atom.dtype != dtype or isinstance(atom, Const) or c == 0:
             out = out + (atom if c == 1 else atom * c)
             continue
