@@ -79,7 +79,7 @@ def _kernel():
     return k
 
 
-@pytest.mark.parametrize("target", target_params("interp", "emu:sm_90a", "emu:sm_80"))
+@pytest.mark.parametrize("target", target_params("interp", "emu:sm_90a", "emu:sm_80", "metal-cpu"))
 def test_rng_matches_curand(target):
     out, mine = np.zeros((2, THREADS, DRAWS), np.uint32), np.zeros((THREADS, 2), np.uint32)
     tilecore.compile(_kernel(), target=target)(out, mine)
