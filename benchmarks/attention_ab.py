@@ -6,6 +6,10 @@ Steps:
   (output poisoned first), then every config after the first timed alternately with A
   (gpu_paired.bench_pair: the median of the per-pair ratios t_X / t_A; > 1: A is faster) and
   every config alternately with SDPA (t_SDPA / t_X; > 1: ours is faster).
+- ["bwd", [seq, causal], [cfg, ...]]: d=128 backward (dQ zeroing + delta preprocess + the
+  main kernel, as benchmarks/attention_cases.case_bwd) checked against cuDNN's gradients, each
+  config timed alternately with every SDPA backend that runs it (cuDNN, flash, efficient:
+  t_SDPA / t_X, > 1: ours is faster) and with the first config.
 - ["decode", [kv_len, ...], [cfg, ...]]: GQA 32/8 d128 b32 decoding at each cache length, each
   config and cuDNN timed alternately (t_cuDNN / t_X), every config after the first also
   alternately with the first (t_X / t_A), and each by do_bench; with the launch floor
@@ -72,6 +76,70 @@ def step_fwd(torch, arch, args, cfgs):
         if i:
             ab = _pair(torch, runs[0], run, ms0)
             line += f" | vs cfg0 {ab['a_ms']:.3f} / {ab['b_ms']:.3f} ms t_X/t_A {ab['ratio']:.3f}"
+        print(line, flush=True)
+
+
+def step_bwd(torch, arch, args, cfgs):
+    """Check then time backward configs at (seq, causal), d=128, against each SDPA backend."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    s, causal = args
+    d = 128
+    b, h = cases.fwd_shape(d, s)
+    q, k, v, do = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    qt, kt, vt = (x.transpose(1, 2).contiguous().requires_grad_() for x in (q, k, v))
+    dot = do.transpose(1, 2).contiguous()
+    base = dict(batch=b, heads=h, seq_len=s, dim=d, is_causal=causal, dtype="bfloat16")
+    fwd = cases.build("fwd", dict(base, return_lse=True, **cases.FWD_FOR_LSE), arch, out_idx=[-2, -1])
+    o, lse = fwd(q, k, v)
+    pre = cases.build("pre", dict(batch=b, heads=h, seq_len=s, dim=d, dtype="bfloat16"), arch)
+    peers, ref = {}, None
+    for name in ("CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION"):
+        with sdpa_kernel(getattr(SDPBackend, name)):
+            try:
+                out = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+            except Exception as e:  # not available for these inputs
+                print(f"SDPA {name} unavailable: {type(e).__name__}: {str(e)[:120]}", flush=True)
+                continue
+
+        def peer(out=out):
+            return torch.autograd.grad(out, (qt, kt, vt), dot, retain_graph=True)
+
+        grads = peer()
+        if ref is None:
+            ref = torch.cat([g.transpose(1, 2).float().flatten() for g in grads])
+        peers[name.lower()] = peer
+    gflop = 10.0 * b * h * s * s * d * (0.5 if causal else 1.0) / 1e9
+    tag = f"bwd d{d} s{s}{' causal' if causal else ''}"
+    for name, peer in peers.items():
+        ms = gpu.bench(peer)
+        print(f"{tag} SDPA {name}: {ms:.3f} ms ({gflop / ms:.0f} TFLOP/s)", flush=True)
+    runs = []
+    for i, cfg in enumerate(cfgs):
+        kern = cases.build("bwd", dict(base, **cfg), arch)
+        delta = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+        dq = torch.empty(b, s, h, d, device="cuda", dtype=torch.float32)
+        dk, dv = torch.empty_like(k), torch.empty_like(v)
+
+        def run(kern=kern, delta=delta, dq=dq, dk=dk, dv=dv):
+            dq.zero_()
+            pre(o, do, delta)
+            kern(q, k, v, do, lse, delta, dq, dk, dv)
+
+        dk.fill_(float("nan"))
+        dv.fill_(float("nan"))
+        run()
+        err = gpu.rel_err(torch.cat([x.float().flatten() for x in (dq, dk, dv)]), ref)
+        assert err < 3e-2, f"{cfg}: relative error {err:.3e}"
+        ms = gpu.bench(run)
+        line = f"{tag} cfg{i} {json.dumps(cfg)}: {ms:.3f} ms ({gflop / ms:.0f} TFLOP/s, err {err:.1e})"
+        for name, peer in peers.items():
+            vs = _pair(torch, run, peer, ms)
+            line += f" | vs {name} {vs['a_ms']:.3f} / {vs['b_ms']:.3f} ms ratio {vs['ratio']:.3f}"
+        if runs:
+            ab = _pair(torch, runs[0], run, ms)
+            line += f" | vs cfg0 t_X/t_A {ab['ratio']:.3f}"
+        runs.append(run)
         print(line, flush=True)
 
 
@@ -157,7 +225,13 @@ def build_jobs(plan) -> list:
     jobs, seen = [], set()
     for kind, args, cfgs in plan:
         for cfg in cfgs:
-            if kind == "fwd":
+            if kind == "bwd":
+                s, causal = args
+                b, h = cases.fwd_shape(128, s)
+                base = dict(batch=b, heads=h, seq_len=s, dim=128, is_causal=causal, dtype="bfloat16")
+                todo = [("bwd", dict(base, **cfg)), ("fwd", dict(base, return_lse=True, **cases.FWD_FOR_LSE)),
+                        ("pre", dict(batch=b, heads=h, seq_len=s, dim=128, dtype="bfloat16"))]
+            elif kind == "fwd":
                 d, s, causal = args
                 b, h = cases.fwd_shape(d, s)
                 todo = [("fwd", dict(batch=b, heads=h, seq_len=s, dim=d, is_causal=causal, dtype="bfloat16",
@@ -209,7 +283,7 @@ def main(argv=None) -> int:
     arch = device_arch(torch.cuda.current_device())
     for kind, args, cfgs in json.loads(argv[0]):
         try:
-            steps = dict(fwd=step_fwd, decode=step_decode, decode_read=step_decode_read)
+            steps = dict(fwd=step_fwd, bwd=step_bwd, decode=step_decode, decode_read=step_decode_read)
             steps[kind](torch, arch, args, cfgs)
         except Exception as e:  # keep going
             print(f"{kind} {args}: FAILED {type(e).__name__}: {str(e)[:300]}", flush=True)

@@ -27,7 +27,7 @@ LOG2E = 1.4426950408889634
 
 def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=64, block_N=64,
             num_stages=1, threads=128, dtype="float16", kv_heads=None, sm_scale=None, return_lse=False,
-            overlap=False, reverse_causal=True, diag_first=False):
+            overlap=False, reverse_causal=True, diag_first=False, o_in_q=False):
     """One block per (query tile, head, batch). `sm_scale` defaults to 1/sqrt(dim); the softmax
     runs in base 2 (exp2 of scores pre-multiplied by log2(e) * sm_scale). `overlap=True` orders
     the loop as FlashAttention-3 does (the next tile's scores and this tile's P V in flight
@@ -36,7 +36,12 @@ def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=64,
     slower causal and at d=64: tilecore.contrib.attention_configs picks it). `reverse_causal`
     launches causal query tiles longest first. `diag_first` (causal, `overlap=True`, block_N a
     multiple of block_M; ignored otherwise) walks the key tiles last to first, so the one masked
-    tile is the peeled first iteration's and the overlapped body carries no mask.
+    tile is the peeled first iteration's and the overlapped body carries no mask. `o_in_q`
+    stages the output tile in the query tile's shared buffer (free once the last Q K^T is
+    done) instead of a buffer of its own: 32 KB less shared memory at 128x128 d=128, room for
+    wider key tiles or a third stage. One tile per block only: under the persistent schedule
+    (`tilecore.ws_persistent_any`) the next tile's query load overwrites the buffer with no
+    barrier after the epilogue's reads (emu:sm_90a reports the race).
     """
     kv_heads = kv_heads or heads
     # in the reversed walk each row's first tile must hold one of its keys (its diagonal one):
@@ -94,7 +99,7 @@ def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=64,
         Q_shared = T.alloc_shared((block_M, dim), dtype)
         K_shared = T.alloc_shared((block_N, dim), dtype)
         V_shared = T.alloc_shared((block_N, dim), dtype)
-        O_shared = T.alloc_shared((block_M, dim), dtype)
+        O_shared = Q_shared if o_in_q else T.alloc_shared((block_M, dim), dtype)
         acc_s = T.alloc_fragment((block_M, block_N), accum)
         acc_s_cast = T.alloc_fragment((block_M, block_N), dtype)
         acc_o = T.alloc_fragment((block_M, dim), accum)

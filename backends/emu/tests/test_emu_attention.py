@@ -196,3 +196,16 @@ def test_causal_overlap_diagonal_first(target, sizes, tiles):
     want_o, want_lse, _ = flash_attention.attention64(q, kk, v, True)
     np.testing.assert_allclose(o.astype(np.float32), want_o, rtol=2e-2, atol=2e-2)
     np.testing.assert_allclose(lse, want_lse, rtol=1e-3, atol=1e-3)
+
+
+def test_output_staged_in_query_buffer():
+    """`o_in_q`: the output tile leaves through the query tile's shared buffer (no O_shared), so
+    128x128 d=128 fits three stages (224 KB); the emulated sm_90a race checker sees the order of
+    the last Q K^T reads, the output's shared writes and the store (ragged length, GQA)."""
+    sizes = dict(batch=1, heads=2, kv_heads=1, seq_len=200, dim=128, dtype="bfloat16")
+    k = tilecore.jit(flash_attention.program(**sizes, block_M=128, block_N=128, num_stages=3, threads=256,
+                                             overlap=True, o_in_q=True), out_idx=[-1], target="emu:sm_90a")
+    q, kk, v = flash_attention.make_inputs(np.random.default_rng(13), **sizes)
+    want = flash_attention.attention64(q, kk, v, False)[0]
+    np.testing.assert_allclose(k(q, kk, v).astype(np.float32), want, rtol=2e-2, atol=2e-2)
+    assert "O_shared" not in k.get_ir("final") and "Q_shared" in k.get_ir("final")
