@@ -14,7 +14,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-_JIT = {"cache": True, "error_model": "numpy"}
+# Only generated kernels call these: no CPython wrapper (for calls from Python) and no cfunc
+# wrapper (for first-class function values), which numba would otherwise lower, optimize and
+# compile to machine code with every helper (a seventh of the quickstart's cold compile)
+_JIT = {"cache": True, "error_model": "numpy", "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 
 
 @njit(inline="always", **_JIT)
