@@ -17,7 +17,7 @@ from tilecore import dtypes as dt
 from tilecore.errors import TileTargetError
 from tilecore.ir.aliases import BufferAlias
 from tilecore.ir.debug import DEBUG_STMTS
-from tilecore.ir.expr import Const, Load, binop, cast
+from tilecore.ir.expr import Const, Load, binop, cast, const_int
 from tilecore.ir.grid_sync import phases as grid_phases
 from tilecore.ir.loops import While
 from tilecore.ir.module import PrimFunc
@@ -189,7 +189,11 @@ class Codegen:
             gs = []
             for i, g in enumerate(launch.grid):
                 gs.append(f"_g{i}")
-                lines.add(f"_g{i} = max(np.int64({self.x.observed(g)}), 0)")
+                c = const_int(g)
+                if c is not None:  # a constant grid: no `max` (numba compiles its overload)
+                    lines.add(f"_g{i} = np.int64({max(c, 0)})")
+                else:
+                    lines.add(f"_g{i} = max(np.int64({self.x.observed(g)}), 0)")
             phase = []
             if self.phases > 1:  # every block finishes a phase before the next starts
                 lines.add(f"for _phase in range({self.phases}):")
