@@ -127,6 +127,7 @@ def _child(case: str, target: str) -> dict:
         out["first_call_s"] = time.perf_counter() - t1
         out["jit_call_s"] = out["jit_s"] + out["first_call_s"]
         out["jit_call_cpu_s"] = time.process_time() - c0  # CPU seconds: robust on a loaded machine
+        out["scipy_linalg_imported"] = "scipy.linalg" in sys.modules  # (tilecore_cpu.blas)
         del y
     elif case == "call":
         out.update(_call_overhead(target))

@@ -4,12 +4,17 @@ scoping), the uninitialized-read report naming the buffer (item 4), jit factorie
 what same-module helpers read and on closure cells (item 7), and T.ceildiv's signs on the
 backends themselves, not only the toy (item 8)."""
 
+import json
+
+import jit_key_helpers
 import numpy as np
 import pytest
+from jit_key_helpers import times_factor
 from optional_backends import needs_interp, target_params
 
 import tilecore
 import tilecore.language as T
+from tilecore import compiler
 from tilecore.errors import TileRuntimeError
 
 THIS = __file__
@@ -122,6 +127,59 @@ def test_jit_factory_rebuilds_when_a_global_read_by_a_helper_changes(factory):
         np.testing.assert_array_equal(factory(8)(x), 5 * x)
     finally:
         FACTOR = 2.0
+
+
+@tilecore.jit(out_idx=[-1], target="toy:w4")
+def _through_an_imported_function(m):
+    @T.prim_func
+    def k(A: T.Tensor((m,), "float32"), B: T.Tensor((m,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(m):
+                B[i] = times_factor(A[i])  # `from jit_key_helpers import times_factor`
+
+    return k
+
+
+@tilecore.jit(out_idx=[-1], target="toy:w4")
+def _through_a_module_attribute(m):
+    @T.prim_func
+    def k(A: T.Tensor((m,), "float32"), B: T.Tensor((m,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(m):
+                jit_key_helpers.store_plus_offset(B, A, i)  # a T.macro of another module
+
+    return k
+
+
+def test_jit_factory_rebuilds_when_a_global_of_another_module_read_by_its_helper_changes():
+    """7c: helpers of another user module are followed too, imported by name or used through
+    the module (a macro there), two hops deep inside that module."""
+    x = np.ones(8, np.float32)
+    first = _through_an_imported_function(8)
+    assert _through_an_imported_function(8) is first
+    np.testing.assert_array_equal(first(x), 2 * x)
+    macro_first = _through_a_module_attribute(8)
+    np.testing.assert_array_equal(macro_first(x), x)
+    try:
+        jit_key_helpers.FACTOR = 5.0
+        jit_key_helpers.OFFSET = 3.0
+        np.testing.assert_array_equal(_through_an_imported_function(8)(x), 5 * x)
+        np.testing.assert_array_equal(_through_a_module_attribute(8)(x), x + 3)
+    finally:
+        jit_key_helpers.FACTOR = 2.0
+        jit_key_helpers.OFFSET = 0.0
+    assert _through_an_imported_function(8) is first  # back to the first key: the cached kernel
+
+
+def test_the_factory_key_walk_ends_on_cycles_and_skips_library_code():
+    """The walk follows user modules through an import cycle once per function, and does not
+    descend into tilecore, the standard library or installed packages (NumPy)."""
+    def factory():
+        return jit_key_helpers.ping(np.int64(2)), json.dumps, T.ceildiv
+
+    names = compiler._names_read(factory)
+    assert ("jit_key_cycle", "LIMIT") in names and ("jit_key_helpers", "ping") in names
+    assert {m for m, _ in names} == {__name__, "jit_key_helpers", "jit_key_cycle"}, names
 
 
 def test_jit_factory_rebuilds_when_a_closure_cell_it_reads_changes():

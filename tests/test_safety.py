@@ -45,6 +45,51 @@ def test_widened_offsets_do_not_wrap_where_int32_does():
     assert "(tx // 16)" in str(wide) or "tx" in repr(wide)  # tile-sized parts stay in int32
 
 
+# 2^31 + 2^15 int8 elements: the last row starts at flat offset 2^31. np.zeros maps the 2 GiB
+# lazily (calloc); the kernels touch only the two last rows' ends, so the test stays at ~45 MB.
+_ROWS, _COLS = (1 << 16) + 1, 1 << 15
+
+
+@T.prim_func
+def _ends_of_the_last_rows(A: T.Tensor((_ROWS, _COLS), "int8")):
+    with T.Kernel(2, threads=32) as bx:
+        for j in T.Parallel(32):
+            A[_ROWS - 2 + bx, _COLS - 32 + j] = A[_ROWS - 2 + bx, _COLS - 32 + j] + 1  # WRAP
+
+
+@T.prim_func
+def _end_of_the_last_row(A: T.Tensor((_ROWS, _COLS), "int8")):
+    with T.Kernel(1, threads=32) as bx:
+        for j in T.Parallel(32):
+            A[_ROWS - 1, _COLS - 32 + j] = 7  # constant row and stride: folded at compile time
+
+
+@pytest.mark.parametrize("target", target_params("emu:sm_80"))
+def test_the_emulator_runs_offsets_past_2_31_and_catches_them_wrapping_at_32_bits(target):
+    """2e end to end: the emulator runs the lowered program on a tensor of more than 2^31
+    elements. With the per-buffer decision its offsets are int64 and the writes land; with the
+    offsets forced to int32 (`tl.config_index_bitwidth: 32`) block 1's `(bx + 65535) * 32768`
+    wraps in the emulator's own int32 arithmetic, and it reports the negative offset as an
+    out-of-bounds access at the kernel's line. A constant offset past 2^31 (constant row times
+    constant stride, folded by the lowering) must not wrap either."""
+    a = np.zeros((_ROWS, _COLS), np.int8)
+    tilecore.jit(_ends_of_the_last_rows, target=target)(a)
+    tilecore.jit(_end_of_the_last_row, target=target)(a)
+    np.testing.assert_array_equal(a[-2, -33:], [0] + [1] * 32)
+    np.testing.assert_array_equal(a[-1, -33:], [0] + [7] * 32)
+    assert not a[0, :64].any() and not a[-3, -64:].any()  # nothing landed at a wrapped offset
+    narrow = tilecore.jit(_ends_of_the_last_rows, target=target,
+                          pass_configs={"tl.config_index_bitwidth": 32})
+    with pytest.raises(TileRuntimeError, match=r"global buffer A.* flat element -2147450912,") as e:
+        narrow(a)
+    assert e.value.loc.line == _line_of("# WRAP")
+
+
+def _line_of(marker: str) -> int:
+    return next(i for i, line in enumerate(pathlib.Path(__file__).read_text().splitlines(), 1)
+                if line.rstrip().endswith(marker))
+
+
 def test_the_lowered_ir_and_generated_code_use_64_bit_offsets_for_symbolic_tensors():
     n = T.dynamic("n")
 

@@ -16,7 +16,7 @@ import tilecore
 import tilecore.language as T
 from tilecore import dtypes as dt
 from tilecore.errors import TileConfigWarning, TileError
-from tilecore.options import options_from_pass_configs
+from tilecore.options import CHOICES, HONOURED, options_from_pass_configs
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed")
@@ -35,7 +35,8 @@ def test_every_pass_config_key_is_known_to_the_options():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TileConfigWarning)
         for key in tilecore.PassConfigKey:
-            options_from_pass_configs({key: True})
+            choices = CHOICES.get(HONOURED.get(key.value), (True,))  # an int option: a valid value
+            options_from_pass_configs({key: choices[0]})
     fast = options_from_pass_configs({tilecore.PassConfigKey.TL_ENABLE_FAST_MATH: True})
     assert fast.fast_math
     with pytest.raises(TileError, match="unknown pass_configs key"):

@@ -182,31 +182,100 @@ def _global_names(code) -> frozenset:
 
 def _names_read(fn) -> frozenset:
     """The global names `fn` reads, directly or through the plain functions and `T.macro`
-    helpers of its own module that it names (transitively): a kernel calling `scale(A[i])`
-    whose `scale` reads `FACTOR` depends on `FACTOR` too. Helpers of other modules count by
-    identity only (walking a library's functions would put its globals into every key)."""
-    g = fn.__globals__
-    names = set(_global_names(fn.__code__))
-    todo, seen = list(names), {fn.__code__}
+    helpers it names (transitively), as (module name, name) pairs: a kernel calling
+    `scale(A[i])` whose `scale` reads `FACTOR` depends on `FACTOR` too, in whichever module
+    `scale` is defined. Helpers are followed into every user module (`_user_globals`), named
+    directly (`from helpers import scale`) or through a module (`helpers.scale`, where every
+    attribute name the code mentions counts); functions of tilecore, the standard library and
+    installed packages count by identity only (walking a library's functions would put its
+    globals into every key). Each code object is walked once, so recursion and import cycles
+    end."""
+    return frozenset(((g.get("__name__") or ""), n) for g, n in _reads(fn))
+
+
+def _reads(fn) -> list:
+    """(globals dict, name) for every global `_names_read` describes, in the order found."""
+    out: list = []
+    seen_codes: set = set()
+    seen: set = set()
+    root = fn.__globals__
+    todo = [(root, fn.__code__)]
     while todo:
-        value = g.get(todo.pop())
-        helper = value.fn if isinstance(value, Macro) else value
-        if isinstance(helper, types.FunctionType) and helper.__globals__ is g \
-                and helper.__code__ not in seen:
-            seen.add(helper.__code__)
-            new = _global_names(helper.__code__) - names
-            names |= new
-            todo.extend(new)
-    return frozenset(names)
+        g, code = todo.pop()
+        if code in seen_codes:
+            continue
+        seen_codes.add(code)
+        names = _global_names(code)
+        for n in names:
+            if (id(g), n) in seen or n not in g:
+                continue
+            seen.add((id(g), n))
+            out.append((g, n))
+            value = g[n]
+            if isinstance(value, types.ModuleType):
+                mg = vars(value)
+                if not _user_globals(mg):
+                    continue
+                # `helpers.scale`: the attribute names are among the code's names
+                for a in names:
+                    if a in mg and (id(mg), a) not in seen:
+                        seen.add((id(mg), a))
+                        out.append((mg, a))
+                        _follow(mg[a], todo, root)
+            else:
+                _follow(value, todo, root)
+    return out
+
+
+def _follow(value, todo: list, root: dict) -> None:
+    """Queue the code of `value` when it is a plain function or a `T.macro` of user code (or of
+    the factory's own module, wherever that is installed)."""
+    helper = value.fn if isinstance(value, Macro) else value
+    if isinstance(helper, types.FunctionType) and (
+            helper.__globals__ is root or _user_globals(helper.__globals__)):
+        todo.append((helper.__globals__, helper.__code__))
+
+
+def _user_globals(g: dict) -> bool:
+    """Whether a module's globals belong to user code, whose helpers a factory's key follows:
+    not tilecore or its backends (`tilecore_*`), not the standard library or an installed
+    package (a file under one of the interpreter's library directories)."""
+    name = g.get("__name__") or ""
+    top = name.partition(".")[0]
+    if top == "tilecore" or top.startswith("tilecore_"):
+        return False
+    file = g.get("__file__")
+    return not (isinstance(file, str) and _is_library_file(file))
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_library_file(file: str) -> bool:
+    path = os.path.realpath(file)
+    return any(path.startswith(root + os.sep) for root in _library_roots())
+
+
+@functools.lru_cache(maxsize=1)
+def _library_roots() -> tuple:
+    """The interpreter's standard-library and site-packages directories (resolved)."""
+    import os
+    import site
+    import sysconfig
+
+    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots.update(getattr(site, "getsitepackages", list)())
+    user = getattr(site, "getusersitepackages", lambda: None)()
+    if user:
+        roots.add(user)
+    return tuple(sorted({os.path.realpath(r) for r in roots if r}))
 
 
 def _read_values(fn) -> tuple:
     """The current values of the module globals and closure cells a factory's body (and the
-    kernel inside it, and the same-module helpers they call: `_names_read`) reads, as part of
-    its cache key: a kernel built from `TILE = 64` must be rebuilt after `TILE = 128`. Hashable
+    kernel inside it, and the user helpers they call: `_names_read`) reads, as part of its
+    cache key: a kernel built from `TILE = 64` must be rebuilt after `TILE = 128`. Hashable
     values count by value, others (a list, an array) by identity."""
-    g = fn.__globals__
-    vals = tuple((n, _hashable(g[n])) for n in sorted(_names_read(fn)) if n in g)
+    pairs = [((g.get("__name__") or "", n), _hashable(g[n])) for g, n in _reads(fn)]
+    vals = tuple(sorted(pairs, key=lambda kv: kv[0]))
     cells = ()
     if fn.__closure__:
         cells = tuple((n, _hashable(c.cell_contents))

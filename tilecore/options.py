@@ -83,6 +83,11 @@ class Options:
       overlap the end of the previous kernel in the stream, and no instruction after the wait
       runs before that kernel has completed and its memory is visible (the kernel's own
       semantics are unchanged; tilecore_cuda.render / launch).
+    - ``index_bitwidth`` (TileLang's ``tl.config_index_bitwidth``: 32 or 64; default 0, decided
+      per buffer): the width of global offsets (tilecore.lower.wide_offsets.offsets_are_wide).
+      By default a buffer that may hold 2^31 elements or more gets int64 offsets; 64 gives them
+      to every global buffer; 32 to none, so offsets past 2^31 wrap as int32 arithmetic does
+      (the emulator reports such an access as out of bounds: tests/test_safety.py).
     """
 
     disable_tma_lower: bool = False
@@ -105,6 +110,7 @@ class Options:
     early_tma_prologue: bool = False
     tma_l2_promotion: int = 128
     programmatic_launch: bool = False
+    index_bitwidth: int = 0
 
 
 # TileLang pass-config key -> Options field
@@ -120,6 +126,7 @@ HONOURED = {
     "tirx.disable_vectorize": "disable_vectorize",
     "tir.disable_vectorize": "disable_vectorize",
     "tl.disable_thread_storage_sync": "disable_thread_storage_sync",
+    "tl.config_index_bitwidth": "index_bitwidth",
     "tilecore.disable_fragment_pipeline": "disable_fragment_pipeline",
     "tilecore.disable_tma_store": "disable_tma_store",
     "tilecore.disable_wgmma_scale_d": "disable_wgmma_scale_d",
@@ -142,7 +149,6 @@ NOT_APPLIED = {
     "tl.Simplify": "tilecore's simplifier has no knobs",
     "tl.dynamic_alignment": "symbolic dimensions are not assumed aligned",
     "tl.disable_dynamic_tail_split": "tilecore does not split dynamic tails",
-    "tl.config_index_bitwidth": "index arithmetic is 32-bit with 64-bit global offsets",
     "tl.ptxas_register_usage_level": "no compiler flags are taken from pass_configs",
     "tl.device_compile_flags": "no compiler flags are taken from pass_configs",
     "tl.debug_merge_shared_memory_allocations": "shared buffers are not merged",
@@ -169,7 +175,7 @@ NOT_APPLIED = {
 }
 
 # the options that take one of a few integers rather than a bool
-CHOICES = {"tma_l2_promotion": (128, 256)}
+CHOICES = {"tma_l2_promotion": (128, 256), "index_bitwidth": (32, 64)}
 
 _warned: set[str] = set()
 

@@ -43,7 +43,7 @@ def stage_fragment(ctx: LowerCtx, buf: Buffer, loc) -> tuple[Buffer, list[Stmt]]
             pred = lay.valid(ctx.tx, r)
         else:
             pred = binop("ne", LaneTable(tuple(int(x) for x in col), ctx.tx), 0)
-        off = flat_offset(buf, lay.coords(ctx.tx, r), ctx.bounds)
+        off = flat_offset(buf, lay.coords(ctx.tx, r), ctx.bounds, ctx.wide(buf))
         out.append(MemStore(scratch, off, MemLoad(regs, const(r)), pred, loc))
     return scratch, out
 
@@ -155,18 +155,18 @@ class BodyLowerer:
         """A read of `buf[indices]`; `raw` are the pre-substitution indices (ownership checks)."""
         ctx = self.ctx
         if buf.scope == "global":
-            return MemLoad(buf, flat_offset(buf, indices, ctx.bounds), indices=tuple(indices))
+            return MemLoad(buf, flat_offset(buf, indices, ctx.bounds, ctx.wide(buf)), indices=tuple(indices))
         if buf.scope == "shared":
             return MemLoad(ctx.shared(buf), ctx.offset(buf, indices))
         if buf.scope == "local":
-            return MemLoad(ctx.regs(buf), flat_offset(buf, indices, ctx.bounds))
+            return MemLoad(ctx.regs(buf), flat_offset(buf, indices, ctx.bounds, ctx.wide(buf)))
         if self.per_thread:
             r = self._owned_reg(buf, raw) if raw is not None else None
             if r is None:
                 r = self.find_reg(buf, indices)
             if r is not None:
                 return MemLoad(ctx.regs(buf), const(r))
-        return MemLoad(self.stage(buf), flat_offset(buf, indices, ctx.bounds))
+        return MemLoad(self.stage(buf), flat_offset(buf, indices, ctx.bounds, ctx.wide(buf)))
 
     # ----------------------------------------------------------------- statements
     def stmt(self, s: Stmt) -> Stmt:
@@ -224,11 +224,11 @@ class BodyLowerer:
             v = cast(v, buf.dtype)
         guard = self._memory_guard()
         if buf.scope == "global":
-            return MemStore(buf, flat_offset(buf, idx, ctx.bounds), v, guard, loc, indices=idx)
+            return MemStore(buf, flat_offset(buf, idx, ctx.bounds, ctx.wide(buf)), v, guard, loc, indices=idx)
         if buf.scope == "shared":
             return MemStore(ctx.shared(buf), ctx.offset(buf, idx), v, guard, loc)
         if buf.scope == "local":
-            return MemStore(ctx.regs(buf), flat_offset(buf, idx, ctx.bounds), v, None, loc)
+            return MemStore(ctx.regs(buf), flat_offset(buf, idx, ctx.bounds, ctx.wide(buf)), v, None, loc)
         regs = ctx.regs(buf)
         lay = ctx.layout(buf)
         if self.per_thread:

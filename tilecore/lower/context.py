@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .. import dtypes as dt
 from ..errors import SourceLoc, TileShapeError
 from ..ir.buffer import Buffer
-from ..ir.expr import Const, Expr, Var, binop, const, const_int
+from ..ir.expr import Const, Expr, Var, binop, cast, const, const_int, linear
 from ..ir.names import fresh_name
 from ..ir.smem_layout import SharedLayout
 from ..ir.stmt import KernelLaunch
@@ -18,6 +19,7 @@ from ..target import TargetDesc
 from .indexing import simplify
 from .layout import Layout
 from .smem import planner
+from .wide_offsets import offsets_are_wide, widen
 
 
 @dataclass
@@ -43,13 +45,58 @@ class LayoutMap:
         return self.origins.get(id(buf), "its default layout")
 
 
-def flat_offset(buf: Buffer, indices, bounds: dict | None = None) -> Expr:
-    """Row-major flat element offset of `indices` into `buf` (symbolic dims allowed)."""
+def flat_offset(buf: Buffer, indices, bounds: dict | None = None, wide: bool = False) -> Expr:
+    """Row-major flat element offset of `indices` into `buf` (symbolic dims allowed).
+
+    `wide` (`LowerCtx.wide`: a global buffer that may hold 2^31 elements or more; the pass
+    `wide-offsets` widens its offsets later) guards what that pass cannot undo: int32 constant
+    folding. Where a constant index meets a constant stride (`A[65536, j]` with 32768 columns)
+    the int32 offset would fold `65536 * 32768` to -2^31, so such offsets are built in int64
+    here, each index on its own (`_offset64`)."""
+    idx = [i if isinstance(i, Expr) else const(int(i)) for i in indices]
+    if wide and _folds_past_int32(buf, idx):
+        return _offset64(buf, idx, bounds or {})
     off: Expr = const(0)
-    for k, (i, s) in enumerate(zip(indices, buf.shape)):
-        i = i if isinstance(i, Expr) else const(int(i))
+    for k, (i, s) in enumerate(zip(idx, buf.shape)):
         off = i if k == 0 else off * s + i
     return simplify(off, bounds or {})
+
+
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
+def _folds_past_int32(buf: Buffer, idx: list) -> bool:
+    """Whether a constant of the int32 offset (an index's constant part or coefficient times a
+    constant stride) leaves the int32 range."""
+    stride = 1
+    for i, s in zip(reversed(idx), reversed(buf.shape)):
+        lin = linear(i)
+        consts = [lin[1], *lin[0].values()] if lin is not None else []
+        if any(not _INT32[0] <= c * stride <= _INT32[1] for c in consts):
+            return True
+        if not isinstance(s, int):
+            return False  # outer strides are symbolic: their products are not folded
+        stride *= s
+    return False
+
+
+def _offset64(buf: Buffer, idx: list, bounds: dict) -> Expr:
+    """The row-major offset in int64: each index simplified in int32 (it is below its
+    dimension), then widened (`widen`: tile-sized parts stay int32), combined in int64."""
+    small = frozenset(k for k, r in bounds.items()
+                      if r is not None and r[0] is not None and r[1] is not None
+                      and -(1 << 15) <= r[0] and r[1] < 1 << 15)
+    off: Expr | None = None
+    for i, s in zip(idx, buf.shape):
+        w = widen(simplify(i, bounds), small)
+        if w.dtype != dt.int64:
+            w = cast(w, dt.int64)
+        if off is None:
+            off = w
+        else:
+            stride = Const(int(s), dt.int64) if isinstance(s, int) else widen(s, small)
+            off = binop("add", binop("mul", off, stride), w)
+    return off if off is not None else Const(0, dt.int64)
 
 
 def numel_expr(buf: Buffer) -> Expr:
@@ -148,11 +195,17 @@ class LowerCtx:
         of `vec` are one aligned vector access in its storage (always true off shared memory)."""
         return buf.scope != "shared" or self.smem_layout(buf).contiguous(vec)
 
+    def wide(self, buf: Buffer) -> bool:
+        """Whether offsets into `buf` are computed in int64 (tilecore.lower.wide_offsets: a
+        global buffer that may hold 2^31 elements or more; `index_bitwidth` 32 never, 64 every
+        global buffer)."""
+        return offsets_are_wide(buf, self.options)
+
     def offset(self, buf: Buffer, indices) -> Expr:
         """The element offset of `indices` in the storage of `buf` (through its layout for
         shared buffers: leading dimensions are the layout's row, the last its column)."""
         if buf.scope != "shared":
-            return flat_offset(buf, indices, self.bounds)
+            return flat_offset(buf, indices, self.bounds, self.wide(buf))
         idx = [i if isinstance(i, Expr) else const(int(i)) for i in indices]
         row: Expr = const(0)
         for k, (i, s) in enumerate(zip(idx[:-1], buf.shape[:-1])):

@@ -410,8 +410,8 @@ def _vec_side(ctx: LowerCtx, buf: Buffer, idx, r: int) -> tuple[Buffer, Expr]:
     if buf.scope == "shared":
         return ctx.shared(buf), ctx.offset(buf, idx)
     if buf.scope == "local":
-        return ctx.regs(buf), flat_offset(buf, idx, ctx.bounds)
-    return buf, flat_offset(buf, idx, ctx.bounds)
+        return ctx.regs(buf), flat_offset(buf, idx, ctx.bounds, ctx.wide(buf))
+    return buf, flat_offset(buf, idx, ctx.bounds, ctx.wide(buf))
 
 
 def lower_fill(ctx: LowerCtx, fill: Fill) -> Stmt:

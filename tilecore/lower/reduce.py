@@ -127,10 +127,10 @@ def _fast_reduce(ctx: LowerCtx, s: Reduce, sl: Layout, dl: SliceLayout, masks, c
             rep = binop("eq", _bitand(ctx.lane(), lane_bits), 0)
         warp = ctx.warp()
         for g in range(dl.nregs):
-            d = flat_offset(dst, dl.coords(ctx.tx, g), ctx.bounds)
+            d = flat_offset(dst, dl.coords(ctx.tx, g), ctx.bounds, ctx.wide(dst))
             out.append(MemStore(scratch, ctx.simp(warp * numel + d), MemLoad(part, const(g)), rep, s.loc))
         for g in range(dl.nregs):
-            d = flat_offset(dst, dl.coords(ctx.tx, g), ctx.bounds)
+            d = flat_offset(dst, dl.coords(ctx.tx, g), ctx.bounds, ctx.wide(dst))
             v = MemLoad(scratch, d)
             for w in range(1, nw):
                 v = combine(s.kind, v, MemLoad(scratch, ctx.simp(d + w * numel)))

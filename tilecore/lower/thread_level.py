@@ -282,7 +282,8 @@ def _lower_cp_async(ctx, s: Stmt) -> Stmt:
     src_idx = tuple(bl.expr(i) for i in s.src_indices)
     pred = None if s.pred is None else bl.expr(s.pred)
     node = AsyncCopy(ctx.shared(s.dst), ctx.offset(s.dst, dst_idx), s.src,
-                     flat_offset(s.src, src_idx, ctx.bounds), s.lanes, pred, True, "group", s.loc)
+                     flat_offset(s.src, src_idx, ctx.bounds, ctx.wide(s.src)), s.lanes, pred, True,
+                     "group", s.loc)
     return SeqStmt(tuple(bl.pre) + (node,), s.loc) if bl.pre else node
 
 

@@ -6,7 +6,11 @@ arithmetic. For a tensor of 2^31 elements or more that arithmetic wraps (`row * 
 buffer, from its shape: a constant shape whose element count reaches 2^31, or any symbolic
 (`T.dynamic`) dimension, which is assumed large. Such a buffer's offsets are rebuilt in `int64`
 (every integer leaf widened before it is combined, so no intermediate product wraps); other
-buffers keep the cheaper 32-bit arithmetic.
+buffers keep the cheaper 32-bit arithmetic. Widening afterwards cannot undo int32 constant
+folding (`A[65536, j]` with 32768 columns folds `65536 * 32768` to -2^31), so lowering's
+`flat_offset` builds an offset whose constants leave the int32 range in int64 from the start.
+TileLang's `tl.config_index_bitwidth` moves the line (`offsets_are_wide`): 64 widens every
+global buffer, 32 none (the wrapping arithmetic the emulator then catches).
 
 The change is made on the IR, not in a renderer, so the generated CUDA/HIP/Metal and the
 emulator compute the same offsets at the same width: the emulator evaluates `int32` arithmetic
@@ -40,6 +44,19 @@ def needs_wide_offsets(buf: Buffer) -> bool:
         return False
     n = buf.numel
     return n is None or n >= WIDE_ELEMENTS
+
+
+def offsets_are_wide(buf: Buffer, options) -> bool:
+    """Whether lowering computes offsets into `buf` in int64 under `options` (an `Options`):
+    `index_bitwidth` 32 (TileLang's `tl.config_index_bitwidth`) never, the int32 arithmetic
+    that wraps for tensors of 2^31 elements or more (the emulator then reports such an access
+    as out of bounds); 64 for every global buffer; otherwise `needs_wide_offsets`."""
+    bits = getattr(options, "index_bitwidth", 0)
+    if bits == 32:
+        return False
+    if bits == 64:
+        return buf.scope == "global"
+    return needs_wide_offsets(buf)
 
 
 def widen(e: Expr, small: frozenset = frozenset()) -> Expr:
@@ -89,20 +106,23 @@ def _small_vars(tk: ThreadKernel) -> frozenset:
     return frozenset(out)
 
 
-def _wide_node(n, small: frozenset):
+def _wide_node(n, small: frozenset, options):
     """The access node with its global offset widened, or None when nothing changes."""
-    if isinstance(n, (MemLoad, MemStore, Atomic)) and needs_wide_offsets(n.buffer):
+    def wide(buf):
+        return offsets_are_wide(buf, options)
+
+    if isinstance(n, (MemLoad, MemStore, Atomic)) and wide(n.buffer):
         w = widen(n.offset, small)
         return None if w is n.offset else dataclasses.replace(n, offset=w)
     if isinstance(n, (VecMove, AsyncCopy)):
         changes = {}
-        if needs_wide_offsets(n.src):
+        if wide(n.src):
             changes["src_offset"] = widen(n.src_offset, small)
-        if needs_wide_offsets(n.dst):
+        if wide(n.dst):
             changes["dst_offset"] = widen(n.dst_offset, small)
         changes = {k: v for k, v in changes.items() if v is not getattr(n, k)}
         return dataclasses.replace(n, **changes) if changes else None
-    if isinstance(n, OperandRef) and isinstance(n.buffer, Buffer) and needs_wide_offsets(n.buffer):
+    if isinstance(n, OperandRef) and isinstance(n.buffer, Buffer) and wide(n.buffer):
         w = widen(n.offset, small)
         return None if w is n.offset else dataclasses.replace(n, offset=w)
     return None
@@ -110,14 +130,16 @@ def _wide_node(n, small: frozenset):
 
 def wide_offsets(module: Module, desc: TargetDesc) -> Module:
     """Invariant: every access to a global buffer that may hold 2^31 elements or more computes
-    its flat offset in int64 (see the module docstring); other offsets are unchanged."""
+    its flat offset in int64 (see the module docstring); other offsets are unchanged.
+    `index_bitwidth` (`offsets_are_wide`) changes which buffers count."""
+    options = desc.options
 
     def fn(n):
         if isinstance(n, ThreadKernel):
-            if not any(isinstance(m, Buffer) and needs_wide_offsets(m) for m in walk(n)):
+            if not any(isinstance(m, Buffer) and offsets_are_wide(m, options) for m in walk(n)):
                 return n  # no access to widen: the rewrite would change nothing
             small = _small_vars(n)
-            return rewrite(n, lambda m: _wide_node(m, small))
+            return rewrite(n, lambda m: _wide_node(m, small, options))
         return None
 
     # kernels are found without entering them (each is rewritten once, by fn)

@@ -34,6 +34,8 @@ def test_quickstart_on_cpu_from_empty_caches_then_from_the_compile_cache(tmp_pat
     assert cold["jit_call_cpu_s"] <= COLD_CPU_S, cold
     assert hit["jit_call_cpu_s"] <= HIT_CPU_S, hit
     assert hit["jit_call_cpu_s"] < cold["jit_call_cpu_s"] / 2, (cold, hit)  # it really was a hit
+    # numba's BLAS comes from scipy's cython_blas alone, not scipy.linalg (0.2-0.3 s of each)
+    assert not cold["scipy_linalg_imported"] and not hit["scipy_linalg_imported"], (cold, hit)
 
 
 _HIT = r"""

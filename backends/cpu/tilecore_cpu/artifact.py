@@ -14,7 +14,7 @@ from tilecore import dtypes as dt
 from tilecore.errors import SourceLoc, TileRuntimeError
 
 from . import debug
-from .blas import single_threaded
+from .blas import preload_cython_blas, single_threaded
 from .cache import lazy_registries, load, load_compiled, runtime_tag
 from .emit import Fault
 from .exprs import NARROW_BITS, storage_np
@@ -136,6 +136,7 @@ class CpuArtifact:
                 dispatcher.compile(sig)
 
         def compile_it():
+            preload_cython_blas()  # before numba's registries import scipy.linalg (blas.py)
             with warnings.catch_warnings():  # the filters are the process's: the thread's too
                 # np.dot on transposed (Fortran-order) tiles is fine: BLAS takes them as they are
                 warnings.simplefilter("ignore", category=_perf_warning())

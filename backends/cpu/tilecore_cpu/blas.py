@@ -5,11 +5,17 @@ call, which made a small GEMM 25-100x slower on two cores. Parallelism comes fro
 OpenBLAS exposes `*_set_num_threads` / `*_get_num_threads`; the libraries numba's `np.dot`
 reaches (scipy's, NumPy's) are found among the shared objects this process has mapped. Where none
 is found (another BLAS, another OS), this does nothing.
+
+`preload_cython_blas` loads the one module numba takes BLAS from without the package around it.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib.machinery
+import importlib.util
+import os
+import sys
 import threading
 from contextlib import contextmanager
 from functools import lru_cache
@@ -19,10 +25,53 @@ _SUFFIXES = ("", "64_", "_")
 _lock = threading.Lock()
 
 
+_CYTHON_BLAS = "scipy.linalg.cython_blas"
+
+
+@lru_cache(maxsize=1)
+def preload_cython_blas() -> bool:
+    """Put scipy's `cython_blas` extension into `sys.modules` without running `scipy.linalg`'s
+    `__init__` (0.2-0.3 s: it imports most of scipy.linalg and, through scipy's array-API
+    layer, numpy.f2py), unless scipy.linalg is loaded already. numba needs only this module:
+    its registries import `scipy.linalg.cython_blas` to see whether BLAS is there (every cold
+    compile: numba.np.arraymath), and its `np.dot` takes the BLAS function pointers from the
+    module's `__pyx_capi__` at the first call. The extension's own initialisation imports just
+    `scipy` and `scipy._cyutility`. A later `import scipy.linalg` works as usual (and
+    `from scipy.linalg import cython_blas` gives this module); only the attribute
+    `scipy.linalg.cython_blas` is then missing until something imports it by that name.
+    Returns whether the module is available; any failure leaves the ordinary import to numba."""
+    if _CYTHON_BLAS in sys.modules or "scipy.linalg" in sys.modules:
+        return True
+    try:
+        spec = importlib.util.find_spec("scipy")
+        if spec is None or not spec.submodule_search_locations:
+            return False
+        folder = os.path.join(list(spec.submodule_search_locations)[0], "linalg")
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(folder, "cython_blas" + suffix)
+            if os.path.exists(path):
+                break
+        else:
+            return False
+        loader = importlib.machinery.ExtensionFileLoader(_CYTHON_BLAS, path)
+        mspec = importlib.util.spec_from_file_location(_CYTHON_BLAS, path, loader=loader)
+        module = importlib.util.module_from_spec(mspec)
+        sys.modules[_CYTHON_BLAS] = module
+        try:
+            loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(_CYTHON_BLAS, None)
+            raise
+        return True
+    except (ImportError, OSError):
+        return False
+
+
 @lru_cache(maxsize=1)
 def _controls() -> tuple:
     """(get, set) function pairs of every mapped OpenBLAS library."""
     try:
+        preload_cython_blas()
         import scipy.linalg.cython_blas  # noqa: F401  (numba's np.dot links BLAS through it)
 
         with open("/proc/self/maps") as f:

@@ -17,7 +17,7 @@ from tilecore import dtypes as dt
 from tilecore.errors import TileTargetError
 from tilecore.ir.aliases import BufferAlias
 from tilecore.ir.debug import DEBUG_STMTS
-from tilecore.ir.expr import Const, Load, binop, cast
+from tilecore.ir.expr import Const, Load, binop, cast, const_int
 from tilecore.ir.grid_sync import phases as grid_phases
 from tilecore.ir.loops import While
 from tilecore.ir.module import PrimFunc
@@ -56,7 +56,12 @@ from tilecore_cpu.runtime import (  # noqa: F401
     rnd_float8_e5m2, store_masked1, store_masked2,
 )
 '''
-JIT = 'njit(cache=True, error_model="numpy"{extra})'
+# no_cfunc_wrapper: nothing takes a generated function's address as a first-class function
+# value, and the wrapper is lowered and optimized with each function (a tenth of a small
+# kernel's cold compile); functions only jitted code calls (the block, helpers) get
+# no_cpython_wrapper (NESTED) as well, since Python never calls them
+JIT = 'njit(cache=True, error_model="numpy", no_cfunc_wrapper=True{extra})'
+NESTED = ", no_cpython_wrapper=True"
 
 
 @dataclass(frozen=True)
@@ -121,11 +126,20 @@ class Codegen:
         for b in launch.allocs:
             name = self.names.of(b)
             shape = b.static_shape
-            # np.full, not np.empty and fill loops: numba compiles its overload once per process
-            # and dtype (about as long as one kernel's loops), where every kernel's own loops cost
-            # it typing, lowering and LLVM's loop passes again (about 10% of a small kernel)
+            # not fill loops of the kernel's own: every kernel's loops cost it typing, lowering
+            # and LLVM's loop passes again (about 10% of a small kernel). Not np.full either
+            # where the rank allows: numba compiles its overload (a flat-iterator loop) once per
+            # process and dtype, never from its disk cache (0.1-0.2 s each); np.empty is cheaper
+            # and the runtime's fill1/fill2 are compiled once per signature, then disk-cached
             storage = f"np.{storage_np(b.dtype).name}"
-            allocs.append(f"{name} = np.full({tuple(shape)!r}, {storage}({_poison(b.dtype)}), {storage})")
+            value = f"{storage}({_poison(b.dtype)})"
+            if len(shape) in (1, 2):
+                allocs.append(f"{name} = np.empty({tuple(shape)!r}, {storage})")
+                zeros = ", ".join(["np.int64(0)"] * len(shape))
+                sizes = ", ".join(f"np.int64({n})" for n in shape)
+                allocs.append(f"fill{len(shape)}({name}, {zeros}, {sizes}, {value})")
+            else:
+                allocs.append(f"{name} = np.full({tuple(shape)!r}, {value}, {storage})")
         self.lines.depth = 1
         self.x.loc = launch.loc
         parts = grid_phases(launch.body)
@@ -149,7 +163,7 @@ class Codegen:
         block_body = "".join(f"    {line}\n" for line in allocs + self.scratch) + body
         if parallel:  # the prange launcher calls the block as a function
             bargs = ", ".join(phase + bvars + params + outer + ["err"] + self.log_args)
-            out.append(f"\n@{JIT.format(extra='')}\ndef block({bargs}):\n{block_body}")
+            out.append(f"\n@{JIT.format(extra=NESTED)}\ndef block({bargs}):\n{block_body}")
         # the serial launcher runs the block's body inline: numba then types, lowers and
         # optimizes it once, where a separate `block` would be compiled to machine code on its
         # own and again inside the launcher (about 15% of a small kernel's compile time)
@@ -175,7 +189,11 @@ class Codegen:
             gs = []
             for i, g in enumerate(launch.grid):
                 gs.append(f"_g{i}")
-                lines.add(f"_g{i} = max(np.int64({self.x.observed(g)}), 0)")
+                c = const_int(g)
+                if c is not None:  # a constant grid: no `max` (numba compiles its overload)
+                    lines.add(f"_g{i} = np.int64({max(c, 0)})")
+                else:
+                    lines.add(f"_g{i} = max(np.int64({self.x.observed(g)}), 0)")
             phase = []
             if self.phases > 1:  # every block finishes a phase before the next starts
                 lines.add(f"for _phase in range({self.phases}):")
@@ -334,7 +352,7 @@ class Codegen:
     def helper(self, hint: str, args: str, body: Lines, fastmath: str = "") -> str:
         """Add a module-level njit function; returns its name."""
         name = self.names.fresh(hint)
-        extra = f", fastmath={fastmath}" if fastmath else ""
+        extra = NESTED + (f", fastmath={fastmath}" if fastmath else "")
         self.helpers.append(f"\n@{JIT.format(extra=extra)}\ndef {name}({args}):\n{body.text()}")
         return name
 

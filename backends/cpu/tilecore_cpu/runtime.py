@@ -14,7 +14,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-_JIT = {"cache": True, "error_model": "numpy"}
+# No cfunc wrapper (for first-class function values, which nothing here is used as): numba
+# would otherwise lower, optimize and compile it to machine code with every helper. The CPython
+# wrapper stays (its cost did not show): tests call helpers from Python, and a dispatcher
+# without one crashes the interpreter when called from Python
+_JIT = {"cache": True, "error_model": "numpy", "no_cfunc_wrapper": True}
 
 
 @njit(inline="always", **_JIT)
