@@ -7,9 +7,10 @@ The state is a hidden per-thread `uint32[7]`: the Philox counter (4 words), the 
 two words) and the position (0..3) in the current block of four outputs. `curand_init` puts the
 sequence number in the counter's high 64 bits and `off // 4` in its low 64 bits, the position at
 `off % 4`. Each `rng_rand()` computes Philox4x32-10 of the counter (10 rounds of two 32x32->64
-multiplies, xors with the key and the key's Weyl bump), takes the output at the position and
-advances it, incrementing the 128-bit counter after the fourth output. Thread-level kernels
-only: the state belongs to a thread (seq defaults to `tx + bx * threads`, TileLang's default).
+multiplies, each as two 32x16-bit products in int64 that cannot overflow, xors with the key and
+the key's Weyl bump), takes the output at the position and advances it, incrementing the
+128-bit counter after the fourth output. Thread-level kernels only: the state belongs to a
+thread (seq defaults to `tx + bx * threads`, TileLang's default).
 """
 
 from __future__ import annotations
@@ -37,10 +38,16 @@ def _let(b, name: str, value: Expr) -> Var:
 
 
 def _mulhilo(b, m: int, x: Expr) -> tuple[Expr, Expr]:
-    """The high and low words of the 64-bit product m * x (int64 wraps modulo 2**64, and the
-    high word is masked after the arithmetic shift, so the bits are the unsigned product's)."""
-    p = _let(b, "rng_p", binop("mul", const(m, I64), cast(x, I64)))
-    return cast(bitwise("shr", p, const(32, I64)), U32), cast(p, U32)
+    """The high and low words of the 64-bit product m * x of two uint32 values, from two
+    products of m with x's 16-bit halves (each < 2**48): no signed 64-bit product overflows
+    (undefined in C), and the low word is computed in wrapping uint32 arithmetic."""
+    x0 = _let(b, "rng_x", bitwise("bitand", x, const(0xFFFF, U32)))
+    x1 = _let(b, "rng_x", bitwise("shr", x, const(16, U32)))
+    p0 = _let(b, "rng_p", binop("mul", const(m, I64), cast(x0, I64)))
+    p1 = _let(b, "rng_p", binop("mul", const(m, I64), cast(x1, I64)))
+    hi = cast(bitwise("shr", binop("add", p1, bitwise("shr", p0, const(16, I64))), const(16, I64)), U32)
+    lo = binop("add", cast(p0, U32), binop("mul", cast(p1, U32), const(1 << 16, U32)))
+    return hi, lo
 
 
 def philox(b, ctr: list, key: list) -> list:
