@@ -2,11 +2,14 @@
 operands' ranges prove it exact, and the C results everywhere (wrap, truncation) unchanged."""
 
 import numpy as np
+import pytest
 from tilecore_interp import ranges
 
 import tilecore
 import tilecore.language as T
 from tilecore import dtypes as dt
+from tilecore.errors import TileRuntimeError
+from tilecore.ir.buffer import Buffer
 from tilecore.ir.expr import BinOp, Const, Load, Var
 
 
@@ -63,3 +66,29 @@ def test_fast_and_wrapping_paths_give_c_results():
     q = np.trunc((i - 5) / 3).astype(np.int64)
     np.testing.assert_array_equal(b, np.broadcast_to(q * 10 + (i - 5 - q * 3), (4, 64)))
     np.testing.assert_array_equal(c, ((m + 2147483000) * 3).astype(np.int32))
+
+
+def _shift_kernel(n_in):
+    @T.prim_func
+    def k(A: T.Tensor((n_in,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                B[i] = A[(i * 3 + bx) // 3 + 1]   # range [1, 64]: in bounds only when n_in > 64
+
+    return k
+
+
+def test_bounds_checks_are_skipped_only_where_proven():
+    from tilecore_interp.exprs import Slots, proven_shape
+
+    slots, i = Slots(), Var("i", dt.int32)
+    slots.bind_range(i, (0, 63))
+    buf = Buffer("A", (65,), dt.float32, "global")
+    idx = BinOp("add", i, Const(1, dt.int32), dt.int32)
+    assert proven_shape(buf, (idx,), slots) == (65,)
+    assert proven_shape(Buffer("A", (64,), dt.float32, "global"), (idx,), slots) is None
+    a = np.arange(65, dtype=np.float32)
+    b = tilecore.jit(_shift_kernel(65), out_idx=[1], target="interp")(a)
+    np.testing.assert_array_equal(b, a[1:])
+    with pytest.raises(TileRuntimeError, match="out-of-bounds read of global buffer A"):
+        tilecore.jit(_shift_kernel(64), out_idx=[1], target="interp")(a[:64])

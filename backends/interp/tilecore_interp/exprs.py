@@ -141,14 +141,33 @@ def _compile_load(e: Load, slots, loc):
     if fast is not None:
         return _fast_load(buf, s, idx_fns, fast, d, loc, sh)
 
+    inside = proven_shape(buf, e.indices, slots)
+
     def load(env, mask):
         arr = env[s]
-        idx = tuple(check_bounds(arr, buf, [f(env, mask) for f in idx_fns], mask, loc))
+        if arr.shape == inside:  # every lane's index is provably in bounds: nothing to check
+            idx = tuple([f(env, mask) for f in idx_fns])
+        else:
+            idx = tuple(check_bounds(arr, buf, [f(env, mask) for f in idx_fns], mask, loc))
         if sh is not None:
             shadow.check_index(env[sh], idx, buf, loc, mask)
         return S.from_storage(arr[idx], d)
 
     return load
+
+
+def proven_shape(buf, indices, slots: Slots) -> tuple[int, ...] | None:
+    """`buf`'s constant shape when the ranges of `indices` (ranges.py) lie inside it for every
+    lane, masked or not; None otherwise. Callers compare it with the bound array's shape, so
+    a buffer bound to another shape still takes the checked path."""
+    shape = buf.static_shape
+    if shape is None or len(shape) != len(indices):
+        return None
+    for ix, n in zip(indices, shape):
+        r = ranges.interval(ix, slots.ranges, slots.intervals)
+        if r is None or r[0] < 0 or r[1] >= n:
+            return None
+    return tuple(shape)
 
 
 def _fast_load(buf, s, idx_fns, fast, d, loc, sh=None):

@@ -41,7 +41,7 @@ from tilecore.semantics import (
 )
 
 from . import aliases, blas, debug, pointers, ranges, roles, shadow
-from .exprs import Slots, check_bounds, compile_expr
+from .exprs import Slots, check_bounds, compile_expr, proven_shape
 from .races import check_unique_writes
 
 _OPTIONS = {"seed": None, "poison": "nan"}
@@ -334,6 +334,7 @@ class Program:
         def to_storage(v):
             return wrap_int(v, d) if d.is_int else v
 
+        inside = proven_shape(buf, s.indices, self.slots)  # no bounds check needed (exprs.py)
         fast = self.slots.axes_of(s.indices) if not accumulate else None
         if fast is not None and fast[0] == list(range(fast[2])):
             exts = fast[1]
@@ -378,7 +379,7 @@ class Program:
             if mask is not None:
                 shapes.append(np.shape(mask))
             shape = np.broadcast_shapes(*shapes)
-            idx = check_bounds(arr, buf, raw, mask, loc, "write")
+            idx = raw if arr.shape == inside else check_bounds(arr, buf, raw, mask, loc, "write")
             idx = [np.broadcast_to(i, shape) for i in idx]
             v = np.broadcast_to(val, shape)
             if mask is not None:
