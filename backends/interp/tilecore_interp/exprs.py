@@ -8,6 +8,8 @@ and never fault, and only the chosen side of a select is evaluated per lane.
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from tilecore import dtypes as dt
@@ -15,7 +17,7 @@ from tilecore import semantics as S
 from tilecore.errors import SourceLoc, TileRuntimeError
 from tilecore.ir.expr import BinOp, Cast, Const, Load, Select, Unary, Var
 
-from . import shadow
+from . import ranges, shadow
 
 
 class Slots:
@@ -28,6 +30,15 @@ class Slots:
         # stores indexed directly by the loop variables use slices instead of fancy indexing.
         self.parallel: dict[int, tuple[int, int, int]] = {}
         self.shadow: dict[int, int] = {}  # id(buffer) -> slot of its initialization shadow
+        # id(integer Var) -> the (lo, hi) its values lie in, and the interval memo: which
+        # integer operations may skip C's wrap-around (ranges.py)
+        self.ranges: dict[int, tuple[int, int]] = {}
+        self.intervals: dict[int, tuple[int, int] | None] = {}
+
+    def bind_range(self, var, e) -> None:
+        """Record that `var` holds the values of integer expression / interval `e`."""
+        r = e if isinstance(e, tuple) else ranges.interval(e, self.ranges, self.intervals)
+        ranges.bind(self.ranges, self.intervals, var, r)
 
     def axes_of(self, indices) -> tuple[list[int], list[int], int] | None:
         """(axes, extents, rank) when every index is a distinct parallel loop variable in
@@ -130,14 +141,33 @@ def _compile_load(e: Load, slots, loc):
     if fast is not None:
         return _fast_load(buf, s, idx_fns, fast, d, loc, sh)
 
+    inside = proven_shape(buf, e.indices, slots)
+
     def load(env, mask):
         arr = env[s]
-        idx = tuple(check_bounds(arr, buf, [f(env, mask) for f in idx_fns], mask, loc))
+        if arr.shape == inside:  # every lane's index is provably in bounds: nothing to check
+            idx = tuple([f(env, mask) for f in idx_fns])
+        else:
+            idx = tuple(check_bounds(arr, buf, [f(env, mask) for f in idx_fns], mask, loc))
         if sh is not None:
             shadow.check_index(env[sh], idx, buf, loc, mask)
         return S.from_storage(arr[idx], d)
 
     return load
+
+
+def proven_shape(buf, indices, slots: Slots) -> tuple[int, ...] | None:
+    """`buf`'s constant shape when the ranges of `indices` (ranges.py) lie inside it for every
+    lane, masked or not; None otherwise. Callers compare it with the bound array's shape, so
+    a buffer bound to another shape still takes the checked path."""
+    shape = buf.static_shape
+    if shape is None or len(shape) != len(indices):
+        return None
+    for ix, n in zip(indices, shape):
+        r = ranges.interval(ix, slots.ranges, slots.intervals)
+        if r is None or r[0] < 0 or r[1] >= n:
+            return None
+    return tuple(shape)
 
 
 def _fast_load(buf, s, idx_fns, fast, d, loc, sh=None):
@@ -179,6 +209,13 @@ def _compile_binop(e: BinOp, slots, loc):
     if t.is_float:  # float32 / float64 results need no rounding (Program.run ignores FP errors)
         f = S.FLOAT_BINARY[op]
         return lambda env, mask: f(fa(env, mask), fb(env, mask))
+    fast = _FAST.get(op) if not t.is_bool else None
+    if fast is not None and ranges.fast_result(e, slots.ranges, slots.intervals) is not None:
+        # proven in range (ranges.py): the unwrapped operation is the same value
+        if isinstance(e.b, Const):
+            c = int(e.b.value)
+            return lambda env, mask: fast(fa(env, mask), c)
+        return lambda env, mask: fast(fa(env, mask), fb(env, mask))
     run = S.int_operation(op, dt.int32 if t.is_bool else t)  # bound once: index arithmetic
 
     def int_op(env, mask):
@@ -192,6 +229,13 @@ def _compile_binop(e: BinOp, slots, loc):
                                    hint="shift by a count in [0, bit width)") from None
 
     return int_op
+
+
+# The operations `ranges.fast_result` may prove: on Python ints and int64 arrays alike, with a
+# non-negative dividend and a positive divisor (floor is truncation there).
+_FAST = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
+         "div": operator.floordiv, "floordiv": operator.floordiv,
+         "mod": operator.mod, "floormod": operator.mod}
 
 
 def _compile_unary(e: Unary, slots, loc):

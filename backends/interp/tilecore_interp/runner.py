@@ -12,7 +12,7 @@ import numpy as np
 
 from tilecore.errors import TileRuntimeError
 from tilecore.ir.buffer import Region
-from tilecore.ir.expr import Load
+from tilecore.ir.expr import Load, const_int
 from tilecore.ir.grid_sync import phases as grid_phases
 from tilecore.ir.loops import While
 from tilecore.ir.stmt import (
@@ -40,8 +40,8 @@ from tilecore.semantics import (
     wrap_int,
 )
 
-from . import aliases, blas, debug, pointers, roles, shadow
-from .exprs import Slots, check_bounds, compile_expr
+from . import aliases, blas, debug, pointers, ranges, roles, shadow
+from .exprs import Slots, check_bounds, compile_expr, proven_shape
 from .races import check_unique_writes
 
 _OPTIONS = {"seed": None, "poison": "nan"}
@@ -129,6 +129,8 @@ class Program:
 
     def s_LetStmt(self, s: LetStmt, vec):
         slot, f = self.slots(s.var), compile_expr(s.value, self.slots, s.loc)
+        if s.var.dtype.is_int:
+            self.slots.bind_range(s.var, s.value)
 
         def let(env, mask):
             env[slot] = f(env, mask)
@@ -138,6 +140,10 @@ class Program:
     def s_KernelLaunch(self, s: KernelLaunch, vec):
         grid = [compile_expr(g, self.slots, s.loc) for g in s.grid]
         bslots = [self.slots(v) for v in s.block_vars]
+        for v, g in zip(s.block_vars, s.grid):
+            n = const_int(g)
+            if n is not None and n >= 1:
+                self.slots.bind_range(v, (0, n - 1))
         allocs = [(self.slots(b), b) for b in s.allocs]
         shadows = [(self.slots.shadow[id(b)], b) for b in s.allocs if id(b) in self.slots.shadow]
         # T.sync_grid splits the body into phases, each run by every block before the next
@@ -172,6 +178,9 @@ class Program:
             return self._parallel(s, vec)
         slot = self.slots(s.var)
         fs, fe = compile_expr(s.start, self.slots, s.loc), compile_expr(s.stop, self.slots, s.loc)
+        lo, hi = const_int(s.start), const_int(s.stop)
+        if lo is not None and hi is not None and hi > lo and s.step > 0 and s.var.dtype.is_int:
+            self.slots.bind_range(s.var, (lo, hi - 1))  # range(lo, hi, step)'s values
         body = self.stmt(s.body, vec)
         step = s.step
 
@@ -237,6 +246,9 @@ class Program:
         shape = [1] * rank
         shape[axis] = n
         base = np.arange(n, dtype=np.int64).reshape(shape)
+        start = ranges.interval(s.start, self.slots.ranges, self.slots.intervals)
+        if start is not None and s.var.dtype.is_int:  # values start + [0, n)
+            self.slots.bind_range(s.var, (start[0], start[1] + n - 1))
         body = self.stmt(s.body, vec=True)
 
         def par(env, mask):
@@ -326,6 +338,7 @@ class Program:
         def to_storage(v):
             return wrap_int(v, d) if d.is_int else v
 
+        inside = proven_shape(buf, s.indices, self.slots)  # no bounds check needed (exprs.py)
         fast = self.slots.axes_of(s.indices) if not accumulate else None
         if fast is not None and fast[0] == list(range(fast[2])):
             exts = fast[1]
@@ -370,7 +383,7 @@ class Program:
             if mask is not None:
                 shapes.append(np.shape(mask))
             shape = np.broadcast_shapes(*shapes)
-            idx = check_bounds(arr, buf, raw, mask, loc, "write")
+            idx = raw if arr.shape == inside else check_bounds(arr, buf, raw, mask, loc, "write")
             idx = [np.broadcast_to(i, shape) for i in idx]
             v = np.broadcast_to(val, shape)
             if mask is not None:
