@@ -46,13 +46,28 @@ def _subbyte_nodes(func) -> tuple[list, dict]:
     return out, values
 
 
+def _declares(info, d: dt.DType) -> bool:
+    declared = info.sub_byte if info is not None else False
+    return declared is True or (isinstance(declared, tuple) and d.name in declared)
+
+
 def runs_on(target, d: dt.DType) -> bool:
     """Whether `target` declares sub-byte dtype `d` (`TargetInfo.sub_byte`: True or names)."""
     from .plugins import target_infos
 
-    info = target_infos().get(target.kind)
-    declared = info.sub_byte if info is not None else False
-    return declared is True or (isinstance(declared, tuple) and d.name in declared)
+    return _declares(target_infos().get(target.kind), d)
+
+
+def _runners(d: dt.DType) -> str:
+    """The installed targets that run `d`, for a hint: `interp, cpu or emu:<arch>`."""
+    from .plugins import target_infos
+
+    names = sorted((k + (":<arch>" if info.archs or info.default_arch else "")
+                    for k, info in target_infos().items()
+                    if _declares(info, d)), key=lambda k: (k != "interp", k))
+    if not names:
+        return "a target that declares it"
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
 def _wide(d: dt.DType) -> str:
@@ -76,7 +91,7 @@ def check_kernel(func, target, out_idx) -> None:
         if not runs_on(target, b.dtype):
             raise TileTargetError(
                 f"target {target} does not run sub-byte types: {b.name} is {b.dtype}", func.loc,
-                hint=f"run {b.dtype} kernels on interp or emu:<arch>, or store the values as "
+                hint=f"run {b.dtype} kernels on {_runners(b.dtype)}, or store the values as "
                      + (_wide(b.dtype) if b.dtype.is_int else "uint8 codes and decode them "
                         "with T.reinterpret(code, T.float4_e2m1fn)"))
     for d, value in values.items():
@@ -91,7 +106,7 @@ def _refuse_value(func, target, value) -> None:
     raise TileTargetError(
         f"target {target} does not run sub-byte types: {func.name} computes a "
         f"{value.dtype} value", func.loc,
-        hint="run it on interp or emu:<arch>; on other targets round through an 8-bit "
+        hint=f"run it on {_runners(value.dtype)}; on other targets round through an 8-bit "
              "or wider type")
 
 
