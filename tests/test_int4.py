@@ -152,7 +152,9 @@ def test_the_dtypes_and_call_checks():
     assert T.int4.bits == 4 and T.int4 == "int4" and T.int4.as_torch() is torch.int8
     assert T.uint4.bits == 4 and T.uint4 == "uint4" and T.uint4.as_torch() is torch.uint8
     assert T.dtype("uint4") is T.uint4 and T.uint4 != T.int4 and T.uint4 != "uint8"
-    assert tilecore.language.dtypes.uint4 is T.uint4  # TileLang's module path has it too
+    from tilecore.language import dtypes as tl_dtypes  # TileLang's module path has it too
+
+    assert tl_dtypes.uint4 is T.uint4
     assert T.dtype(torch.uint8) is T.uint8  # the packed storage does not shadow uint8
     for d in DTYPES:
         assert tilecore.dtypes.as_dtype(np.dtype(d.np)) is d
