@@ -6,7 +6,8 @@ import importlib.util
 import pytest
 
 _MODULES = {"interp": "tilecore_interp", "cpu": "tilecore_cpu", "emu": "tilecore_emu",
-            "cuda": "tilecore_cuda", "tvm": "tilecore_tvm", "metal-cpu": "tilecore_metal"}
+            "cuda": "tilecore_cuda", "hip": "tilecore_hip", "metal": "tilecore_metal",
+            "metal-cpu": "tilecore_metal", "tvm": "tilecore_tvm"}
 HAVE = {name: importlib.util.find_spec(module) is not None for name, module in _MODULES.items()}
 HAVE_INTERP = HAVE["interp"]
 needs_interp = pytest.mark.skipif(not HAVE_INTERP, reason="the interp backend is not installed")

@@ -48,7 +48,7 @@ def compile(func: PrimFunc, out_idx=None, target="auto", pass_configs=None,  # n
     except TileError as e:
         raise e.with_loc(caller_loc()) from None
     _one_kernel_unless_interp(func, t)
-    subbyte.check_kernel(func, t, out_idx)  # int4: the targets that run it, inputs only
+    subbyte.check_kernel(func, t, out_idx)  # int4 / uint4 / fp4: targets that run them, inputs only
     check_pointers(func, t)  # T.make_tensor: interp only
     check_aliases(func, t)  # T.view(..., dtype=): interp and cpu
     # T.alloc_reducer: used in order; interp, cpu and (lower.reducers) thread-lowered targets

@@ -113,10 +113,11 @@ uint16 = DType("uint16", "uint", 16)
 uint32 = DType("uint32", "uint", 32)
 bool_ = DType("bool", "bool", 8)
 
-# Sub-byte integers (TileLang's `T.int4`): one value per byte in a kernel's storage on the
-# targets that run them (interp), two per byte (low nibble first) in host tensors; see
-# tilecore.subbyte. Not in ALL: ALL is the set every backend runs.
+# Sub-byte integers (TileLang's `T.int4`, and `uint4`: `T.dtype("uint4")`): one value per
+# byte in a kernel's storage on the targets that run them, two per byte (low nibble first) in
+# host tensors; see tilecore.subbyte. Not in ALL: ALL is the set every backend runs.
 int4 = DType("int4", "int", 4)
+uint4 = DType("uint4", "uint", 4)
 # TileLang's `T.float4_e2m1fn` (OCP MX FP4: 1 sign, 2 exponent, 1 mantissa bits; finite only,
 # +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}): a sub-byte type like int4 (the same storage rules). A
 # conversion to it rounds to nearest even and saturates to +-6 (ml_dtypes; CUDA's satfinite).
@@ -133,7 +134,7 @@ ALL: tuple[DType, ...] = (
     float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2,
     int8, int16, int32, int64, uint8, uint16, uint32, bool_,
 )
-SUB_BYTE: tuple[DType, ...] = (int4, float4_e2m1fn)
+SUB_BYTE: tuple[DType, ...] = (int4, uint4, float4_e2m1fn)
 BY_NAME: dict[str, DType] = {d.name: d for d in ALL + SUB_BYTE + CONST_ONLY}
 
 _NUMPY: dict[str, np.dtype] = {
@@ -153,6 +154,7 @@ _NUMPY: dict[str, np.dtype] = {
     "uint64": np.dtype(np.uint64),
     "bool": np.dtype(np.bool_),
     "int4": np.dtype(ml_dtypes.int4),
+    "uint4": np.dtype(ml_dtypes.uint4),
     "float4_e2m1fn": np.dtype(ml_dtypes.float4_e2m1fn),
 }
 
@@ -171,6 +173,7 @@ _TORCH_NAMES = {
     "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8", "uint16": "uint16",
     "uint32": "uint32", "uint64": "uint64", "bool": "bool",
     "int4": "int8",  # TileLang's as_torch(): int8 storage of packed pairs
+    "uint4": "uint8",  # packed pairs as uint8 (TileLang's as_torch() raises for uint4)
     "float4_e2m1fn": "float4_e2m1fn_x2",  # TileLang's as_torch(): torch's packed pair type
 }
 

@@ -181,7 +181,7 @@ class Kernel:
                 raise TileCallError(f"argument {pos} ({p.name}) is a {type(a).__name__}, not an array",
                                     caller_loc(), hint="pass a NumPy array or a torch tensor")
             shape = tuple(int(s) for s in shape)
-            shape, dtype = subbyte.logical(shape, dtype, pos, p)  # packed int4: (..., K // 2)
+            shape, dtype = subbyte.logical(shape, dtype, pos, p)  # packed sub-byte: (..., K // 2)
             if len(shape) != len(p.shape):
                 raise TileCallError(
                     f"argument {pos} ({p.name}) has shape {shape}, kernel expects rank {len(p.shape)} "

@@ -44,7 +44,7 @@ def run_converted(artifact, params, written_ids, full: list, dyn: dict) -> None:
     api = artifact.array_api
     written = [id(p) in written_ids for p in params]
     if api == "numpy":
-        full = subbyte.storage_args(params, full)  # packed int4 inputs unpacked
+        full = subbyte.storage_args(params, full)  # packed sub-byte inputs unpacked
         conv, back = [], []
         for a, w in zip(full, written):
             if _is_torch(a):

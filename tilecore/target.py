@@ -46,9 +46,10 @@ class TargetInfo:
     # generated programs the conformance CI profile runs on this target (None: the profile's
     # 300); a backend whose per-program build cost would break CI's time budget lowers it
     ci_programs: int | None = None
-    # whether kernels holding sub-byte integers (T.int4, one value per byte in storage) run here;
-    # a target that does not declare it refuses them by name (tilecore.subbyte)
-    sub_byte: bool = False
+    # which sub-byte dtypes (T.int4, uint4, T.float4_e2m1fn: one value per byte in storage) run
+    # here: True for all of them, or a tuple of their names; a kernel holding one the target does
+    # not declare is refused by name (tilecore.subbyte)
+    sub_byte: bool | tuple[str, ...] = False
 
     def arch(self) -> str | None:
         """The default arch; `default_arch` may be a callable so that probing a device (which can

@@ -1,7 +1,7 @@
 """`tilecore.language.dtypes`: TileLang's `tilelang.language.dtypes` names over tilecore's one
 dtype table (`tilecore.dtypes`); nothing here is a second table.
 
-- the dtype names (`float16`, `int4`, ...), as in `tilecore.language`;
+- the dtype names (`float16`, `int4`, `uint4`, ...), as in `tilecore.language`;
 - `dtype(x)`: the DType of a spelling (str, torch or NumPy dtype, DType), as `T.dtype`;
 - `get_tvm_dtype(x)`: the same (TileLang's name for it);
 - `_TORCH_DTYPE_TO_STR` / `_STR_TO_TORCH_DTYPE`: torch dtype <-> canonical name, derived from
@@ -28,6 +28,7 @@ from ..dtypes import (  # noqa: F401 - re-exported: TileLang's module has the dt
     int16,
     int32,
     int64,
+    uint4,
     uint8,
     uint16,
     uint32,

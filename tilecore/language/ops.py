@@ -357,6 +357,7 @@ _ACCUM_OK = {
     "float16": ("float16", "float32"), "bfloat16": ("float32",), "float32": ("float32",),
     "float64": ("float64",), "float8_e4m3fn": ("float32", "float16"),
     "float8_e5m2": ("float32", "float16"), "int8": ("int32",), "uint8": ("int32",), "int4": ("int32",),
+    "uint4": ("int32",),
 }
 
 

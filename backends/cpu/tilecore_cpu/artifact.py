@@ -17,7 +17,7 @@ from . import debug
 from .blas import preload_cython_blas, single_threaded
 from .cache import lazy_registries, load, load_compiled, runtime_tag
 from .emit import Fault
-from .exprs import NARROW_BITS, storage_np
+from .exprs import NARROW_BITS, SUB_BYTE_INT, storage_np
 from .optlevel import SERIAL_OPT, kernel_opt, on_fresh_stack
 
 # Below this many bytes of arguments blocks run on the calling thread: waking numba's worker
@@ -159,6 +159,8 @@ class CpuArtifact:
         for a, (d, _) in zip(args, self.params):
             if d.name in NARROW_BITS:
                 a = a.view(NARROW_BITS[d.name])
+            elif d.name in SUB_BYTE_INT:  # ml_dtypes nibbles -> the int8 / uint8 of each value
+                a = a.astype(SUB_BYTE_INT[d.name])  # a copy: sub-byte tensors are inputs only
             views.append(a)
         err = np.zeros(8, dtype=np.int64)
         nbytes = sum(a.nbytes for a in views)

@@ -81,8 +81,8 @@ def _poison(d) -> str:
     if d.is_bool:
         return "True"
     if d.kind == "uint":
-        return str(int(np.iinfo(d.np).max))
-    return str(int(np.iinfo(d.np).min) + 7)
+        return str(int(dt.max_value(d)))
+    return str(int(dt.min_value(d)) + 7)
 
 
 class Codegen:

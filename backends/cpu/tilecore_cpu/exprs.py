@@ -26,16 +26,30 @@ from .emit import Fault, Faults, Names
 from .ranges import RING_OPS, Interval, fits, interval, within
 
 NARROW_BITS = {"float16": "uint16", "bfloat16": "uint16", "float8_e4m3fn": "uint8", "float8_e5m2": "uint8"}
+# Sub-byte integers (tilecore.subbyte) are stored one value per byte: int4 as the int8 of its
+# value, uint4 as the uint8 (numba has no ml_dtypes types); a store wraps to the nibble
+# (`to_storage`), so a load is the value as it is. The host side converts at the call
+# (`CpuArtifact.run`); sub-byte global tensors are inputs only, so nothing converts back.
+SUB_BYTE_INT = {"int4": "int8", "uint4": "uint8"}
 
 
 def storage_np(d: DType) -> np.dtype:
     """The NumPy dtype of `d`'s arrays inside generated code."""
-    return np.dtype(NARROW_BITS[d.name]) if d.name in NARROW_BITS else d.np
+    name = NARROW_BITS.get(d.name) or SUB_BYTE_INT.get(d.name)
+    return np.dtype(name) if name else d.np
 
 
 def storage_ctor(d: DType) -> str:
     """The numba-callable constructor of `d`'s storage scalars (e.g. `np.uint16`)."""
-    return "np." + (NARROW_BITS.get(d.name) or ("bool_" if d.is_bool else d.name))
+    return "np." + (NARROW_BITS.get(d.name) or SUB_BYTE_INT.get(d.name)
+                    or ("bool_" if d.is_bool else d.name))
+
+
+def _nibble(code: str, d: DType) -> str:
+    """An int64 value wrapped to 4-bit integer `d` (C conversion), still an int64."""
+    if d.kind == "int":
+        return f"(((({code}) + 8) & 15) - 8)"
+    return f"(({code}) & 15)"
 
 
 def to_compute(code: str, d: DType) -> str:
@@ -66,6 +80,8 @@ def to_storage(code: str, d: DType) -> str:
     if d.name in NARROW_BITS:
         inner = _unwrap(code, f"rnd_{d.name}")  # encoding rounds already: skip the double work
         return f"enc_{d.name}({code if inner is None else inner})"
+    if d.name in SUB_BYTE_INT:
+        return f"np.{SUB_BYTE_INT[d.name]}({_nibble(code, d)})"
     if d.is_int:
         return f"np.{d.name}({code})"
     if d.name == "float32":
@@ -99,6 +115,8 @@ def convert(code: str, src: DType, dst: DType) -> str:
         code = f"np.int64({code})"
     if dst.bits == 64:
         return code
+    if dst.name in SUB_BYTE_INT:
+        return f"np.int64({_nibble(code, dst)})"
     return f"np.int64(np.{dst.name}({code}))"
 
 

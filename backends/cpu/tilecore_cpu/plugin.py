@@ -27,8 +27,9 @@ def tile_targets():
     """`cpu` runs on any machine with numba; preferred by `auto` over the interpreter."""
     # numba compiles each generated program (about 1 CPU s with a cold cache): the conformance
     # CI profile's 300 run in 6 shards that pytest-xdist spreads over the cores
+    # sub-byte integers run one value per byte (exprs.SUB_BYTE_INT); float4_e2m1fn has no codec
     return [TargetInfo("cpu", "native code for this CPU, compiled by numba", priority=10,
-                       available=_available)]
+                       available=_available, sub_byte=("int4", "uint4"))]
 
 
 def _available():
