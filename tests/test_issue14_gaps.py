@@ -48,3 +48,44 @@ def test_cast_in_tvm_argument_order(target):
     k = tilecore.compile(_cast_kernel(), out_idx=[1], target=target)
     a = np.linspace(-5.3, 5.3, 32, dtype=np.float32).reshape(4, 8)
     np.testing.assert_array_equal(k(a), (a * np.float32(3.0)).astype(np.int32))
+
+
+def test_register_hints_and_gemm_k_pack_warn_once_and_set_max_nreg_checks_its_arguments():
+    """Item 8's hints that no other test names: each is accepted with one warning naming it."""
+    from tilecore.errors import TileConfigWarning, TileShapeError
+
+    with pytest.warns(TileConfigWarning) as rec:
+        @T.prim_func
+        def f(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"),
+              C: T.Tensor((64, 64), "float32")):
+            with T.Kernel(1, threads=128):
+                T.no_set_max_nreg()
+                T.annotate_producer_reg_dealloc(24)
+                T.annotate_consumer_reg_alloc(240)
+                As = T.alloc_shared((64, 64), "float16")
+                Bs = T.alloc_shared((64, 64), "float16")
+                acc = T.alloc_fragment((64, 64), "float32")
+                T.copy(A, As)
+                T.copy(B, Bs)
+                T.clear(acc)
+                T.gemm(As, Bs, acc, k_pack=2)
+                T.copy(acc, C)
+
+    text = [str(r.message) for r in rec]
+    for what in ("T.no_set_max_nreg()", "T.annotate_producer_reg_dealloc()",
+                 "T.annotate_consumer_reg_alloc()", "k_pack"):
+        assert sum(what in t for t in text) == 1, (what, text)
+    with pytest.warns(TileConfigWarning, match=r"T\.set_max_nreg\(\)"):
+        @T.prim_func
+        def g(A: T.Tensor((128,), "float32")):
+            with T.Kernel(1, threads=128):
+                tx = T.get_thread_binding()
+                T.set_max_nreg(240, 1)
+                A[tx] = 1.0
+    with pytest.raises(TileShapeError, match="multiple of 8"):
+        @T.prim_func
+        def h(A: T.Tensor((128,), "float32")):
+            with T.Kernel(1, threads=128):
+                tx = T.get_thread_binding()
+                T.set_max_nreg(100, 1)
+                A[tx] = 1.0
