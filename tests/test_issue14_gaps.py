@@ -89,3 +89,24 @@ def test_register_hints_and_gemm_k_pack_warn_once_and_set_max_nreg_checks_its_ar
                 tx = T.get_thread_binding()
                 T.set_max_nreg(100, 1)
                 A[tx] = 1.0
+
+
+def test_set_random_seed_and_set_log_level():
+    """Item 11's host helpers that no other test calls."""
+    import logging
+
+    import tilecore.testing
+
+    tilecore.testing.set_random_seed(7)
+    first = np.random.rand(3)
+    tilecore.testing.set_random_seed(7)
+    np.testing.assert_array_equal(np.random.rand(3), first)
+    log = logging.getLogger("tilecore")
+    before = log.level
+    try:
+        tilecore.set_log_level("debug")
+        assert log.level == logging.DEBUG
+        tilecore.set_log_level(logging.ERROR)
+        assert log.level == logging.ERROR
+    finally:
+        log.setLevel(before)
