@@ -136,3 +136,16 @@ def test_cpu_refuses_scalar_parameters_at_the_signature(target):
     with pytest.raises(TileTargetError, match="does not take scalar parameters yet") as e:
         tilecore.jit(_masked_scale(), out_idx=[-1], target=target)
     assert "test_scalar_params.py" in str(e.value)
+
+
+@pytest.mark.parametrize("target", target_params("cpu", "emu:sm_80"))
+def test_nan_propagate_reduce_on_cpu_and_emu(target):
+    """Item 10's `nan_propagate=True`, run only on interp in tests/test_reduce_bits.py."""
+    from test_reduce_bits import _one
+
+    a = np.arange(128, dtype=np.float32).reshape(4, 32)
+    a[2, 5] = np.nan
+    out = np.zeros(4, np.float32)
+    prog = _one(lambda x, y: T.reduce(x, y, "max", 1, True, nan_propagate=True))
+    tilecore.compile(prog, target=target)(a, out)
+    np.testing.assert_array_equal(out, [31, 63, np.nan, 127])
