@@ -91,12 +91,16 @@ def test_register_hints_and_gemm_k_pack_warn_once_and_set_max_nreg_checks_its_ar
                 A[tx] = 1.0
 
 
-def test_set_random_seed_and_set_log_level():
-    """Item 11's host helpers that no other test calls."""
+def test_set_random_seed_and_set_log_level(monkeypatch):
+    """Item 11's host helpers that no other test calls. torch's seeding is left out: importing
+    torch here would cost more than a second of CI."""
     import logging
 
     import tilecore.testing
 
+    real_find_spec = tilecore.testing.importlib.util.find_spec
+    monkeypatch.setattr(tilecore.testing.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torch" else real_find_spec(name, *a))
     tilecore.testing.set_random_seed(7)
     first = np.random.rand(3)
     tilecore.testing.set_random_seed(7)
