@@ -153,3 +153,27 @@ def test_nan_propagate_reduce_on_cpu_and_emu(target):
     prog = _one(lambda x, y: T.reduce(x, y, "max", 1, True, nan_propagate=True))
     tilecore.compile(prog, target=target)(a, out)
     np.testing.assert_array_equal(out, [31, 63, np.nan, 127])
+
+
+def _scratch_in_one_kernel():
+    @T.prim_func
+    def f(A: T.Tensor((16,), "float32"), Out: T.Tensor((16,), "float32")):
+        scratch = T.alloc_global((16,), "float32")  # a hidden, zeroed parameter
+        with T.Kernel(1, threads=32):
+            for i in T.Parallel(16):
+                scratch[i] = A[i] * 2 + scratch[i]
+            T.sync_threads()
+            for i in T.Parallel(16):
+                Out[i] = scratch[15 - i]
+
+    return f
+
+
+@pytest.mark.parametrize("target", target_params("interp", "cpu", "emu:sm_80"))
+def test_alloc_global_scratch_in_one_kernel(target):
+    """Item 5's T.alloc_global on every target (the two-kernel form runs on interp only)."""
+    k = tilecore.compile(_scratch_in_one_kernel(), out_idx=[-1], target=target)
+    assert [p.name for p in k.inputs] == ["A"]
+    a = np.arange(16, dtype=np.float32)
+    for _ in range(2):  # zeroed on each call
+        np.testing.assert_array_equal(k(a), (a * 2)[::-1])
