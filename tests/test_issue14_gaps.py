@@ -75,6 +75,19 @@ def test_register_hints_and_gemm_k_pack_warn_once_and_set_max_nreg_checks_its_ar
     for what in ("T.no_set_max_nreg()", "T.annotate_producer_reg_dealloc()",
                  "T.annotate_consumer_reg_alloc()", "k_pack"):
         assert sum(what in t for t in text) == 1, (what, text)
+    with pytest.warns(TileConfigWarning, match="wg_wait"):
+        @T.prim_func
+        def w(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"),
+              C: T.Tensor((64, 64), "float32")):
+            with T.Kernel(1, threads=128):
+                As = T.alloc_shared((64, 64), "float16")
+                Bs = T.alloc_shared((64, 64), "float16")
+                acc = T.alloc_fragment((64, 64), "float32")
+                T.copy(A, As)
+                T.copy(B, Bs)
+                T.clear(acc)
+                T.gemm(As, Bs, acc, wg_wait=1)
+                T.copy(acc, C)
     with pytest.warns(TileConfigWarning, match=r"T\.set_max_nreg\(\)"):
         @T.prim_func
         def g(A: T.Tensor((128,), "float32")):
@@ -177,3 +190,16 @@ def test_alloc_global_scratch_in_one_kernel(target):
     a = np.arange(16, dtype=np.float32)
     for _ in range(2):  # zeroed on each call
         np.testing.assert_array_equal(k(a), (a * 2)[::-1])
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint32"])
+@pytest.mark.parametrize("target", target_params("emu:sm_80"))
+def test_named_bit_operations_on_emu(target, dtype):
+    """Item 7's `T.shift_left` / `T.bitwise_*` / `T.floordiv` spellings (tests/test_int_ops.py's
+    kernel), run on interp and toy there, on the emulator here."""
+    from test_int_ops import _bits_inputs, _bits_kernel, _bits_reference
+
+    a, b, s = _bits_inputs(dtype)
+    out = tilecore.jit(_bits_kernel(dtype), out_idx=[-1], target=target)(a, b, s)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(out, _bits_reference(a, b, s))
