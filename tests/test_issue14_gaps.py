@@ -203,3 +203,57 @@ def test_named_bit_operations_on_emu(target, dtype):
     out = tilecore.jit(_bits_kernel(dtype), out_idx=[-1], target=target)(a, b, s)
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(out, _bits_reference(a, b, s))
+
+
+def _slice_at_loop_dependent_offset():
+    @T.prim_func
+    def f(A: T.Tensor((4, 64), "float32"), B: T.Tensor((4, 16), "float32")):
+        with T.Kernel(4, threads=32) as bx:
+            S = T.alloc_shared((16,), "float32")
+            lo = (bx % 2) * 32 + 8
+            hi = lo + 16
+            T.copy(A[bx, lo:hi], S)
+            T.copy(S, B[bx, :])
+
+    return f
+
+
+@pytest.mark.parametrize("target", target_params("cpu", "emu:sm_80"))
+def test_copy_of_a_slice_with_symbolic_bounds_on_cpu_and_emu(target):
+    """Item 6's `T.copy(A[b, lo:hi], S)`: the kernel of tests/test_tilelang_compat.py's
+    test_slice_extents_are_proved_through_let_names (interp), on the compiled targets."""
+    a = np.arange(256, dtype=np.float32).reshape(4, 64)
+    b = np.zeros((4, 16), np.float32)
+    tilecore.compile(_slice_at_loop_dependent_offset(), target=target)(a, b)
+    for r in range(4):
+        lo = (r % 2) * 32 + 8
+        np.testing.assert_array_equal(b[r], a[r, lo:lo + 16])
+
+
+def _fragment_annotated_copy():
+    @T.prim_func
+    def f(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, threads=32):
+            F = T.alloc_fragment((16, 16), "float32")
+            T.annotate_layout({F: T.Fragment(F.shape,
+                                             forward_thread_fn=lambda i, j: (i * 16 + j) % 32,
+                                             forward_index_fn=lambda i, j: (i * 16 + j) // 32)})
+            T.copy(A, F)
+            T.copy(F, B)
+
+    return f
+
+
+@pytest.mark.parametrize("target", target_params("interp", "emu:sm_80"))
+def test_an_explicit_fragment_layout_is_warned_and_the_kernel_runs(target):
+    """Item 2's `T.Fragment`: accepted with a warning that it is not honoured (row 2d)."""
+    from tilecore.errors import TileConfigWarning
+
+    with pytest.warns(TileConfigWarning, match="explicit Fragment of F is not honoured"):
+        prog = _fragment_annotated_copy()
+    frag = T.Fragment((4, 8), forward_fn=lambda i, j: (j, i))
+    assert (frag.thread(1, 2), frag.index(1, 2)) == (2, 1)
+    a = np.arange(256, dtype=np.float32).reshape(16, 16)
+    b = np.zeros_like(a)
+    tilecore.compile(prog, target=target)(a, b)
+    np.testing.assert_array_equal(b, a)
