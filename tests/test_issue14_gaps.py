@@ -258,3 +258,29 @@ def test_an_explicit_fragment_layout_is_warned_and_the_kernel_runs():
         b = np.zeros_like(a)
         tilecore.compile(prog, target=target)(a, b)
         np.testing.assert_array_equal(b, a, err_msg=target)
+
+
+def _reverse_in_shared(threads: int = 64):
+    @T.prim_func
+    def k(A: T.Tensor((threads,), "float32"), B: T.Tensor((threads,), "float32")):
+        with T.Kernel(1, threads=threads):
+            tx = T.thread_binding(0, threads, thread="threadIdx.x")
+            S = T.alloc_shared((threads,), "float32")
+            S[tx] = A[tx]
+            T.sync_threads()
+            B[tx] = S[threads - 1 - tx]
+
+    return k
+
+
+@pytest.mark.parametrize("target", target_params("cuda:sm_90a"))
+def test_thread_binding_renders_as_threadidx_in_cuda_source(target):
+    """Item 9's `T.thread_binding` in CUDA source (emu runs it in backends/emu/tests/
+    test_thread_level.py; no nvcc or GPU here)."""
+    import re
+
+    src = tilecore.compile(_reverse_in_shared(), target=target).get_kernel_source()
+    assert "__launch_bounds__(64)" in src and "__syncthreads()" in src
+    # the bound index is threadIdx.x (possibly through a copy) and indexes the reversed read
+    assert "const int tx = threadIdx.x;" in src
+    assert re.search(r"B\[(\w+)\] = S\[[^\]]*63[^\]]*\b\1\b", src), src
