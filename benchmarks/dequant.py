@@ -51,6 +51,9 @@ CONFIGS = [dict(block_N=32, block_K=1024, threads=256, num_stages=2, unpack="bit
            dict(block_N=16, block_K=512, threads=256, num_stages=3, unpack="bits"),
            dict(block_N=64, block_K=1024, threads=256, num_stages=2, unpack="bits")]
 
+# M > 1: the fastest M = 1 config with several rows of X per block (block_M)
+SMALL_M = [dict(block_M=4, block_K=512), dict(block_M=8, block_K=256), dict(block_M=16, block_K=128)]
+
 
 def copy_bandwidth(torch) -> float:
     """GB/s of a 256 MB device-to-device copy (read + write counted)."""
@@ -156,6 +159,7 @@ def table_row(r: dict, bw: float) -> str:
     b = r["best"]
     gbs = r["bytes"] / (b["ms"] * 1e-3) / 1e9
     cfg = "x".join(str(b["cfg"][k]) for k in ("block_N", "block_K", "threads", "num_stages"))
+    cfg += f" M{b['cfg'].get('block_M', 1)}"
     cfg += f" {b['cfg'].get('unpack', 'bits')}"
     i4 = ratio = "n/a"
     if "int4pack_ms" in r:
@@ -180,11 +184,14 @@ def main(argv=None):
     print(f"{dev}; torch {torch.__version__}; do_bench flush: {do_bench_flushes()}; copy {bw:.0f} GB/s",
           flush=True)
     results = []
+    best = None
     for si, (M, N, K) in enumerate(SHAPES):
+        if si > 0 and best is not None:  # the fastest on the first shape; rows of X per block at M > 1
+            configs = [best] if M == 1 else [best] + [{**best, **extra} for extra in SMALL_M]
         row = one_shape(torch, M, N, K, configs)
         results.append(row)
         if si == 0 and "best" in row:
-            configs = [row["best"]["cfg"]]  # the fastest on the first shape runs on the others
+            best = row["best"]["cfg"]
     lines = [f"{dev}, copy bandwidth {bw:.0f} GB/s; do_bench medians (L2 zero-flushed), read-flushed in ()",
              "",
              "| M, N, K | tilecore config | tilecore us | GB/s (% of copy) | _weight_int4pack_mm us | "

@@ -55,8 +55,30 @@ TOLERANCE = dict(rtol=0, atol=0)
 _ROUND = 12582912.0
 
 
+def _x_pair(X, row, j, M: int, K: int, exact: bool):
+    """(X[row, 2j], X[row, 2j + 1]) in float32, 0 past the matrix (ragged M and K)."""
+    if exact:
+        return T.cast(X[row, 2 * j], "float32"), T.cast(X[row, 2 * j + 1], "float32")
+    return (T.if_then_else(row < M and 2 * j < K, T.cast(X[row, 2 * j], "float32"), 0.0),
+            T.if_then_else(row < M and 2 * j + 1 < K, T.cast(X[row, 2 * j + 1], "float32"), 0.0))
+
+
+def _dot(byte, x0, x1, unpack: str):
+    """x0 (lo - 8) + x1 (hi - 8) for the two codes lo, hi of `byte` (a kernel helper: Python
+    code run at build time on kernel values). The offset's per-row term is added first, so that
+    every remaining operation is a fused multiply-add."""
+    if unpack == "bits":
+        lo = T.cast(byte & 15, "float32")  # the codes, 0..15
+        hi = T.cast(byte >> 4, "float32")
+        return x1 * hi + (x0 * lo - 8.0 * (x0 + x1))
+    # "float": one conversion per byte (module docstring)
+    b = T.cast(byte, "float32")  # lo + 16 hi, exact
+    hi = (b * 0.0625 - 0.46875 + _ROUND) - _ROUND  # floor(b / 16), exact
+    return hi * (x1 - 16.0 * x0) + (x0 * b - 8.0 * (x0 + x1))
+
+
 def program(M=1, N=4096, K=4096, group_size=128, block_N=32, block_K=1024, threads=256, num_stages=2,
-            dtype="bfloat16", unpack="bits"):
+            dtype="bfloat16", unpack="bits", block_M=1):
     """Y = X @ dequant(Wq, S) (see the module docstring for the format). Each loop iteration
     loads a (block_K / 2) x block_N tile of packed bytes into registers (block_K * block_N /
     (2 threads) bytes per thread, in 16-byte runs); `block_K` must be a multiple of
@@ -71,21 +93,26 @@ def program(M=1, N=4096, K=4096, group_size=128, block_N=32, block_K=1024, threa
     Kp = (K + 1) // 2  # packed rows
     bkp = block_K // 2
     gp = group_size // 2  # packed rows per group
-    exact = N % block_N == 0 and K % block_K == 0
+    exact = N % block_N == 0 and K % block_K == 0 and M % block_M == 0
 
     @T.prim_func
     def dequant_gemv(X: T.Tensor((M, K), dtype), Wq: T.Tensor((Kp, N), "uint8"),
                      S: T.Tensor(((K + group_size - 1) // group_size, N), dtype),
                      Y: T.Tensor((M, N), dtype)):
-        with T.Kernel(T.ceildiv(N, block_N), M, threads=threads) as (bx, by):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
             w_s = T.alloc_shared((bkp, block_N), "uint8")
             s_s = T.alloc_shared((bkp // gp, block_N), dtype)
             s_f = T.alloc_shared((bkp // gp, block_N), "float32")
             w = T.alloc_fragment((bkp, block_N), "uint8")
             sc = T.alloc_fragment((bkp, block_N), "float32")
-            acc = T.alloc_fragment((bkp, block_N), "float32")
-            col = T.alloc_fragment((block_N,), "float32")
-            T.clear(acc)
+            if block_M == 1:
+                acc1 = T.alloc_fragment((bkp, block_N), "float32")
+                col1 = T.alloc_fragment((block_N,), "float32")
+                T.clear(acc1)
+            else:
+                acc = T.alloc_fragment((block_M, bkp, block_N), "float32")
+                col = T.alloc_fragment((block_M, block_N), "float32")
+                T.clear(acc)
             for ko in T.Pipelined(T.ceildiv(Kp, bkp), num_stages=num_stages):
                 T.copy(Wq[ko * bkp, bx * block_N], w_s)  # zeros past the matrix
                 T.copy(S[ko * (bkp // gp), bx * block_N], s_s)  # zero scales there: nothing added
@@ -96,31 +123,24 @@ def program(M=1, N=4096, K=4096, group_size=128, block_N=32, block_K=1024, threa
                 for r, c in T.Parallel(bkp, block_N):  # 16-byte runs from shared into registers
                     w[r, c] = w_s[r, c]
                     sc[r, c] = s_f[r // gp, c]
-                for r, c in T.Parallel(bkp, block_N):
-                    j = ko * bkp + r
-                    if exact:
-                        x0 = T.cast(X[by, 2 * j], "float32")
-                        x1 = T.cast(X[by, 2 * j + 1], "float32")
-                    else:
-                        x0 = T.if_then_else(2 * j < K, T.cast(X[by, 2 * j], "float32"), 0.0)
-                        x1 = T.if_then_else(2 * j + 1 < K, T.cast(X[by, 2 * j + 1], "float32"), 0.0)
-                    if unpack == "bits":
-                        lo = T.cast(w[r, c] & 15, "float32")  # the codes, 0..15
-                        hi = T.cast(w[r, c] >> 4, "float32")
-                        # x0 (lo - 8) + x1 (hi - 8), the offset's per-row term first so that
-                        # every operation is a fused multiply-add
-                        t = x1 * hi + (x0 * lo - 8.0 * (x0 + x1))
-                    else:  # "float": one conversion per byte (module docstring)
-                        b = T.cast(w[r, c], "float32")  # lo + 16 hi, exact
-                        hi = (b * 0.0625 - 0.46875 + _ROUND) - _ROUND  # floor(b / 16), exact
-                        t = hi * (x1 - 16.0 * x0) + (x0 * b - 8.0 * (x0 + x1))
-                    acc[r, c] += t * sc[r, c]
-            T.reduce_sum(acc, col, dim=0)
-            for c in T.Parallel(block_N):
-                if exact:
-                    Y[by, bx * block_N + c] = col[c]
-                elif bx * block_N + c < N:
-                    Y[by, bx * block_N + c] = col[c]
+                if block_M == 1:  # 2-D fragments: the layout keeps 16-byte runs of the bytes
+                    for r, c in T.Parallel(bkp, block_N):
+                        x0, x1 = _x_pair(X, by, ko * bkp + r, M, K, exact)
+                        acc1[r, c] += _dot(w[r, c], x0, x1, unpack) * sc[r, c]
+                else:  # a thread holds all block_M sums of its (r, c): one unpacking serves them
+                    for m, r, c in T.Parallel(block_M, bkp, block_N):
+                        x0, x1 = _x_pair(X, by * block_M + m, ko * bkp + r, M, K, exact)
+                        acc[m, r, c] += _dot(w[r, c], x0, x1, unpack) * sc[r, c]
+            if block_M == 1:
+                T.reduce_sum(acc1, col1, dim=0)
+                for c in T.Parallel(block_N):
+                    if exact or bx * block_N + c < N:
+                        Y[by, bx * block_N + c] = col1[c]
+            else:
+                T.reduce_sum(acc, col, dim=1)
+                for m, c in T.Parallel(block_M, block_N):
+                    if exact or (by * block_M + m < M and bx * block_N + c < N):
+                        Y[by * block_M + m, bx * block_N + c] = col[m, c]
 
     return dequant_gemv
 
