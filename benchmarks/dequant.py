@@ -42,17 +42,19 @@ import tilecore  # noqa: E402
 GROUP = 128
 SHAPES = [(1, 4096, 4096), (16, 4096, 4096), (1, 14336, 4096)]
 # all on the first shape, the fastest on the others
-CONFIGS = [dict(block_N=32, block_K=1024, threads=256, num_stages=2, unpack="bits"),
-           dict(block_N=32, block_K=1024, threads=256, num_stages=2, unpack="float"),
-           dict(block_N=32, block_K=1024, threads=256, num_stages=3, unpack="bits"),
-           dict(block_N=32, block_K=512, threads=256, num_stages=3, unpack="bits"),
-           dict(block_N=32, block_K=512, threads=256, num_stages=4, unpack="float"),
-           dict(block_N=32, block_K=512, threads=128, num_stages=4, unpack="bits"),
-           dict(block_N=16, block_K=512, threads=256, num_stages=3, unpack="bits"),
-           dict(block_N=64, block_K=1024, threads=256, num_stages=2, unpack="bits")]
+CONFIGS = [dict(block_N=16, block_K=512, threads=256, num_stages=3, unpack="bits"),  # run 1's best
+           dict(block_N=16, block_K=512, threads=512, num_stages=3, unpack="bits"),
+           dict(block_N=16, block_K=512, threads=512, num_stages=3, unpack="float"),
+           dict(block_N=16, block_K=1024, threads=512, num_stages=3, unpack="bits"),
+           dict(block_N=16, block_K=1024, threads=1024, num_stages=2, unpack="bits"),
+           dict(block_N=16, block_K=1024, threads=1024, num_stages=2, unpack="float"),
+           dict(block_N=32, block_K=1024, threads=512, num_stages=3, unpack="bits"),
+           dict(block_N=8, block_K=1024, threads=512, num_stages=3, unpack="bits"),
+           dict(block_N=8, block_K=2048, threads=1024, num_stages=2, unpack="bits")]
 
 # M > 1: the fastest M = 1 config with several rows of X per block (block_M)
-SMALL_M = [dict(block_M=4, block_K=512), dict(block_M=8, block_K=256), dict(block_M=16, block_K=128)]
+SMALL_M = [dict(block_M=16, block_K=128, threads=256), dict(block_M=16, block_K=256, threads=512),
+           dict(block_M=8, block_K=512, threads=512), dict(block_M=4, block_K=1024, threads=512)]
 
 
 def copy_bandwidth(torch) -> float:
