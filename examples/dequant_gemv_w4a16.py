@@ -42,10 +42,11 @@ import tilecore.language as T
 OUT_IDX = [-1]
 # small shapes (every example runs on every target in CI): one exact shape, one ragged in K
 # (odd, and not a multiple of the tile or of the group) and N (not a multiple of block_N)
-# float16 here: Metal's default family (apple7) has no bfloat16; tests/test_dequant_gemv.py
-# runs the bfloat16 default
-TEST_SIZES = [dict(M=1, N=64, K=512, block_K=256, group_size=128, dtype="float16"),
-              dict(M=3, N=40, K=301, block_K=256, group_size=64, dtype="float16")]
+# float16 and unpack="float" here: Metal's default family (apple7) has no bfloat16 and the cpu
+# target has no bit operations yet; tests/test_dequant_gemv.py runs the defaults (bfloat16,
+# unpack="bits") and block_M > 1
+TEST_SIZES = [dict(M=1, N=64, K=512, block_K=256, group_size=128, dtype="float16", unpack="float"),
+              dict(M=3, N=40, K=301, block_K=256, group_size=64, dtype="float16", unpack="float")]
 # exact: make_inputs draws X as small integers and S as powers of two, so every product and
 # every partial sum is an integer multiple of a power of two below 2^24 (exact in float32 in any
 # order) and the bfloat16 rounding of the exact sum is the reference's
