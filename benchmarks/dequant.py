@@ -1,6 +1,7 @@
 """W4A16 dequantizing GEMV on the GPU (examples/dequant_gemv_w4a16.py) beside torch, in one process.
 
 Run on a CUDA machine (the lent H200):  python benchmarks/dequant.py [--out results.json]
+(the figures in BENCHMARKS.md: benchmarks/dequant_h200.json, the second run of the session)
     [--configs '[{"block_N": 32, ...}, ...]']
 
 Peers, at M = 1 and 16 with N = K = 4096 and at M = 1, N = 14336, K = 4096 (group size 128,
@@ -44,10 +45,10 @@ SHAPES = [(1, 4096, 4096), (16, 4096, 4096), (1, 14336, 4096)]
 # all on the first shape, the fastest on the others
 CONFIGS = [dict(block_N=16, block_K=512, threads=256, num_stages=3, unpack="bits"),  # run 1's best
            dict(block_N=16, block_K=512, threads=512, num_stages=3, unpack="bits"),
-           dict(block_N=16, block_K=512, threads=512, num_stages=3, unpack="float"),
+           dict(block_N=16, block_K=512, threads=512, num_stages=3, unpack="arith"),
            dict(block_N=16, block_K=1024, threads=512, num_stages=3, unpack="bits"),
            dict(block_N=16, block_K=1024, threads=1024, num_stages=2, unpack="bits"),
-           dict(block_N=16, block_K=1024, threads=1024, num_stages=2, unpack="float"),
+           dict(block_N=16, block_K=1024, threads=1024, num_stages=2, unpack="arith"),
            dict(block_N=32, block_K=1024, threads=512, num_stages=3, unpack="bits"),
            dict(block_N=8, block_K=1024, threads=512, num_stages=3, unpack="bits"),
            dict(block_N=8, block_K=2048, threads=1024, num_stages=2, unpack="bits")]

@@ -1,32 +1,30 @@
 """W4A16 dequantizing GEMV (decoding with int4 weights): Y = X @ dequant(Wq, S), with X [M, K]
 bfloat16 activations, int4 weights with one bfloat16 scale per group of `group_size` rows of K
-per output column, fp32 accumulation, Y [M, N] bfloat16.
+per output column, fp32 accumulation, Y [M, N] bfloat16 (`dtype="float16"` for fp16 X, S, Y).
 
 Weight format (symmetric int4 with an offset of 8, the convention of GPTQ and of torch's
 `_weight_int4pack_mm` with zero points 0):
 - `Wq` [ceil(K / 2), N] uint8: byte `Wq[j, n]` holds rows k = 2j (low nibble) and k = 2j + 1
-  (high nibble) of column n, each an unsigned code q in 0..15;
-- `S` [ceil(K / group_size), N] bfloat16: the scale of rows g*group_size .. (g+1)*group_size-1;
+  (high nibble) of column n, each an unsigned code q in 0..15 (`pack` / `unpack` below);
+- `S` [ceil(K / group_size), N]: the scale of rows g*group_size .. (g+1)*group_size-1;
 - the weight is W[k, n] = (q - 8) * S[k // group_size, n], so codes 0..15 stand for -8..7.
 
-At M = 1 the product is bound by reading Wq once (K N / 2 bytes: 8 MiB at 4096^2), so the
-kernel is built like examples/gemv.py: one block per `block_N` columns (and per row of X), each
-thread loads 16-byte runs of packed bytes (16 columns, 2 rows of K) straight into registers, all
-of a tile's loads issued before the first multiply-add waits for one; the block's partial sums
-are reduced over its rows once at the end. Unpacking is integer work (`& 15`, `>> 4`) and the
-two codes of a byte are converted to float32 with one conversion: the byte's value b = lo + 16 hi
-is exact in float32, hi = floor(b / 16) is found with float additions (adding 1.5 * 2^23 rounds
-to an integer in float32), and lo never needs a conversion of its own:
+The kernel: one block per `block_N` columns and `block_M` rows of X; a `T.Pipelined` loop over
+K copies (block_K / 2) x block_N tiles of packed bytes and the tile's scale rows into shared
+memory (cp.async stages on sm_80, TMA on sm_90a where the box fits), converts the tile's scales
+to float32 once, moves the bytes into registers in 16-byte runs and unpacks each byte with
+`& 15` and `>> 4` (`unpack="arith"`: `% 16` and `// 16`, for the cpu target, which has no bit
+operations yet). The offset is taken out of the sum per row: x0 (lo - 8) + x1 (hi - 8) =
+x1 hi + (x0 lo - 8 (x0 + x1)), so each byte costs two conversions and three fused
+multiply-adds. Partial sums stay per thread element and are reduced over the tile's rows once
+at the end. With `block_M` > 1 a thread keeps the block_M sums of its elements and one
+unpacking serves all of them.
 
-    x[2j] * lo + x[2j+1] * hi = x[2j] * b + hi * (x[2j+1] - 16 x[2j])
-
-The offset of 8 is taken out of the sum per group: sum_k x_k (q_k - 8) = sum_k x_k q_k - 8 sum_k
-x_k (the sums over X are per row, shared by every column). Conversions run at an eighth of the
-rate of multiply-adds on sm_80/sm_90, so halving them matters: at 4096^2 they would otherwise
-cost about as long as the weight stream.
-
-Rows of X past the first each read Wq again (from L2): M up to 16 works and is checked, but the
-kernel is a GEMV; larger M wants a tensor-core GEMM over a dequantized tile.
+Measured on the H200 (BENCHMARKS.md, benchmarks/dequant.py): 12.6 us at M = 1, N = K = 4096,
+0.8x torch's `_weight_int4pack_mm` (10.5 us); it is bound by the per-byte work and the
+per-tile synchronisation, not by the 8 MiB weight stream (2 us at the copy bandwidth). At
+M = 16 it is 0.54x: a GEMV repeats the unpacking per column block and multiplies on CUDA cores;
+the right kernel there dequantizes a tile into shared memory for tensor cores.
 
 Run: python examples/dequant_gemv_w4a16.py [target]
 """
@@ -42,19 +40,15 @@ import tilecore.language as T
 OUT_IDX = [-1]
 # small shapes (every example runs on every target in CI): one exact shape, one ragged in K
 # (odd, and not a multiple of the tile or of the group) and N (not a multiple of block_N)
-# float16 and unpack="float" here: Metal's default family (apple7) has no bfloat16 and the cpu
+# float16 and unpack="arith" here: Metal's default family (apple7) has no bfloat16 and the cpu
 # target has no bit operations yet; tests/test_dequant_gemv.py runs the defaults (bfloat16,
 # unpack="bits") and block_M > 1
-TEST_SIZES = [dict(M=1, N=64, K=512, block_K=256, group_size=128, dtype="float16", unpack="float"),
-              dict(M=3, N=40, K=301, block_K=256, group_size=64, dtype="float16", unpack="float")]
+TEST_SIZES = [dict(M=1, N=64, K=512, block_K=256, group_size=128, dtype="float16", unpack="arith"),
+              dict(M=3, N=40, K=301, block_K=256, group_size=64, dtype="float16", unpack="arith")]
 # exact: make_inputs draws X as small integers and S as powers of two, so every product and
 # every partial sum is an integer multiple of a power of two below 2^24 (exact in float32 in any
 # order) and the bfloat16 rounding of the exact sum is the reference's
 TOLERANCE = dict(rtol=0, atol=0)
-
-# 1.5 * 2^23: adding it to a float32 in [-2^22, 2^22] rounds that value to an integer
-_ROUND = 12582912.0
-
 
 def _x_pair(X, row, j, M: int, K: int, exact: bool):
     """(X[row, 2j], X[row, 2j + 1]) in float32, 0 past the matrix (ragged M and K)."""
@@ -71,22 +65,21 @@ def _dot(byte, x0, x1, unpack: str):
     if unpack == "bits":
         lo = T.cast(byte & 15, "float32")  # the codes, 0..15
         hi = T.cast(byte >> 4, "float32")
-        return x1 * hi + (x0 * lo - 8.0 * (x0 + x1))
-    # "float": one conversion per byte (module docstring)
-    b = T.cast(byte, "float32")  # lo + 16 hi, exact
-    hi = (b * 0.0625 - 0.46875 + _ROUND) - _ROUND  # floor(b / 16), exact
-    return hi * (x1 - 16.0 * x0) + (x0 * b - 8.0 * (x0 + x1))
+    else:  # "arith": the same codes by integer division (targets without bit operations: cpu)
+        lo = T.cast(byte % 16, "float32")
+        hi = T.cast(byte // 16, "float32")
+    return x1 * hi + (x0 * lo - 8.0 * (x0 + x1))
 
 
 def program(M=1, N=4096, K=4096, group_size=128, block_N=32, block_K=1024, threads=256, num_stages=2,
             dtype="bfloat16", unpack="bits", block_M=1):
-    """Y = X @ dequant(Wq, S) (see the module docstring for the format). Each loop iteration
-    loads a (block_K / 2) x block_N tile of packed bytes into registers (block_K * block_N /
-    (2 threads) bytes per thread, in 16-byte runs); `block_K` must be a multiple of
-    2 * group_size... or group_size a multiple of block_K ... (checked). Ragged N and K are
-    guarded element by element (zeros add nothing)."""
-    if unpack not in ("bits", "float"):
-        raise ValueError(f"unpack={unpack!r}: use 'bits' or 'float'")
+    """Y = X @ dequant(Wq, S) (module docstring). Each T.Pipelined iteration (`num_stages`
+    stages) handles block_K rows of K: block_K must be a multiple of the (even) group_size, so a
+    tile holds whole groups. Ragged M, N and K are guarded element by element (the copies fill
+    zeros past the matrix; a zero scale adds nothing). `unpack`: "bits" (`&`, `>>`) or "arith"
+    (`%`, `//`: the cpu target)."""
+    if unpack not in ("bits", "arith"):
+        raise ValueError(f"unpack={unpack!r}: use 'bits' or 'arith'")
     if group_size % 2 or block_K % group_size:
         raise ValueError(f"group_size={group_size}, block_K={block_K}: group_size must be even (a "
                          "byte holds two rows of K) and block_K a multiple of it (a tile holds whole "

@@ -1,5 +1,5 @@
 """examples/dequant_gemv_w4a16.py beyond the generic example tests (which run its TEST_SIZES,
-float16 with unpack="float", on every target): the defaults (bfloat16, unpack="bits": `&` and
+float16 with unpack="arith", on every target): the defaults (bfloat16, unpack="bits": `&` and
 `>>` on the packed bytes) and several rows of X per block, exactly against the NumPy reference
 (make_inputs makes every float32 sum exact, so any summation order gives the same bits), on
 interp and the thread-level emulator; the cpu target's refusal of the bit operations; the
@@ -37,8 +37,8 @@ def test_bfloat16_bit_unpacking_is_exact(target, case):
     _run(target, CASES[case])
 
 
-def test_float_unpacking_rows_per_block_on_cpu():
-    _run("cpu", CASES[1], unpack="float")
+def test_arithmetic_unpacking_rows_per_block_on_cpu():
+    _run("cpu", CASES[1], unpack="arith")
 
 
 def test_cpu_refuses_the_bit_operations_with_the_kernel_line():
