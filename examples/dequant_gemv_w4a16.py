@@ -71,7 +71,7 @@ def _dot(byte, x0, x1, unpack: str):
     return x1 * hi + (x0 * lo - 8.0 * (x0 + x1))
 
 
-def program(M=1, N=4096, K=4096, group_size=128, block_N=32, block_K=1024, threads=256, num_stages=2,
+def program(M=1, N=4096, K=4096, group_size=128, block_N=16, block_K=512, threads=512, num_stages=3,
             dtype="bfloat16", unpack="bits", block_M=1):
     """Y = X @ dequant(Wq, S) (module docstring). Each T.Pipelined iteration (`num_stages`
     stages) handles block_K rows of K: block_K must be a multiple of the (even) group_size, so a
