@@ -23,6 +23,7 @@ from ..ir.expr import Expr, binop, cast, const, linear
 from ..ir.intrinsic import Intrinsic, LaneMap
 from ..ir.stmt import For, Gemm, IfThenElse, SeqStmt, Stmt
 from ..ir.thread import IntrinsicCall, MemLoad, MemStore, OperandRef
+from ..semantics import gemm_accumulator
 from .body import stage_fragment
 from .context import LowerCtx
 from .indexing import NotNumeric, evaluate
@@ -93,19 +94,33 @@ def _simt_gemm(ctx: LowerCtx, g: Gemm) -> Stmt:
     bmem = _memory(ctx, g.b.buffer, g.loc, pre)
     _, _, kdim = g.mnk
     out: list[Stmt] = list(pre)
-    if g.clear_accum:
-        out.extend(MemStore(cregs, const(r), cast(0, cd), None, g.loc) for r in range(lay.nregs))
+    accd = gemm_accumulator(cd)
+    # A narrow float C (fp16, bf16, ...) sums its products in the semantics' gemm accumulator
+    # (float32) and is rounded once per T.gemm, as the oracle does; rounding every multiply-add
+    # into C differed from interp by an ulp (amplified by an fp8 output: --tile-long, shard 324).
+    wide = cd.is_float and accd != cd
+    acc = ctx.new_regs(f"{c.name}_acc", lay.nregs, accd) if wide else cregs
+    if g.clear_accum or wide:
+        out.extend(MemStore(acc, const(r), cast(0, acc.dtype), None, g.loc) for r in range(lay.nregs))
     k = ctx.fresh_var("k")
     body = []
     for r in range(lay.nregs):
         i, j = lay.coords(ctx.tx, r)
         a = MemLoad(amem, ctx.offset(g.a.buffer, operand_index(g.a, g.transpose_a, i, k)))
         b = MemLoad(bmem, ctx.offset(g.b.buffer, operand_index(g.b, g.transpose_b, k, j)))
-        v = binop("add", MemLoad(cregs, const(r)), binop("mul", cast(a, cd), cast(b, cd)))
-        st: Stmt = MemStore(cregs, const(r), cast(v, cd), None, g.loc)
+        ad = acc.dtype
+        v = binop("add", MemLoad(acc, const(r)), binop("mul", cast(a, ad), cast(b, ad)))
+        st: Stmt = MemStore(acc, const(r), cast(v, ad), None, g.loc)
         valid = lay.valid(ctx.tx, r)
         body.append(st if valid is None else IfThenElse(valid, st, None, g.loc))
     out.append(For(k, const(0), const(kdim), 1, "serial", SeqStmt(tuple(body), g.loc), (), g.loc))
+    if wide:  # C = round(C + sum), once
+        for r in range(lay.nregs):
+            total = MemLoad(acc, const(r)) if g.clear_accum else \
+                binop("add", cast(MemLoad(cregs, const(r)), accd), MemLoad(acc, const(r)))
+            st = MemStore(cregs, const(r), cast(total, cd), None, g.loc)
+            valid = lay.valid(ctx.tx, r)
+            out.append(st if valid is None else IfThenElse(valid, st, None, g.loc))
     return SeqStmt(tuple(out), g.loc)
 
 
