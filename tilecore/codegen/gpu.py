@@ -7,7 +7,8 @@ Written once here, over spelling hooks a dialect overrides:
 - shared-memory carving: every shared buffer is a typed, aligned view into one byte array
   (`shared_storage` declares it: CUDA `extern __shared__`, Metal at kernel scope or as a
   `[[threadgroup(0)]]` parameter);
-- narrow atomics: an 8/16-bit add as a compare-and-swap loop on its aligned 32-bit word;
+- compare-and-swap atomics (`cas_atomic_helper`): an 8/16-bit add, and max / min of every type
+  up to 32 bits, as a loop on the aligned 32-bit word;
 - shuffles: narrow floats through float32, bools and narrow ints through int;
 - operand packing: the registers of an intrinsic operand viewed as 32-bit words, and shared
   operands as 32-bit shared-window addresses (one base, so address arithmetic stays 32-bit).
@@ -257,7 +258,7 @@ class GPURenderer(CStyleRenderer):
                                  f"({self.atomic_add_call(ref, value, d)});")
             return
         if self.narrow_atomic(d):
-            self.guarded(s.pred, f"{self.narrow_atomic_helper(d)}(&{ref}, {value});")
+            self.guarded(s.pred, f"{self.cas_atomic_helper(d, 'add')}(&{ref}, {value});")
         else:
             self.guarded(s.pred, self.atomic_add_call(ref, value, d) + ";")
 
@@ -267,18 +268,20 @@ class GPURenderer(CStyleRenderer):
             raise TileTargetError(f"T.atomic_{s.op} on {d} is not provided on this target", s.loc,
                                   hint="use a type of at most 32 bits (int32, float32, ...)")
         ref, value = self.ref(s.buffer, s.offset), self.converted(s.value, d)
-        call = f"{self.extremum_atomic_helper(d, s.op)}(&{ref}, {value})"
+        call = f"{self.cas_atomic_helper(d, s.op)}(&{ref}, {value})"
         if s.prev is not None:
             dst = self.ref(s.prev, s.prev_offset)
             self.guarded(s.pred, f"{dst} = ({self.type_name(s.prev.dtype)})({call});")
         else:
             self.guarded(s.pred, call + ";")
 
-    def extremum_atomic_helper(self, d: DType, op: str) -> str:
-        """A device function setting an element of at most 32 bits to max / min(itself, val)
-        with a compare-and-swap loop on its aligned 32-bit word, returning the value it found.
-        The max / min is this renderer's own expression code (NaN-propagating like the oracle);
-        when it leaves the element's bits unchanged nothing is written."""
+    def cas_atomic_helper(self, d: DType, op: str) -> str:
+        """A device function setting an element of at most 32 bits to `op`(itself, val) (add:
+        the 8/16-bit types without a native atomic add; max / min: every type) with a
+        compare-and-swap loop on its aligned 32-bit word, returning the value it found. The
+        operation is this renderer's own expression code, so it follows the oracle (narrow
+        floats round through float32, ints wrap, max / min propagate NaN); when it leaves the
+        element's bits unchanged nothing is written."""
         name = f"tilecore_atomic_{op}_{d.name}"
         if name in self.helpers:
             return name
@@ -315,40 +318,6 @@ class GPURenderer(CStyleRenderer):
         self.reserve(name)
         return name
 
-    def narrow_atomic_helper(self, d: DType) -> str:
-        """A device function adding to an 8/16-bit element with a compare-and-swap loop on its
-        aligned 32-bit word; the add itself follows the oracle's rounding (narrow floats through
-        float32, ints wrapped), rendered by this renderer's own expression code."""
-        name = f"tilecore_atomic_add_{d.name}"
-        if name in self.helpers:
-            return name
-        t, bits = self.type_name(d), ("unsigned char" if d.bits == 8 else "unsigned short")
-        cur, val = Var("cur", d), Var("val", d)
-        saved = dict(self.names)
-        self.names[id(cur)], self.names[id(val)] = "cur", "val"
-        total = self.expr(binop("add", cur, val))
-        self.names = saved
-        g = self.address_space("global")
-        self.helpers[name] = "\n".join([
-            f"{self.helper_prefix()} void {name}({g}{t}* addr, {t} val) {{",
-            f"  const unsigned long long a = {self.address_as_int('addr')};",
-            f"  {g}unsigned* word = {self.pointer_cast('unsigned', 'global', 'a & ~3ull')};",
-            "  const unsigned shift = (unsigned)(a & 3ull) * 8u;",
-            f"  const unsigned mask = {hex((1 << d.bits) - 1)}u << shift;",
-            "  unsigned old = *word, assumed;",
-            "  do {",
-            "    assumed = old;",
-            f"    {bits} in_bits = ({bits})((assumed & mask) >> shift);",
-            f"    const {t} cur = {self.bit_cast(t, 'in_bits')};",
-            f"    const {t} sum = {total};",
-            f"    const {bits} out_bits = {self.bit_cast(bits, 'sum')};",
-            "    old = " + self.atomic_cas_call(
-                "word", "assumed", "(assumed & ~mask) | ((unsigned)out_bits << shift)") + ";",
-            "  } while (assumed != old);",
-            "}",
-        ])
-        self.reserve(name)
-        return name
 
     # ------------------------------------------------------------------ intrinsic operands
     def register_words(self, spec, ref) -> list[str]:

@@ -205,7 +205,7 @@ class MetalRenderer(GPURenderer):
             return
         if not self.narrow_atomic(d):
             return super().stmt_Atomic(s)
-        helper = self.narrow_atomic_helper(d, s.buffer.scope)
+        helper = self.cas_atomic_helper(d, "add", s.buffer.scope)
         space = self.address_space(s.buffer.scope)
         byte = f"({self.expr(s.offset)}) * {d.itemsize}"
         value = self.converted(s.value, d)
@@ -216,7 +216,7 @@ class MetalRenderer(GPURenderer):
         if d.bits > 32:
             raise TileTargetError(f"T.atomic_{s.op} on {d} is not provided on Metal", s.loc,
                                   hint="use a type of at most 32 bits (int32, float32, ...)")
-        helper = self.extremum_atomic_helper(d, s.op, s.buffer.scope)
+        helper = self.cas_atomic_helper(d, s.op, s.buffer.scope)
         space = self.address_space(s.buffer.scope)
         byte = f"({self.expr(s.offset)}) * {d.itemsize}"
         value = self.converted(s.value, d)
@@ -227,11 +227,12 @@ class MetalRenderer(GPURenderer):
         else:
             self.guarded(s.pred, call + ";")
 
-    def extremum_atomic_helper(self, d: DType, op: str, scope: str = "global") -> str:
-        """max / min(element, val) for an element of at most 32 bits at byte offset `byte` of a
-        buffer viewed as 32-bit atomic words: a weak compare-and-swap loop (a spurious failure
-        retries), returning the value found; nothing is written when the bits do not change.
-        The max / min is this renderer's expression code (NaN-propagating like the oracle)."""
+    def cas_atomic_helper(self, d: DType, op: str, scope: str = "global") -> str:
+        """`op`(element, val) (add for the 8/16-bit types, max / min for every type) for an
+        element of at most 32 bits at byte offset `byte` of a buffer viewed as 32-bit atomic
+        words: a weak compare-and-swap loop (a spurious failure retries), returning the value
+        found; nothing is written when the bits do not change. The operation is this renderer's
+        expression code (the oracle's rounding; max / min propagate NaN)."""
         name = f"tilecore_atomic_{op}_{d.name}_{scope}"
         if name in self.helpers:
             return name
@@ -280,43 +281,8 @@ class MetalRenderer(GPURenderer):
                 "memory_order_relaxed)")
 
     def atomic_cas_call(self, word: str, expected: str, desired: str) -> str:
-        raise TileInternalError("the Metal renderer spells compare-and-swap in narrow_atomic_helper")
+        raise TileInternalError("the Metal renderer spells compare-and-swap in cas_atomic_helper")
 
-    def narrow_atomic_helper(self, d: DType, scope: str = "global") -> str:
-        """An add to an 8/16-bit element at byte offset `byte` of a buffer viewed as 32-bit atomic
-        words: a compare-and-swap loop (Metal's only CAS is weak, so a spurious failure, which
-        leaves `expected` unchanged, retries). The add follows the oracle's rounding (rendered
-        by this renderer's own expression code)."""
-        name = f"tilecore_atomic_add_{d.name}_{scope}"
-        if name in self.helpers:
-            return name
-        from tilecore.ir.expr import Var, binop
-
-        t, bits = self.type_name(d), ("uchar" if d.bits == 8 else "ushort")
-        cur, val = Var("cur", d), Var("val", d)
-        saved = dict(self.names)
-        self.names[id(cur)], self.names[id(val)] = "cur", "val"
-        total = self.expr(binop("add", cur, val))
-        self.names = saved
-        space = self.address_space(scope)
-        self.helpers[name] = "\n".join([
-            f"inline void {name}({space}atomic_uint* words, int byte, {t} val) {{",
-            f"  {space}atomic_uint* word = words + byte / 4;",
-            "  const uint shift = (uint)(byte & 3) * 8u;",
-            f"  const uint mask = {hex((1 << d.bits) - 1)}u << shift;",
-            "  uint expected = atomic_load_explicit(word, memory_order_relaxed);",
-            "  while (true) {",
-            f"    const {bits} in_bits = ({bits})((expected & mask) >> shift);",
-            f"    const {t} cur = as_type<{t}>(in_bits);",
-            f"    const {t} sum = {total};",
-            f"    const uint desired = (expected & ~mask) | ((uint)as_type<{bits}>(sum) << shift);",
-            "    if (atomic_compare_exchange_weak_explicit(word, &expected, desired, memory_order_relaxed,",
-            "                                              memory_order_relaxed)) break;",
-            "  }",
-            "}",
-        ])
-        self.reserve(name)
-        return name
 
     # ------------------------------------------------------------------ simdgroup matrices
     def stmt_IntrinsicCall(self, s) -> None:
