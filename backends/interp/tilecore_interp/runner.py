@@ -16,6 +16,7 @@ from tilecore.ir.expr import Load, const_int
 from tilecore.ir.grid_sync import phases as grid_phases
 from tilecore.ir.loops import While
 from tilecore.ir.stmt import (
+    BIT_REDUCE_KINDS,
     AtomicAdd,
     AtomicAddRegion,
     Copy,
@@ -69,9 +70,6 @@ def _current_options():
     poison = os.environ.get("TILECORE_INTERP_POISON", _OPTIONS["poison"])
     return seed, poison
 
-
-# T.reduce_bitand / bitor / bitxor (tilecore.ir.stmt.BIT_REDUCE_KINDS)
-_BIT_UFUNC = {"bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor}
 
 class InterpArtifact:
     """The `tile_build` result for target interp: source is the tile program itself."""
@@ -473,8 +471,8 @@ class Program:
             x = env[src].astype(compute_np(acc))
             if kind in ("abssum", "absmax"):
                 x = np.abs(x)
-            if kind in _BIT_UFUNC:  # integer / bool tiles, accumulated in int64: exact
-                r = _BIT_UFUNC[kind].reduce(x, axis=dim)
+            if kind in BIT_REDUCE_KINDS:  # integer / bool tiles, accumulated in int64: exact
+                r = _COMBINE[kind].reduce(x, axis=dim)
             elif kind in ("sum", "abssum"):
                 r = np.sum(x, axis=dim, dtype=x.dtype)
             elif kind in ("max", "absmax"):
@@ -486,8 +484,8 @@ class Program:
             r = np.asarray(cast_value(r, acc, d_dst)).reshape(shape)
             if not clear:
                 cur = env[dst].astype(compute_np(d_dst))
-                if kind in _BIT_UFUNC:
-                    r = _BIT_UFUNC[kind](cur, r)
+                if kind in BIT_REDUCE_KINDS:
+                    r = _COMBINE[kind](cur, r)
                 elif kind in ("sum", "abssum"):
                     r = cur + r
                 elif kind in ("max", "absmax"):
@@ -616,7 +614,9 @@ def _region_oob(buf, bs, loc, what):
     )
 
 
-_COMBINE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
+# reducer updates (sum / max / min) and the bit reductions (tilecore.ir.stmt.BIT_REDUCE_KINDS)
+_COMBINE = {"sum": np.add, "max": np.maximum, "min": np.minimum, "bitand": np.bitwise_and,
+            "bitor": np.bitwise_or, "bitxor": np.bitwise_xor}
 
 
 def _uninit_accumulate(buf, idx, loc):
