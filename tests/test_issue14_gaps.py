@@ -129,30 +129,19 @@ def test_set_random_seed_and_set_log_level(monkeypatch):
         log.setLevel(before)
 
 
-@pytest.mark.parametrize("target", target_params("emu:sm_80"))
-def test_scalar_parameters_on_emu_through_jit(target):
-    """Item 4 on the emulator: the same kernel and checks as tests/test_scalar_params.py."""
+@pytest.mark.parametrize("target", target_params("cpu", "emu:sm_80"))
+def test_scalar_parameters_on_cpu_and_emu_through_jit(target):
+    """Item 4 on cpu and the emulator (rows 4b, 4a): the kernel and checks of
+    tests/test_scalar_params.py; the scalars size the grid and reach the body as Python ints
+    (`shift` an int16, negative too, or a NumPy int16)."""
     from test_scalar_params import _masked_scale
 
     kernel = tilecore.jit(_masked_scale(), out_idx=[-1], target=target)
     a = np.arange(256, dtype=np.int32)
-    for limit, shift in [(256, 3), (100, -7)]:
+    for limit, shift in [(256, 3), (100, -7), (1, np.int16(-32768))]:
         want = np.zeros(256, np.int32)
         want[:limit] = a[:limit] + shift
         np.testing.assert_array_equal(kernel(a, limit, shift), want)
-
-
-@pytest.mark.parametrize("target", target_params("cpu"))
-def test_cpu_refuses_scalar_parameters_at_the_signature(target):
-    """Item 4's gap on cpu (docs/issue14-coverage.md row 4b): a located refusal with the fix, for
-    now. When the cpu backend takes scalars, replace this with the emulator test's checks."""
-    from test_scalar_params import _masked_scale
-
-    from tilecore.errors import TileTargetError
-
-    with pytest.raises(TileTargetError, match="does not take scalar parameters yet") as e:
-        tilecore.jit(_masked_scale(), out_idx=[-1], target=target)
-    assert "test_scalar_params.py" in str(e.value)
 
 
 @pytest.mark.parametrize("target", target_params("cpu", "emu:sm_80"))
