@@ -3,6 +3,7 @@
 `tilecore.semantics`: C's compute width, so int16 and uint8 shift and invert as promoted
 ints, uint32 and int64 at their own width), and NumPy's where NumPy's dtype rules agree;
 a shift count outside the width and a zero floor divisor are located TileRuntimeErrors.
+Scalar parameters reach the serial and the prange launcher.
 
 One kernel covers five dtypes (each numba compile costs seconds); Hypothesis varies the data
 and the length (`T.dynamic`), the operands' extremes are always among the inputs."""
@@ -175,3 +176,35 @@ def test_the_compile_cache_entry_keeps_the_shift_fault():
     full[2][1] = 33  # int16's count
     with pytest.raises(TileRuntimeError, match=r"shift count 33 is outside \[0, 32\) in `shl` on int16"):
         loaded.run(full, {"n": len(args[0])})
+
+
+def _scalar_shift():
+    n = T.dynamic("n")
+
+    @T.prim_func
+    def scalar_shift(A: T.Tensor((n,), "int32"), s: T.int32, lo: T.int16, B: T.Tensor((n,), "int32")):
+        with T.Kernel(T.ceildiv(n, 32), threads=32) as bx:
+            for i in T.Parallel(32):
+                k = bx * 32 + i
+                if k < n and k >= lo:
+                    B[k] = (A[k] >> s) ^ lo
+
+    return scalar_shift
+
+
+@pytest.mark.parametrize("parallel", ["never", "always"])
+def test_scalar_parameters_reach_both_launchers(parallel, monkeypatch):
+    """Scalars as a shift count (checked: its range is its dtype's) and a bound, through the
+    serial launcher and the prange one (whose blocks take them as arguments)."""
+    from tilecore_cpu import artifact
+
+    monkeypatch.setattr(artifact, "PARALLEL", parallel)
+    kernel = tilecore.jit(_scalar_shift(), out_idx=[-1], target="cpu")
+    a = np.arange(-50, 50, dtype=np.int32) * 999
+    for s, lo in [(0, 0), (31, -3), (4, 70)]:
+        want = np.where(np.arange(100) >= lo, (a >> s) ^ lo, 0).astype(np.int32)
+        np.testing.assert_array_equal(kernel(a, s, lo), want)
+    if parallel == "always":  # the prange launcher was compiled and ran
+        assert kernel.artifact.launch.signatures
+    with pytest.raises(TileRuntimeError, match=r"shift count 32 is outside \[0, 32\) in `shr` on int32"):
+        kernel(a, 32, 0)
