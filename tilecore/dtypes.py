@@ -165,6 +165,9 @@ ALIASES: dict[str, DType] = {
     "e4m3_float8": float8_e4m3fn, "e5m2_float8": float8_e5m2, "fp8_e4m3": float8_e4m3fn,
     "fp8_e5m2": float8_e5m2, "float4_e2m1": float4_e2m1fn, "fp4_e2m1": float4_e2m1fn,
     "bool_": bool_, "uint": uint32, "long": int64, "short": int16,
+    # TileLang's TF32 (`T.tfloat32`, the string "tfloat32"): float32 storage. tilecore computes
+    # gemms on it at float32 precision, not TF32's 10 mantissa bits (docs/tilelang.md)
+    "tfloat32": float32, "tf32": float32,
 }
 
 _TORCH_NAMES = {

@@ -152,8 +152,8 @@ cast = builtin(cast)
 symbolic = dynamic
 parallel = Parallel  # TIR's lower-case spelling of a parallel loop
 Serial = serial  # TIR's capitalized spelling
-# TF32 tensor-core inputs: stored as float32; tilecore's gemm computes them at float32 precision
-# (at least TF32's), a documented difference (docs/tilelang.md)
+# TF32 tensor-core inputs: stored as float32 (the strings "tfloat32" / "tf32" too); tilecore's gemm
+# computes them in float32, not TF32's 10 mantissa bits, a documented difference (docs/tilelang.md)
 tfloat32 = float32
 float8_e4m3 = float8_e4m3fn
 bool = bool_  # noqa: A001
