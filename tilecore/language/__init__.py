@@ -1,5 +1,6 @@
 """`import tilecore.language as T`: the kernel language, with TileLang's names and meanings."""
 
+from ..dtypes import FLOAT4_UNPACKED as float4_e2m1_unpacked
 from ..dtypes import (
     bfloat16,
     bool_,
@@ -193,7 +194,7 @@ __all__ = [
     "Persistent",
     "reinterpret", "alloc_buffer", "reshape", "view",
     "int", "uint", "long", "short", "double", "im2col", "tvm_warp_shuffle", "int4", "access_ptr",
-    "float4_e2m1fn", "uint4",
+    "float4_e2m1fn", "float4_e2m1_unpacked", "uint4",
     "ptx_cp_async", "ptx_commit_group", "ptx_wait_group",
     "wgmma_gemm", "wait_wgmma", "fence_proxy_async", "cp_async_barrier_noinc", "gemm_sp",
     "attr", "comm_reducer", "evaluate", "tvm_thread_allreduce", "make_tensor", "ptr",
