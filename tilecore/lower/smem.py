@@ -10,7 +10,12 @@ How a buffer is accessed is read from the tile program:
   reads `line / row_bytes` consecutive rows at the same column, where `row_bytes` is the
   loader's matrix row (its lane-map shape, never a constant here); an accumulator staged for
   an epilogue is written in the same column pattern;
-- vector copies move `vector_bytes` per lane along rows (row-major order).
+- vector copies move `vector_bytes` per lane along rows (row-major order);
+- a shared tile the program itself writes from a fragment (`T.copy(acc_o, O_shared)` before
+  `O_shared` leaves by vector copies) is written in that same column pattern as an epilogue
+  staging tile, so it may be swizzled too (row-major, its rows a multiple of 128 bytes apart,
+  made those stores 8-way conflicted); `Options.disable_staged_swizzle` keeps such tiles to
+  the copy-only choice (row-major), for A/B runs.
 
 Candidates are tried in order — row-major, the XOR swizzles `Swizzle<bits, log2(chunk),
 shift>` with 16-byte (vector-width) chunks, then padding one chunk per row — and the first with
@@ -179,6 +184,7 @@ class SmemPlanner:
         self.chosen: dict[int, SharedLayout] = {}
         self.extra: dict = {}  # buffers lowering creates (staging tiles), by key
         self.wgmma_loc: dict = {}  # wgmma operand buffers -> the gemm's location (for errors)
+        staged_swizzle = not getattr(ctx.options, "disable_staged_swizzle", False)
         for n in walk(ctx.launch.body):
             if isinstance(n, Gemm):
                 plan = ctx.plans.get(id(n))
@@ -196,6 +202,10 @@ class SmemPlanner:
                 for r in (n.src, n.dst):
                     if r.buffer.scope == "shared":
                         self._use(r.buffer, "copy")
+                if n.src.buffer.scope == "fragment" and n.dst.buffer.scope == "shared" and staged_swizzle:
+                    # a tile the kernel stages itself (FlashAttention's O_shared): the fragment
+                    # writes it in the accumulator's column pattern, as an epilogue staging tile
+                    self._use(n.dst.buffer, "stage")
         for key, value in ctx.launch.annotations:
             if key == LAYOUT_ANNOTATION:
                 for buf, req, loc in value:
