@@ -6,7 +6,8 @@ float (a float32 exactly representable in the narrow type), float64, int64 for e
 and bool. Integers wrap like C (`semantics`: every operation at its C compute width): add, sub,
 mul and neg run in int64, which keeps the low 32 bits exact, and the value is wrapped where
 its whole value is seen (`ExprGen.observed`) unless the range analysis proves it fits, and on
-store.
+store. Division, floor division and the bit operations take observed operands; a zero divisor
+or a shift count outside the compute width is a fault (`runtime.cdiv`, `intops`), as on interp.
 Narrow-float operations compute in float32 and round once per operation, like `interp`;
 float64 (and integer) values round to a narrow float once, through float32 rounded to odd.
 """
