@@ -21,6 +21,11 @@ staging, fence and group discipline as tilecore.lower.tma_store (whose staging t
 shared-memory fit test it shares); `proxy-fences` ends the kernel with the wait for the bulk
 group's shared reads.
 
+The staging tile keeps the widest canonical span (128-byte panels), where the float32
+accumulator's 8-byte stores are 2-way bank conflicted (rows r and r ^ 1 of a phase share
+banks). 32-byte panels make them conflict-free but need four times the boxes: on the H200 that
+was a tie without a mask and 7% slower causal (BENCHMARKS.md, "staged-tile swizzle").
+
 Applies to a whole float32 fragment of two non-unit dimensions, added into a global float32
 region whose last dimension is the tile's columns (other dimensions may be 1: dQ[b, rows, h, :]),
 with static 16-byte row strides, where the staging tile fits (`tma_store.staging_fits`). Elsewhere,
