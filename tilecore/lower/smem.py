@@ -107,22 +107,52 @@ def conflict_degree(layout: SharedLayout, itemsize: int, model: BankModel, patte
     worst = 1
     for pat in patterns:
         ph = phases(pat, layout.rows, layout.cols, itemsize, model)
-        if ph is None:
-            continue
-        r, c = ph
-        addr = layout.offset_np(r, c) * itemsize  # byte address of each lane's access
-        words = max(1, pat.width // model.bank_bytes)
-        w = (addr[:, :, None] // model.bank_bytes + np.arange(words)).reshape(addr.shape[0], -1)
-        bank = w % model.banks
-        ph_id = np.broadcast_to(np.arange(w.shape[0])[:, None], w.shape)
-        # distinct (phase, bank, word) triples, then how many per (phase, bank): each triple as
-        # one int64 key (np.unique over rows, axis=0, sorted row views: 10x slower)
-        lo = int(w.min())
-        span = int(w.max()) - lo + 1
-        keys = np.unique((ph_id * model.banks + bank).ravel() * span + (w.ravel() - lo))
-        _, counts = np.unique(keys // span, return_counts=True)
-        worst = max(worst, int(counts.max()))
+        if ph is not None:
+            worst = max(worst, _phase_degree(layout, *ph, pat.width, itemsize, model))
     return worst
+
+
+def _phase_degree(layout: SharedLayout, r, c, width: int, itemsize: int, model: BankModel) -> int:
+    """The conflict degree of accesses of `width` bytes at (r, c), arrays of shape (phases,
+    lanes): each row one phase."""
+    addr = layout.offset_np(r, c) * itemsize  # byte address of each lane's access
+    words = max(1, width // model.bank_bytes)
+    w = (addr[:, :, None] // model.bank_bytes + np.arange(words)).reshape(addr.shape[0], -1)
+    bank = w % model.banks
+    ph_id = np.broadcast_to(np.arange(w.shape[0])[:, None], w.shape)
+    # distinct (phase, bank, word) triples, then how many per (phase, bank): each triple as
+    # one int64 key (np.unique over rows, axis=0, sorted row views: 10x slower)
+    lo = int(w.min())
+    span = int(w.max()) - lo + 1
+    keys = np.unique((ph_id * model.banks + bank).ravel() * span + (w.ravel() - lo))
+    _, counts = np.unique(keys // span, return_counts=True)
+    return int(counts.max())
+
+
+def store_degree(layout: SharedLayout, coords, valid, run: int, itemsize: int, model: BankModel,
+                 warp: int) -> int:
+    """The conflict degree of a fragment's stores into `layout`, exactly as they are issued:
+    for each aligned run of `run` registers, every warp's threads store `run` elements at their
+    (row, col) of `coords` [threads, nregs, 2] (`valid` [threads, nregs]), served in phases of
+    `line / (run * itemsize)` lanes. A lane holding nothing is given a neighbour's address (a
+    broadcast costs nothing)."""
+    width = run * itemsize
+    lanes = max(1, min(warp, model.line // width))
+    threads = coords.shape[0] - coords.shape[0] % lanes
+    rows, cols = [], []
+    for reg in range(0, coords.shape[1], run):
+        r = coords[:threads, reg, 0].reshape(-1, lanes)
+        c = coords[:threads, reg, -1].reshape(-1, lanes)
+        v = valid[:threads, reg].reshape(-1, lanes)
+        keep = v.any(axis=1)
+        first = np.argmax(v, axis=1)[:, None]
+        r = np.where(v, r, np.take_along_axis(r, first, 1))[keep]
+        c = np.where(v, c, np.take_along_axis(c, first, 1))[keep]
+        rows.append(r)
+        cols.append(c)
+    if not rows or not sum(len(r) for r in rows):
+        return 1
+    return _phase_degree(layout, np.concatenate(rows), np.concatenate(cols), width, itemsize, model)
 
 
 def _log2(n: int) -> int | None:
