@@ -75,7 +75,8 @@ def store_swap(ctx: LowerCtx, flay, lay, itemsize: int) -> tuple | None:
     same register for every thread); the first (m, b) whose stores, tabulated as issued
     (`smem.store_degree`), are conflict-free wins. A float32 accumulator in 128-byte panels
     stores 8 bytes per lane, four rows of 32 bytes per phase, rows r and r ^ 1 in the same
-    banks (2-way): the odd rows' lanes taking the columns 16 over fill the line."""
+    banks (2-way); the upper half of each quad of lanes (lane bit 1) storing the run 16
+    columns over fills the line."""
     model = bank_model(ctx.facts)
     if model is None or ctx.options.disable_staged_swizzle:
         return None
