@@ -284,3 +284,37 @@ def test_thread_binding_renders_as_threadidx_in_cuda_source(target):
     # the bound index is threadIdx.x (possibly through a copy) and indexes the reversed read
     assert "const int tx = threadIdx.x;" in src
     assert re.search(r"B\[(\w+)\] = S\[[^\]]*63[^\]]*\b\1\b", src), src
+
+
+def _transposed_layout(buf):
+    """A plain Python helper returning a layout, TileLang's style (row 2e)."""
+    return T.Layout(buf.shape, lambda i, j: [j, i ^ (j % 4)])
+
+
+def _shared_layouts_kernel():
+    @T.prim_func
+    def f(A: T.Tensor((16, 32), "float16"), B: T.Tensor((16, 32), "float16")):
+        with T.Kernel(1, threads=64):
+            S1 = T.alloc_shared((16, 32), "float16")
+            S2 = T.alloc_shared((16, 32), "float16")
+            T.annotate_layout({S1: T.make_swizzled_layout(S1), S2: _transposed_layout(S2)})
+            T.copy(A, S1)
+            for i, j in T.Parallel(16, 32):
+                S2[i, j] = S1[i, j] * 2
+            T.copy(S2, B)
+
+    return f
+
+
+@pytest.mark.parametrize("target", target_params("interp", "cpu", "emu:sm_80"))
+def test_annotated_shared_layouts_keep_values_on_every_target(target):
+    """Rows 2b, 2c, 2e: `make_swizzled_layout` and a helper's `T.Layout` on shared buffers. The
+    cpu backend has no shared-memory layout: it accepts both and computes the same result; on
+    emu both are the buffers' layouts (backends/emu/tests/test_emu_index_layout.py checks the
+    addresses)."""
+    k = tilecore.compile(_shared_layouts_kernel(), out_idx=[1], target=target)
+    a = np.arange(512, dtype=np.float16).reshape(16, 32) / 8
+    np.testing.assert_array_equal(k(a), a * 2)
+    if target.startswith("emu"):
+        ir = k.get_ir("final")
+        assert "swizzled 16x32" in ir and "index_map 16x32 -> 32x16" in ir

@@ -74,7 +74,9 @@ def annotate_layout(layout_map):
                             hint="write T.annotate_layout({A_shared: T.make_swizzled_layout(A_shared)})")
     entries = []
     for buf, lay in layout_map.items():
-        if not_honoured(buf, lay, b.loc):
+        if isinstance(buf, Buffer) and buf.scope == "shared" and _is_index_map(lay):
+            lay = _shared_index_map(buf, lay, b.loc)
+        elif not_honoured(buf, lay, b.loc):
             continue
         _shared_buffer(buf, "T.annotate_layout")
         if isinstance(lay, LayoutRequest):
@@ -89,6 +91,39 @@ def annotate_layout(layout_map):
                      "T.make_row_major_layout(buf), or a tilecore.ir.smem_layout layout")
         entries.append((buf, lay, b.loc))
     b.kernel.annotations.append((LAYOUT_ANNOTATION, tuple(entries)))
+
+
+def _is_index_map(lay) -> bool:
+    from .layouts import Layout
+
+    return isinstance(lay, Layout)
+
+
+def _shared_index_map(buf: Buffer, lay, loc) -> SharedLayout:
+    """The shared layout a `T.Layout` gives `buf`: its map evaluated as index expressions, checked
+    injective on the whole tile (`tilecore.ir.index_layout`), a located error otherwise."""
+    from ..errors import TileLayoutError
+    from ..ir.index_layout import IndexMapError, index_layout
+
+    shape = buf.static_shape
+    if shape is None:
+        raise TileLayoutError(f"T.annotate_layout: shared {buf.name} has a symbolic shape, so its "
+                              f"T.Layout cannot be checked", loc, hint="give the buffer a static shape")
+    try:
+        want = tuple(int(s) for s in lay.shape)
+    except TypeError:
+        want = None
+    if want != tuple(shape):
+        raise TileLayoutError(f"T.annotate_layout: the T.Layout of {buf.name} is for shape "
+                              f"{tuple(lay.shape)}, but {buf.name} is {tuple(shape)}", loc,
+                              hint=f"build it as T.Layout({buf.name}.shape, ...)")
+    try:
+        return index_layout(shape, lay.forward_fn)
+    except IndexMapError as e:
+        raise TileLayoutError(f"T.annotate_layout: the T.Layout of {buf.name} cannot be its shared "
+                              f"layout: {e}", loc,
+                              hint="give every element its own storage index (a permutation, "
+                                   "padding or an XOR swizzle of the indices)") from None
 
 
 _told: set = set()
