@@ -198,3 +198,94 @@ def index_layout(shape: tuple, fn) -> SharedLayout:
     if found is not None:
         return found
     return IndexMapped(rows, cols, shape, out_shape, params, exprs, offsets)
+
+
+# ----------------------------------------------------------------------------- fragments
+
+# KernelLaunch annotation written by T.annotate_layout for `T.Fragment`s of fragment buffers
+# (tilecore.language.layout_ops) and read by layout inference: ((buffer, FragmentMap, loc), ...).
+FRAGMENT_ANNOTATION = "fragment_layout"
+
+
+@dataclass(frozen=True, eq=False)
+class FragmentMap:
+    """A user's `T.Fragment` of a fragment of `shape`, tabulated: element `idx`, copy `rep` of
+    `replicate`, is register `index[idx]` of thread `thread[rep][idx]` (int64 arrays). `text`
+    spells the maps for printed IR (and the compile cache key, which hashes printed IR)."""
+
+    shape: tuple
+    thread: np.ndarray  # (replicate, *shape)
+    index: np.ndarray  # shape
+    text: str
+
+    @property
+    def replicate(self) -> int:
+        """How many threads hold each element."""
+        return int(self.thread.shape[0])
+
+    @property
+    def threads(self) -> int:
+        """Threads the map uses (the largest thread it names, plus one)."""
+        return int(self.thread.max()) + 1
+
+    @property
+    def nregs(self) -> int:
+        """Registers per thread (the largest register it names, plus one)."""
+        return int(self.index.max()) + 1
+
+
+def fragment_map(shape: tuple, thread_fn, index_fn, replicate: int = 1) -> FragmentMap:
+    """Tabulate `T.Fragment(shape, forward_thread_fn=thread_fn, forward_index_fn=index_fn,
+    replicate=...)` on every element (the thread map takes a last `rep` argument when
+    replicate > 1, as in TileLang). Raises IndexMapError for a negative thread or register, or
+    two elements (or copies) in one register of one thread."""
+    shape = tuple(int(s) for s in shape)
+    if not isinstance(replicate, int) or replicate < 1:
+        raise IndexMapError(f"replicate must be a positive int, got {replicate!r}")
+    if thread_fn is None or index_fn is None:
+        raise IndexMapError("a T.Fragment layout needs both its thread map and its register map")
+    rep = Var("rep")
+    tfn = thread_fn if replicate == 1 else (lambda *i: thread_fn(*i, rep))
+    tparams, (texpr, *more_t) = build_map(shape, tfn)
+    iparams, (iexpr, *more_i) = build_map(shape, index_fn)
+    if more_t or more_i:
+        raise IndexMapError("a T.Fragment's thread and register maps each return one index")
+    grids = np.indices(shape, dtype=np.int64)
+    threads = []
+    for r in range(replicate):
+        env = {id(p): g for p, g in zip(tparams, grids)} | {id(rep): np.int64(r)}
+        threads.append(_evaluated(texpr, env, shape))
+    thread = np.stack(threads)
+    index = _evaluated(iexpr, {id(p): g for p, g in zip(iparams, grids)}, shape)
+    for what, t in (("thread", thread), ("register", index)):
+        if t.size and t.min() < 0:
+            where = np.unravel_index(int(np.argmin(t.reshape(-1, *shape).min(axis=0))), shape)
+            raise IndexMapError(f"the map gives element {tuple(map(int, where))} a negative {what}")
+    key = thread * (int(index.max()) + 1) + index[None]
+    flat = key.reshape(-1)
+    order = np.argsort(flat, kind="stable")
+    dup = np.nonzero(flat[order][1:] == flat[order][:-1])[0]
+    if len(dup):
+        a, b = (np.unravel_index(int(order[k]), key.shape) for k in (dup[0], dup[0] + 1))
+        ea, eb = tuple(int(x) for x in a[1:]), tuple(int(x) for x in b[1:])
+        t, i = int(thread[a]), int(index[a[1:]])
+        raise IndexMapError(f"elements {ea} and {eb} are both register {i} of thread {t}")
+    from .printer import print_node
+
+    names = ", ".join(p.name for p in iparams)
+    tnames = ", ".join([p.name for p in tparams] + (["rep"] if replicate > 1 else []))
+    text = (f"T.Fragment({shape}, thread=lambda {tnames}: {print_node(texpr)}, "
+            f"index=lambda {names}: {print_node(iexpr)}, replicate={replicate})")
+    for arr in (thread, index):
+        arr.setflags(write=False)
+    return FragmentMap(shape, thread, index, text)
+
+
+def _evaluated(e: Expr, env: dict, shape: tuple) -> np.ndarray:
+    from ..lower.indexing import NotNumeric, evaluate
+
+    try:
+        return np.array(np.broadcast_to(np.asarray(evaluate(e, env), dtype=np.int64), shape))
+    except NotNumeric as err:
+        raise IndexMapError(f"the map uses {err}, which is not integer index arithmetic of the "
+                            f"indices") from None
