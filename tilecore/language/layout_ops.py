@@ -70,7 +70,8 @@ def _kernel_frame(what: str):
 
 @builtin
 def annotate_layout(layout_map):
-    """Fix the layouts of shared buffers: `{buf: T.make_swizzled_layout(buf), ...}`."""
+    """Fix the layouts of shared and fragment buffers: `{S: T.make_swizzled_layout(S), S2:
+    T.Layout(S2.shape, lambda i, j: ...), F: T.Fragment(F.shape, ...)}` (module docstring)."""
     b = _kernel_frame("T.annotate_layout")
     if not isinstance(layout_map, dict):
         raise TileTypeError("T.annotate_layout takes a dict {buffer: layout}",
