@@ -322,9 +322,10 @@ def _shared_layouts_kernel():
 @pytest.mark.parametrize("target", target_params("interp", "cpu", "emu:sm_80"))
 def test_annotated_layouts_keep_values_on_every_target(target):
     """Rows 2b-2e: `make_swizzled_layout`, `make_padded_layout`, `make_row_major_layout` and a
-    helper's `T.Layout` on shared buffers, a `T.Fragment` on a fragment. cpu has no shared-memory or register layout: it accepts them and
-    computes the same result; on emu they are the buffers' layouts (backends/emu/tests/
-    test_emu_index_layout.py and test_emu_fragment_layout.py check the addresses)."""
+    helper's `T.Layout` on shared buffers, a `T.Fragment` on a fragment. cpu has no shared-memory
+    or register layout: it accepts them and computes the same result; on emu they are the
+    buffers' layouts (backends/emu/tests/test_emu_index_layout.py and
+    test_emu_fragment_layout.py check the addresses)."""
     prog = _shared_layouts_kernel()
     assert "# layout of F: T.Fragment((16, 32)" in prog.script()
     k = tilecore.compile(prog, out_idx=[1], target=target)
