@@ -129,7 +129,11 @@ class IndexMapped(SharedLayout):
                 and bool(np.array_equal(self.offsets, other.offsets)))
 
     def __hash__(self) -> int:
-        return hash((self.rows, self.cols, self.out_shape, self.offsets.tobytes()))
+        h = self.__dict__.get("_hash")
+        if h is None:  # the table is immutable: hash its bytes once
+            h = hash((self.rows, self.cols, self.out_shape, self.offsets.tobytes()))
+            object.__setattr__(self, "_hash", h)
+        return h
 
     def offset_index(self, indices) -> Expr:
         """The flat offset of a logical index of the buffer (one expression per dimension)."""
@@ -151,12 +155,16 @@ class IndexMapped(SharedLayout):
         return self.offsets[np.asarray(row, dtype=np.int64), np.asarray(col, dtype=np.int64)]
 
     def contiguous(self, vec: int) -> bool:
-        if vec <= 1:
-            return True
-        if self.cols % vec:
-            return False
-        o = self.offsets.reshape(self.rows, self.cols // vec, vec)
-        return bool(np.all(o[..., 0] % vec == 0) and np.all(np.diff(o, axis=-1) == 1))
+        memo = self.__dict__.setdefault("_contiguous", {})  # lowering asks once per access
+        if vec not in memo:
+            if vec <= 1:
+                memo[vec] = True
+            elif self.cols % vec:
+                memo[vec] = False
+            else:
+                o = self.offsets.reshape(self.rows, self.cols // vec, vec)
+                memo[vec] = bool(np.all(o[..., 0] % vec == 0) and np.all(np.diff(o, axis=-1) == 1))
+        return memo[vec]
 
     def describe(self) -> str:
         from .printer import print_node

@@ -12,6 +12,7 @@ from test_emu_smem import annotated, lowered
 
 import tilecore
 import tilecore.language as T
+from tilecore.cuda.intrinsics.layout.mma_layout import get_swizzle_layout
 from tilecore.errors import TileLayoutError
 from tilecore.ir.index_layout import IndexMapped
 from tilecore.ir.smem_layout import Panelled, Swizzled
@@ -88,8 +89,9 @@ def reads_of(k, name):
     ("emu:sm_80", lambda i, j: [63 - i, j], IndexMapped, True),
     # transposed: no row segment is contiguous, so the operand is read element by element
     ("emu:sm_80", lambda i, j: [j, i], IndexMapped, False),
-    # the XOR of 16-byte chunks a wgmma descriptor reads: recognised as that canonical layout
-    ("emu:sm_90a", lambda i, j: i * 32 + (j ^ ((i // 2) % 4 * 8)), Panelled, None),
+    # TileLang's idiom for the XOR of 16-byte chunks a wgmma descriptor reads (64-byte rows):
+    # recognised as that canonical layout
+    ("emu:sm_90a", lambda i, j: get_swizzle_layout(i, j, 32, "float16"), Panelled, None),
 ])
 def test_gemm_operands_read_an_index_map_as_its_placement_allows(target, fn, layout_type, ldmatrix):
     rng = np.random.default_rng(1)
