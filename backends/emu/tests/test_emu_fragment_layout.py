@@ -129,3 +129,11 @@ def test_a_fragment_map_against_a_gemm_accumulator_is_a_located_conflict():
     with pytest.raises(TileLayoutError, match="conflicts with the accumulator layout of T.gemm at") as err:
         tilecore.compile(g, target="emu:sm_80")
     assert "T.annotate_layout({C_l:" in str(err.value) and "drop the T.Fragment of C_l" in str(err.value)
+
+
+def test_the_cuda_source_reads_a_scattered_map_from_constant_tables():
+    thread_fn, index_fn, threads, rep = CASES["scattered"]
+    src = tilecore.compile(scaled_copy(thread_fn, index_fn, threads, rep),
+                           target="cuda:sm_80").get_kernel_source()
+    # one table per register's column (the row is the register), read by threadIdx.x
+    assert src.count("__device__ const int lane_table_") == 16 and "lane_table_0[tx]" in src

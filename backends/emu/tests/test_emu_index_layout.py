@@ -140,3 +140,12 @@ def test_index_maps_equal_to_structural_layouts_are_those_layouts():
     assert padded.contiguous(8) and not padded.contiguous(16)
     # Swizzle<3,3,3> of a 64x64 fp16 tile: the 16-byte chunk XOR the row (mod 8)
     assert index_layout((64, 64), lambda i, j: [i, j ^ (i % 8 * 8)]) == Swizzled(64, 64, 3, 3, 3)
+
+
+def test_the_cuda_source_addresses_shared_memory_through_the_map():
+    # rendered only (nvcc compiles generated sources in backends/cuda's CI tests)
+    src = tilecore.compile(copy_through((32, 32), lambda i, j: i * 33 + (j ^ (i % 4))),
+                           target="cuda:sm_80").get_kernel_source()
+    assert "float* S = reinterpret_cast<float*>(tilecore_smem + 0);  // [1055]" in src
+    stores = [ln for ln in src.splitlines() if ln.strip().startswith("S[")]
+    assert len(stores) == 16 and all("* 33)" in ln and "^" in ln for ln in stores), stores
