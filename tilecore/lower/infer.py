@@ -169,12 +169,12 @@ class _Inference:
         if old is not None and not equivalent(old, lay):
             t, r, need, got = _first_difference(old, lay)
             raise TileLayoutError(
-                f"the T.Fragment of {buf.name} conflicts with the accumulator layout of "
-                f"{self.map.origin(buf)}: register {r} of thread {t} holds element {need} for the "
-                f"tensor-core instruction, {got} in the annotation ({old.nregs} vs {lay.nregs} "
-                f"registers per thread)", loc,
-                hint=f"drop the T.Fragment of {buf.name} (the gemm decides its accumulator's "
-                     "layout), or T.copy the accumulator into a fragment that has your layout")
+                f"the T.Fragment of {buf.name} conflicts with the layout fixed by "
+                f"{self.map.origin(buf)}: register {r} of thread {t} holds element {need} there, "
+                f"{got} in the annotation ({old.nregs} vs {lay.nregs} registers per thread)", loc,
+                hint=f"drop the T.Fragment of {buf.name} (a tensor-core gemm decides its "
+                     "accumulator's layout), or T.copy the accumulator into a fragment that has "
+                     "your layout")
         if old is None:
             self.map.set(buf, lay, f"T.annotate_layout at {loc_str(loc)}")
 

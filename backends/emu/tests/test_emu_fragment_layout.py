@@ -126,7 +126,7 @@ def test_a_fragment_map_against_a_gemm_accumulator_is_a_located_conflict():
             T.gemm(A_s, B_s, C_l)
             T.copy(C_l, C)
 
-    with pytest.raises(TileLayoutError, match="conflicts with the accumulator layout of T.gemm at") as err:
+    with pytest.raises(TileLayoutError, match="conflicts with the layout fixed by T.gemm at") as err:
         tilecore.compile(g, target="emu:sm_80")
     assert "T.annotate_layout({C_l:" in str(err.value) and "drop the T.Fragment of C_l" in str(err.value)
 
