@@ -37,6 +37,9 @@ def build_map(shape: tuple, fn) -> tuple[tuple[Var, ...], tuple[Expr, ...]]:
         out = fn(*params)
     except TypeError as e:
         raise IndexMapError(f"the map could not be applied to {len(shape)} indices: {e}") from None
+    except Exception as e:  # noqa: BLE001 - the user's function failed on index variables
+        raise IndexMapError(f"the map raised {type(e).__name__} on index variables: "
+                            f"{getattr(e, 'message', e)}") from None
     out = list(out) if isinstance(out, (tuple, list)) else [out]
     if not out:
         raise IndexMapError("the map returns no index")

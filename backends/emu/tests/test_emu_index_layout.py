@@ -122,6 +122,7 @@ def test_a_wgmma_operand_with_a_non_canonical_map_is_a_located_error():
     (lambda i, j: [i // 2, j], r"not injective: elements \(0, 0\) and \(1, 0\) both go to \[0, 0\]"),
     (lambda i, j: [i - 1, j], r"sends element \(0, 0\) to \[-1, 0\], a negative index"),
     (lambda i: [i], "could not be applied to 2 indices"),
+    (lambda i, j: [i, j][2], "raised IndexError on index variables"),
 ])
 def test_a_map_that_cannot_be_a_layout_names_the_line(fn, what):
     with pytest.raises(TileLayoutError, match=what) as err:
