@@ -153,7 +153,8 @@ class _Inference:
         return True
 
     def seed(self) -> None:
-        """Tensorized gemms fix their accumulators' layouts."""
+        """Tensorized gemms fix their accumulators' layouts, then `T.Fragment` annotations
+        theirs (checked against a gemm's)."""
         for n in walk(self.launch.body):
             if isinstance(n, Gemm) and id(n) in self.plans:
                 plan = self.plans[id(n)]
