@@ -21,7 +21,8 @@ Candidates are tried in order — row-major, the XOR swizzles `Swizzle<bits, log
 shift>` with 16-byte (vector-width) chunks, then padding one chunk per row — and the first with
 the fewest conflicts (then the fewest padding bytes) wins, checked by tabulating the phases
 with the layout's NumPy definition. Buffers only touched element-wise stay row-major.
-`T.annotate_layout` overrides the choice (`LayoutRequest`, or an explicit `SharedLayout`).
+`T.annotate_layout` overrides the choice (`LayoutRequest`, or an explicit `SharedLayout`, a
+`T.Layout`'s `IndexMapped` included); a wgmma operand takes only the canonical placement.
 """
 
 from __future__ import annotations
