@@ -252,7 +252,8 @@ class FragmentMap:
 def fragment_map(shape: tuple, thread_fn, index_fn, replicate: int = 1) -> FragmentMap:
     """Tabulate `T.Fragment(shape, forward_thread_fn=thread_fn, forward_index_fn=index_fn,
     replicate=...)` on every element (the thread map takes a last `rep` argument when
-    replicate > 1, as in TileLang). Raises IndexMapError for a negative thread or register, or
+    replicate > 1, as in TileLang; a register map of several indices is flattened row-major).
+    Raises IndexMapError for a negative thread or register, or
     two elements (or copies) in one register of one thread."""
     shape = tuple(int(s) for s in shape)
     if not isinstance(replicate, int) or replicate < 1:
@@ -262,20 +263,23 @@ def fragment_map(shape: tuple, thread_fn, index_fn, replicate: int = 1) -> Fragm
     rep = Var("rep")
     tfn = thread_fn if replicate == 1 else (lambda *i: thread_fn(*i, rep))
     tparams, (texpr, *more_t) = build_map(shape, tfn)
-    iparams, (iexpr, *more_i) = build_map(shape, index_fn)
-    if more_t or more_i:
-        raise IndexMapError("a T.Fragment's thread and register maps each return one index")
+    iparams, iexprs = build_map(shape, index_fn)
+    if more_t:
+        raise IndexMapError("a T.Fragment's thread map returns one thread index")
     grids = np.indices(shape, dtype=np.int64)
     threads = []
     for r in range(replicate):
         env = {id(p): g for p, g in zip(tparams, grids)} | {id(rep): np.int64(r)}
         threads.append(_evaluated(texpr, env, shape))
     thread = np.stack(threads)
-    index = _evaluated(iexpr, {id(p): g for p, g in zip(iparams, grids)}, shape)
-    for what, t in (("thread", thread), ("register", index)):
+    ienv = {id(p): g for p, g in zip(iparams, grids)}
+    parts = np.stack([_evaluated(e, ienv, shape) for e in iexprs])
+    for what, t in (("thread", thread), ("register", parts)):
         if t.size and t.min() < 0:
             where = np.unravel_index(int(np.argmin(t.reshape(-1, *shape).min(axis=0))), shape)
             raise IndexMapError(f"the map gives element {tuple(map(int, where))} a negative {what}")
+    # a register index of several dimensions is flattened row-major over their extents
+    index = _flat(parts, tuple(int(p.max()) + 1 for p in parts))
     key = thread * (int(index.max()) + 1) + index[None]
     flat = key.reshape(-1)
     order = np.argsort(flat, kind="stable")
@@ -290,7 +294,8 @@ def fragment_map(shape: tuple, thread_fn, index_fn, replicate: int = 1) -> Fragm
     names = ", ".join(p.name for p in iparams)
     tnames = ", ".join([p.name for p in tparams] + (["rep"] if replicate > 1 else []))
     text = (f"T.Fragment({shape}, thread=lambda {tnames}: {print_node(texpr)}, "
-            f"index=lambda {names}: {print_node(iexpr)}, replicate={replicate})")
+            f"index=lambda {names}: [{', '.join(print_node(e) for e in iexprs)}], "
+            f"replicate={replicate})")
     for arr in (thread, index):
         arr.setflags(write=False)
     return FragmentMap(shape, thread, index, text)

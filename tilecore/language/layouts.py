@@ -70,8 +70,13 @@ class Fragment:
     def __init__(self, shape, forward_fn=None, forward_thread_fn=None, forward_index_fn=None,
                  replicate: int = 1):
         if forward_fn is not None:  # one map returning (thread, register)
+            # with replicate > 1 it takes a last `rep` argument (TileLang); the register may not
+            # depend on it, so the register map passes replica 0
             forward_thread_fn = lambda *i: forward_fn(*i)[0]  # noqa: E731
-            forward_index_fn = lambda *i: forward_fn(*i)[1]  # noqa: E731
+            if replicate > 1:
+                forward_index_fn = lambda *i: forward_fn(*i, 0)[1]  # noqa: E731
+            else:
+                forward_index_fn = lambda *i: forward_fn(*i)[1]  # noqa: E731
         object.__setattr__(self, "shape", _shape(shape))
         object.__setattr__(self, "forward_thread_fn", forward_thread_fn)
         object.__setattr__(self, "forward_index_fn", forward_index_fn)

@@ -73,6 +73,8 @@ CASES = {
     "scattered": (lambda i, j: (i * 7 + j * 3) % 16, lambda i, j: i, 32, 1),
     # every element in two threads (TileLang's `rep` argument of the thread map)
     "replicated": (lambda i, j, rep: i % 8 * 4 + j % 4 + rep * 32, lambda i, j: i // 8 * 4 + j // 4, 64, 2),
+    # a register index of two dimensions, flattened row-major
+    "two_index": (lambda i, j: i % 8 * 4 + j % 4, lambda i, j: [i // 8, j // 4], 32, 1),
 }
 
 
@@ -88,8 +90,30 @@ def test_a_fragment_map_is_the_lowered_register_layout(name):
     assert "# layout of F: T.Fragment((16, 16)" in f.script()
     i, j = np.indices((16, 16)).reshape(2, -1)
     reps = [thread_fn(i, j) if rep == 1 else thread_fn(i, j, r) for r in range(rep)]
-    want = {(int(t), int(r)): int(e) for th in reps for t, r, e in zip(th, index_fn(i, j), i * 16 + j)}
+    reg = index_fn(i, j)
+    reg = np.ravel_multi_index(reg, [int(x.max()) + 1 for x in reg]) if isinstance(reg, list) else reg
+    want = {(int(t), int(r)): int(e) for th in reps for t, r, e in zip(th, reg, i * 16 + j)}
     assert register_loads(lowered(kernel)) == want
+
+
+def test_a_forward_fn_fragment_with_replicas_is_the_same_layout():
+    """TileLang's one-function form: `forward_fn(i, j, rep) -> (thread, register)`."""
+    thread_fn, index_fn, threads, _ = CASES["replicated"]
+
+    def both(i, j, rep):
+        return thread_fn(i, j, rep), index_fn(i, j)
+
+    @T.prim_func
+    def f(A: T.Tensor((16, 16), "float32"), B: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, threads=threads):
+            F = T.alloc_fragment((16, 16), "float32")
+            T.annotate_layout({F: T.Fragment(F.shape, forward_fn=both, replicate=2)})
+            T.copy(A, F)
+            T.copy(F, B)
+
+    one = lowered(tilecore.compile(f, target="emu:sm_80"))
+    two = lowered(tilecore.compile(scaled_copy(thread_fn, index_fn, threads, 2), target="emu:sm_80"))
+    assert register_loads(one) == register_loads(two) and len(register_loads(one)) == 512
 
 
 @pytest.mark.parametrize("thread_fn, index_fn, what", [
