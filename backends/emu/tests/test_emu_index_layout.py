@@ -95,9 +95,9 @@ def reads_of(k, name):
 ])
 def test_gemm_operands_read_an_index_map_as_its_placement_allows(target, fn, layout_type, ldmatrix):
     rng = np.random.default_rng(1)
-    a = rng.integers(-3, 4, (96, 72)).astype(np.float16)
-    b = rng.integers(-3, 4, (72, 80)).astype(np.float16)
-    func = annotated("explicit", layout=T.Layout((64, 32), fn))
+    a = rng.integers(-3, 4, (64, 64)).astype(np.float16)  # one block, two k tiles
+    b = rng.integers(-3, 4, (64, 64)).astype(np.float16)
+    func = annotated("explicit", M=64, N=64, K=64, layout=T.Layout((64, 32), fn))
     kernel = tilecore.jit(func, out_idx=[2], target=target)
     want = a.astype(np.float32) @ b.astype(np.float32)  # small integers: exact in any order
     np.testing.assert_array_equal(kernel(a, b).astype(np.float32), want)
@@ -150,3 +150,35 @@ def test_the_cuda_source_addresses_shared_memory_through_the_map():
     assert "float* S = reinterpret_cast<float*>(tilecore_smem + 0);  // [1055]" in src
     stores = [ln for ln in src.splitlines() if ln.strip().startswith("S[")]
     assert len(stores) == 16 and all("* 33)" in ln and "^" in ln for ln in stores), stores
+
+
+def pipelined_sum(fn):
+    @T.prim_func
+    def f(A: T.Tensor((256, 64), "float16"), B: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            S = T.alloc_shared((64, 64), "float16")
+            F = T.alloc_fragment((64, 64), "float32")
+            T.annotate_layout({S: T.Layout(S.shape, fn)})
+            T.clear(F)
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(A[k * 64, 0], S)
+                for i, j in T.Parallel(64, 64):
+                    F[i, j] += S[i, j]
+            T.copy(F, B)
+
+    return f
+
+
+@pytest.mark.parametrize("fn, copy", [
+    (lambda i, j: [i, j ^ (i % 8 * 8)], "TmaLoad"),  # a swizzle TMA writes (128-byte rows)
+    (lambda i, j: [63 - i, j], "AsyncCopy"),  # no TMA mode writes it: cp.async stages it
+])
+def test_a_pipelined_copy_into_an_index_map_uses_tma_only_for_a_swizzle_it_writes(fn, copy):
+    kernel = tilecore.compile(pipelined_sum(fn), target="emu:sm_90a")
+    kinds = {type(n).__name__ for n in walk(lowered(kernel).body)}
+    assert copy in kinds and not kinds & {"TmaLoad", "AsyncCopy"} - {copy}
+    if copy == "AsyncCopy":  # the values, once (the swizzled one is 2a's on emu)
+        a = np.random.default_rng(0).integers(-3, 4, (256, 64)).astype(np.float16)
+        b = np.zeros((64, 64), np.float32)
+        kernel(a, b)
+        np.testing.assert_array_equal(b, a.astype(np.float32).reshape(4, 64, 64).sum(0))
