@@ -141,7 +141,7 @@ class _Inference:
         self.row_written: set[int] = set()
         for lp in self.loops:
             vars_, _, body = parallel_nest(lp)
-            self.row_written.update(id(buf) for buf, _, _ in inner_indexed_writes(body, vars_))
+            self.row_written.update(id(w.buf) for w in inner_indexed_writes(body, vars_))
 
     def assign(self, buf: Buffer, lay: Layout, origin: str) -> bool:
         """Give an unconstrained fragment `lay`; True when something changed."""
@@ -217,8 +217,10 @@ class _Inference:
             if base is None:
                 continue
             where = f"the T.Parallel loop at {loc_str(lp.loc)}"
-            for buf, dims, _ in rows:  # rows written through inner loops (tilecore.lower.inner_loops)
-                changed |= self.assign(buf, extend(base, buf, dims), f"{where} (whole rows)")
+            for w in rows:  # rows written through inner loops (tilecore.lower.inner_loops)
+                lay = extend(base, w)
+                if lay is not None:
+                    changed |= self.assign(w.buf, lay, f"{where} (whole rows)")
             for buf, idx, _, _ in acc:
                 dims = _subset_dims(idx, vars_)
                 if dims is None:
