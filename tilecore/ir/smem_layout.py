@@ -45,6 +45,9 @@ SWIZZLE_SPANS = (128, 64, 32)
 # (panel_size, order, loc).
 LAYOUT_ANNOTATION = "smem_layout"
 RASTER_ANNOTATION = "rasterize"
+# T.stream_k(W, Flags): (W, Flags, loc), the workspace of a stream-K persistent GEMM
+# (tilecore.lower.stream_k)
+STREAM_K_ANNOTATION = "stream_k"
 
 
 def _int(x) -> Expr:
