@@ -203,10 +203,17 @@ LARGE_CONFIG = dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=
 
 def config(M: int, N: int, K: int, sms: int = 132) -> dict:
     """The `program` config for an M x N x K GEMM on `sms` multiprocessors, chosen by shape:
-    `small_m_config` for M <= 64 (bandwidth-bound: B streamed once), else LARGE_CONFIG."""
+    `small_m_config` for M <= 64 (bandwidth-bound: B streamed once), else LARGE_CONFIG, with
+    `stream_k=True` where its tiles run persistently and leave a partial last wave (4096^3:
+    512 tiles on 132 blocks, 3.88 waves), so the program is then `(A, B, W, Flags, C)`
+    (`stream_k_shapes`)."""
     if M <= 64:
         return small_m_config(M, N, K, sms)
-    return dict(LARGE_CONFIG)
+    cfg = dict(LARGE_CONFIG)
+    tiles = -(-M // cfg["block_M"]) * -(-N // cfg["block_N"])
+    if tiles > sms and tiles % sms:
+        cfg["stream_k"] = True
+    return cfg
 
 
 def make_inputs(rng, M=1024, N=1024, K=1024, dtype="float16"):

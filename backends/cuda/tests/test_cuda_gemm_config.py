@@ -6,7 +6,8 @@ the TMA-store epilogue, and a persistent grid of 132 blocks where the tiles outn
 from __future__ import annotations
 
 import pytest
-from cuda_test_util import example_modules
+from cuda_test_util import example_modules, needs_nvcc
+from tilecore_cuda import build
 
 import tilecore
 
@@ -24,14 +25,34 @@ def test_small_m_goes_to_small_m_config(M):
 def test_large_config_is_the_persistent_tma_store_wgmma_kernel():
     g = _gemm()
     cfg = g.config(4096, 4096, 4096)
-    assert cfg == g.LARGE_CONFIG and cfg is not g.LARGE_CONFIG  # a copy: callers may edit it
-    src = tilecore.compile(g.program(M=4096, N=4096, K=4096, **cfg), out_idx=[-1],
-                           target="cuda:sm_90a").get_kernel_source()
+    # 32 x 16 = 512 tiles on 132 persistent blocks leave a partial wave: stream-K
+    assert cfg == dict(g.LARGE_CONFIG, stream_k=True) and g.LARGE_CONFIG.get("stream_k") is None
+    src = tilecore.compile(g.program(M=4096, N=4096, K=4096, **cfg), target="cuda:sm_90a").get_kernel_source()
     assert "producer warpgroup" in src and "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in src
     assert "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier" in src
     assert "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in src  # the TMA store
-    # 32 x 16 = 512 tiles on 132 persistent blocks
-    assert "for (int tile = block_id; tile < 512; tile += 132)" in src
+    # three whole waves (396 tiles) data-parallel, then the last 116 tiles' k steps in runs of 56-57
+    assert "for (int tile = block_id; tile < 396; tile += 132)" in src
+    assert "const int run_first = ((block_id * 56) + min(block_id, 32));" in src
+    assert "atomicAdd(&Flags[sk_tile], 1)" in src and "atomicAdd(&Flags[sk_tile], 0)" in src
+    # whole waves: no stream-K; 33 x 16 = 528 = 4 x 132 tiles
+    assert "stream_k" not in g.config(4224, 4096, 4096)
+    plain = tilecore.compile(g.program(M=4096, N=4096, K=4096, **g.LARGE_CONFIG), out_idx=[-1],
+                             target="cuda:sm_90a").get_kernel_source()
+    assert "for (int tile = block_id; tile < 512; tile += 132)" in plain and "Flags" not in plain
+
+
+@needs_nvcc
+def test_stream_k_kernel_assembles_for_sm_90a():
+    """The stream-K 4096^3 kernel through nvcc for sm_90a: wgmma and TMA in the SASS, the
+    register cap of one block of 384 threads, and at most the 8 bytes of stack ptxas gives
+    the finishers' counter wait (thread 0, once per unit: not in a k loop)."""
+    g = _gemm()
+    cfg = g.config(4096, 4096, 4096)
+    src = tilecore.compile(g.program(M=4096, N=4096, K=4096, dtype="bfloat16", **cfg),
+                           target="cuda:sm_90a").get_kernel_source()
+    res = build.cubin_resources(build.compile_cuda(src, "sm_90a", compiler="nvcc", use_cache=False))
+    assert 0 < res["registers"] <= 168 and res["frame_bytes"] <= 8, res
 
 
 def test_fp8_config_is_the_rasterized_tma_store_wgmma_kernel():
