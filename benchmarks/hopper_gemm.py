@@ -467,6 +467,12 @@ def main():
         kern = tilecore.compile(gemm_fp8.program(M=m, N=n, K=k, **prog_args), target=f"cuda:{arch}",
                                 pass_configs=configs)
         y = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        if cfg.get("stream_k"):
+            (ws, _), (fs, _) = gemm_fp8.stream_k_shapes(m, n, **cfg)
+            w = torch.full(ws, float("nan"), device="cuda", dtype=torch.float32)
+            flags = torch.zeros(fs, device="cuda", dtype=torch.int32)
+            plain = kern
+            kern = lambda a, b, y: plain(a, b, w, flags, y)  # noqa: E731
         kern(a, b, y)
         ref = a.float() @ b.float().t()  # the example's scales multiply to 1
         one = torch.ones((), device="cuda")

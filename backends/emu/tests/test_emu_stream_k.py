@@ -148,3 +148,23 @@ def _tiny_workspace(M, N, K):
                 T.gemm(A_s, B_s, acc)
             T.copy(acc, C[by * bm, bx * bn])
     return g
+
+
+def test_fp8_stream_k_scales_the_summed_tile(machine):
+    """examples/gemm_fp8.py: the epilogue's scale multiplies the finished tile once (a
+    contributor hands over its unscaled accumulator)."""
+    import gemm_fp8
+
+    machine(4)
+    M, N, K = 200, 136, 320
+    kw = dict(block_M=128, block_N=64, block_K=64, num_stages=3, threads=256)
+    kernel = tilecore.compile(gemm_fp8.program(M=M, N=N, K=K, stream_k=True, **kw), target="emu:sm_90a")
+    assert "for unit in serial(" in kernel.get_ir("final")
+    (ws, _), (fs, _) = gemm_fp8.stream_k_shapes(M, N, 128, 64)
+    a, b = gemm_fp8.make_inputs(np.random.default_rng(3), M=M, N=N, K=K)
+    flags = np.zeros(fs, np.int32)
+    ref = gemm_fp8.reference(a, b)
+    y = np.zeros((M, N), ref.dtype)
+    kernel(a, b, np.full(ws, np.nan, np.float32), flags, y)
+    np.testing.assert_allclose(y.astype(np.float32), ref.astype(np.float32), **gemm_fp8.TOLERANCE)
+    assert not flags.any()
