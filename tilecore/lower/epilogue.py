@@ -175,15 +175,23 @@ def _band_region(dst: Region, dims: list, row0: int, band: int) -> Region:
     return Region(dst.buffer, starts, extents)
 
 
+def store_run(ctx: LowerCtx, lay, stage_layout, itemsize: int, keep: set | None = None) -> int:
+    """Elements per store when fragment layout `lay` is written into a staging tile placed by
+    `stage_layout` (`write_slab`'s rule): the widest run of 8, 4 or 2 that fits a vector, that
+    every thread's registers hold, that the layout keeps contiguous and (given `keep`, the
+    registers stored) that `keep` holds whole; else 1."""
+    return next((v for v in (8, 4, 2) if v * itemsize <= ctx.facts.vector_bytes
+                 and has_runs(lay, v) and stage_layout.contiguous(v)
+                 and (keep is None or all(set(range(r - r % v, r - r % v + v)) <= keep for r in keep))), 1)
+
+
 def write_slab(ctx: LowerCtx, frag: Buffer, lay, stage: Buffer, regs_in: tuple, first: int,
                 band: int, stride: int, loc) -> Stmt:
     """Every thread stores its registers `regs_in` of `frag` (rows first + j * stride + [0, band))
     into the staging tile at row j * band + offset, converted to the tile's dtype, in runs as
     wide as the layout and the tile allow."""
     keep = set(regs_in)
-    run = next((v for v in (8, 4, 2) if v * stage.dtype.itemsize <= ctx.facts.vector_bytes
-                and has_runs(lay, v) and ctx.vector_ok(stage, v)
-                and all(set(range(r - r % v, r - r % v + v)) <= keep for r in keep)), 1)
+    run = store_run(ctx, lay, ctx.smem_layout(stage), stage.dtype.itemsize, keep)
     regs = ctx.regs(frag)
     flat = ctx.shared(stage)
     tmp = ctx.new_regs(f"{stage.name}_vec", run, stage.dtype) if run > 1 else None

@@ -5,7 +5,9 @@ plan's warp grid. Propagation, repeated until nothing changes: a T.Parallel nest
 fragments it indexes with exactly its loop variables the layout of the one that has a layout
 (written before read), and the fragments it indexes with a subset of them (`m[i]` in a loop
 over i, j) the slice of that layout; a reduction gives its destination the slice of its
-source's layout; a whole-fragment copy between fragments of one shape shares the layout.
+source's layout; a whole-fragment copy between fragments of one shape shares the layout; a
+fragment whose rows a nest writes through an inner serial/unrolled loop (`F[i, j, k]` in a loop
+over i, j) takes the nest's layout extended by those rows (`tilecore.lower.inner_loops`).
 When nothing propagates, one unconstrained fragment gets the default strided layout and
 propagation resumes: reduction sources first, then the largest fragments of T.Parallel nests
 (ties in program order), so the result does not depend on statement order -- a per-row vector
@@ -28,8 +30,16 @@ from ..ir.buffer import Buffer
 from ..ir.stmt import Copy, For, Gemm, KernelLaunch, Reduce
 from ..ir.visit import walk
 from .context import LayoutMap, loc_str
+from .inner_loops import extend, inner_indexed_writes
 from .layout import Layout, MmaLayout, default_layout, slice_layout
-from .parallel import fragment_accesses, is_identity, memory_itemsize, parallel_nest, whole_fragment
+from .parallel import (
+    default_loop_layout,
+    fragment_accesses,
+    is_identity,
+    memory_itemsize,
+    parallel_nest,
+    whole_fragment,
+)
 from .tensorize import gemm_answer
 
 LAYOUTS_KEY = "layouts"  # the KernelLaunch annotation layout inference writes
@@ -151,9 +161,16 @@ class _Inference:
                             all(i is v for i, v in zip(idx, vars_)) and self.map.get(buf) is not None \
                             and tuple(buf.shape) == tuple(exts):
                         base = self.map.get(buf)
+            rows = inner_indexed_writes(body, vars_)
+            if base is None and rows and not any(is_identity(idx, vars_) and tuple(b.shape) == tuple(exts)
+                                                 for b, idx, _, _ in acc):
+                # no fragment decides this nest: the lowering deals it by the strided default
+                base = default_loop_layout(exts, self.threads, body, self.facts.vector_bytes)
             if base is None:
                 continue
             where = f"the T.Parallel loop at {loc_str(lp.loc)}"
+            for buf, dims, _ in rows:  # rows written through inner loops (tilecore.lower.inner_loops)
+                changed |= self.assign(buf, extend(base, buf, dims), f"{where} (whole rows)")
             for buf, idx, _, _ in acc:
                 dims = _subset_dims(idx, vars_)
                 if dims is None:

@@ -13,7 +13,7 @@ tile instead leaves as
     every thread: its registers into the staging tile (the TMA-store epilogue's write)
     every thread: fence.proxy.async (the bulk reduction reads through the async proxy)
     (insert-barriers: a barrier, the tile is read by thread 0's reductions)
-    thread 0: one `TmaStore(reduce="add")` per 128-byte panel of the tile, commit the group
+    thread 0: one `TmaStore(reduce="add")` per swizzle panel of the tile (`staging_layout`), commit the group
 
 so the additions are done by the TMA unit next to L2 (each element atomically, clipped at the
 tensor's edge like a TMA store) while the threads go on with the next tile. This is the same
@@ -34,12 +34,13 @@ import warnings
 
 from ..errors import TileConfigWarning
 from ..ir.expr import binop
-from ..ir.smem_layout import canonical_layout
+from ..ir.smem_layout import SWIZZLE_SPANS, Panelled, canonical_layout
 from ..ir.stmt import AtomicAddRegion, IfThenElse, SeqStmt, Stmt
 from ..ir.thread import TMA_BOX_MAX, AsyncFence, AsyncWait
 from .context import LowerCtx
-from .epilogue import write_slab
+from .epilogue import store_run, write_slab
 from .layout import StridedLayout
+from .smem import bank_model, store_degree
 from .tma_pipeline import box_ok, tma_boxes
 from .tma_store import box_stores, kernel_pipelines, staging_fits, tma_staging_tile
 
@@ -55,6 +56,31 @@ def _refuse(s: AtomicAddRegion, why: str) -> None:
     file, line = (s.loc.file, s.loc.line) if s.loc is not None else ("<tilecore>", 0)
     warnings.warn_explicit(f"T.atomic_add(use_tma=True) is lowered as per-element atomics: {why}",
                            TileConfigWarning, file, line)
+
+
+def staging_layout(ctx: LowerCtx, flay, rows: int, cols: int, itemsize: int) -> Panelled | None:
+    """The TMA-writable (canonical) layout of the staging tile fragment layout `flay` writes:
+    of the 128-, 64- and 32-byte swizzle spans that divide a row, the one whose panels the
+    fragment's stores (`write_slab`'s, as issued) hit with the fewest bank conflicts, the widest
+    on ties. A float32 accumulator stores 8 bytes per lane, four rows of 32 bytes per phase:
+    in 128-byte panels rows r and r ^ 1 share banks (2-way), in 32-byte panels the four rows
+    fill the 128-byte line (conflict-free, at four times the boxes). The widest span under
+    `disable_staged_swizzle` or without bank facts."""
+    widest = canonical_layout(rows, cols, itemsize)
+    model = bank_model(ctx.facts)
+    if widest is None or model is None or ctx.options.disable_staged_swizzle:
+        return widest
+    coords, valid = flay.table
+    best, best_deg = widest, None
+    for span in SWIZZLE_SPANS:
+        lay = canonical_layout(rows, cols, itemsize, span)
+        if lay is None:
+            continue
+        run = store_run(ctx, flay, lay, itemsize)
+        deg = store_degree(lay, coords, valid, run, itemsize, model, ctx.warp_size)
+        if best_deg is None or deg < best_deg:
+            best, best_deg = lay, deg
+    return best
 
 
 def tma_reduce_add(ctx: LowerCtx, s: AtomicAddRegion) -> Stmt | None:
@@ -81,15 +107,15 @@ def tma_reduce_add(ctx: LowerCtx, s: AtomicAddRegion) -> Stmt | None:
         _refuse(s, "the region's last dimension must be the tile's columns (others of extent 1 "
                    f"or the rows, at most {TMA_BOX_MAX})")
         return None
-    lay = canonical_layout(rows, cols, tensor.dtype.itemsize)
+    flay = ctx.layout(frag)
+    if isinstance(flay, StridedLayout):
+        _refuse(s, "the fragment has no accumulator layout")
+        return None
+    lay = staging_layout(ctx, flay, rows, cols, tensor.dtype.itemsize)
     boxes = None if lay is None else tma_boxes(lay, box, tensor.dtype.itemsize)
     if boxes is None or not all(box_ok(tensor, b[2]) for b in boxes):
         _refuse(s, "the tile or the tensor's row strides are not what a tensor map takes "
                    "(rows a multiple of 8, rows of 16-byte multiples)")
-        return None
-    flay = ctx.layout(frag)
-    if isinstance(flay, StridedLayout):
-        _refuse(s, "the fragment has no accumulator layout")
         return None
     if not staging_fits(ctx, lay.size * tensor.dtype.itemsize, kernel_pipelines(ctx)):
         _refuse(s, "the staging tile does not fit the shared memory beside the kernel's buffers")

@@ -83,3 +83,30 @@ def test_backward_with_bulk_dq(causal, early):
     got = flash_attention_bwd.backward(q, k, v, o, do, lse, causal, "emu:sm_90", **tiles)
     for g, w in zip(got, flash_attention_bwd.gradients64(q, k, v, do, causal)):
         np.testing.assert_allclose(np.asarray(g, np.float32), w, **flash_attention_bwd.TOLERANCE)
+
+
+@pytest.mark.parametrize("disabled", [False, True])
+def test_staging_tile_span_makes_the_accumulator_stores_conflict_free(disabled):
+    """A float32 accumulator stores 8 bytes per lane (four 32-byte rows per phase): in 128-byte
+    swizzle panels rows r and r ^ 1 share banks (2-way), so `staging_layout` picks 32-byte
+    panels (one box each) where they are conflict-free; the lowered stores, tabulated on their
+    own (tilecore.lower.banks), agree. `tilecore.disable_staged_swizzle` keeps the widest."""
+    from tilecore.ir.thread import find_kernel
+    from tilecore.lower.banks import shared_accesses
+    from tilecore.lower.smem import BankModel
+
+    rows, passes, blocks = 100, 2, 2
+    a, b, want = _inputs(rows)
+    configs = {"tilecore.disable_staged_swizzle": True} if disabled else None
+    kern = tilecore.compile(_program(rows, passes, blocks), target="emu:sm_90", pass_configs=configs)
+    k = find_kernel(kern.stages[-1][1].func.body)
+    stage = next(x for x in k.shared if x.name.endswith("_tma_stage"))
+    degrees = {x.degree for x in shared_accesses(k, BankModel(4, 32, 16))
+               if x.buffer == stage.name and x.kind == "vector store"}
+    assert stage.layout.panel * 4 == (128 if disabled else 32)
+    assert degrees == ({2} if disabled else {1})
+    assert kern.get_kernel_source().count("tma_reduce_add") == (2 if disabled else 8)  # one per panel
+    out = np.zeros((rows, 2, 64), np.float32)
+    kern(a, b, out)
+    np.testing.assert_allclose(out, np.repeat((passes * blocks * want)[:, None, :], 2, axis=1),
+                               rtol=1e-4, atol=1e-3)
