@@ -61,7 +61,8 @@ EXTRAS = {
 
 def _cfg(example: str, m: int, n: int, k: int) -> dict:
     # the default as it was measured here: without stream-K (examples/gemm.py config)
-    return dict(gemm.config(m, n, k), stream_k=False) if example == "gemm" else gemm_fp8.config(m, n, k)
+    mod = gemm if example == "gemm" else gemm_fp8
+    return dict(mod.config(m, n, k), stream_k=False)
 
 
 def chain_ms(torch, fn, flush, n: int) -> float:

@@ -204,16 +204,30 @@ LARGE_CONFIG = dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=
 def config(M: int, N: int, K: int, sms: int = 132) -> dict:
     """The `program` config for an M x N x K GEMM on `sms` multiprocessors, chosen by shape:
     `small_m_config` for M <= 64 (bandwidth-bound: B streamed once), else LARGE_CONFIG, with
-    `stream_k=True` where its tiles run persistently and leave a partial last wave (4096^3:
-    512 tiles on 132 blocks, 3.88 waves), so the program is then `(A, B, W, Flags, C)`
-    (`stream_k_shapes`)."""
+    `stream_k=True` where `stream_k_pays` (a partial last wave whose split saves more than the
+    fix-up costs: 8192^3, the LLM shapes; not 4096^3, whose 64 k steps a tile save only 7.8),
+    so the program is then `(A, B, W, Flags, C)` (`stream_k_shapes`)."""
     if M <= 64:
         return small_m_config(M, N, K, sms)
     cfg = dict(LARGE_CONFIG)
-    tiles = -(-M // cfg["block_M"]) * -(-N // cfg["block_N"])
-    if tiles > sms and tiles % sms:
+    if stream_k_pays(M, N, K, cfg["block_M"], cfg["block_N"], cfg["block_K"], sms):
         cfg["stream_k"] = True
     return cfg
+
+
+# k steps a stream-K schedule must save per block before it is chosen: its fix-up (a 128 KB
+# float32 partial tile stored by a contributor, read back by the finisher) cost about 13 k steps
+# of a 128x256x64 tile on the H200 (4096^3, BENCHMARKS.md "stream-K": 7.8 saved, 2% slower)
+STREAM_K_MIN_SAVED = 16
+
+
+def stream_k_pays(M: int, N: int, K: int, block_M: int, block_N: int, block_K: int, sms: int = 132) -> bool:
+    """Whether stream-K is chosen: the tiles run persistently (more than `sms`) with a partial
+    last wave of r tiles, and splitting it saves each block at least STREAM_K_MIN_SAVED k steps
+    ((1 - r / sms) x the k steps of a tile: the idle share of the last wave)."""
+    tiles = -(-M // block_M) * -(-N // block_N)
+    r = tiles % sms
+    return tiles > sms and r > 0 and (1 - r / sms) * -(-K // block_K) >= STREAM_K_MIN_SAVED
 
 
 def make_inputs(rng, M=1024, N=1024, K=1024, dtype="float16"):

@@ -79,12 +79,21 @@ def stream_k_shapes(M: int, N: int, block_M: int, block_N: int, sms: int = 132, 
     return [((sms * block_M * block_N,), "float32"), ((tiles,), "int32")]
 
 
-def config(M: int, N: int, K: int) -> dict:
+def config(M: int, N: int, K: int, sms: int = 132) -> dict:
     """The `program` config chosen for large fp8 GEMMs on the H200 (BENCHMARKS.md, issue 10):
     128x256x128 tiles (two m64n256k32 consumer warpgroups), 3 stages beside the TMA-store
     staging tile, blocks rasterized in panels of 8 grid rows (interleaved against
-    torch._scaled_mm at 8192^3: 1.000 with the panel, 0.992-0.993 without)."""
-    return dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256, panel=8)
+    torch._scaled_mm at 8192^3: 1.000 with the panel, 0.992-0.993 without), and stream-K
+    where a partial last wave leaves each block at least 26 idle k steps: twice the ~13 k
+    steps the fix-up cost a bf16 128x256x64 tile (examples/gemm.py), fp8 k steps taking half
+    that time (8192^3: 31 of 64; measured 1.016 against 0.999 without). The program then
+    takes W and Flags (`stream_k_shapes`)."""
+    cfg = dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256, panel=8)
+    tiles = -(-M // 128) * -(-N // 256)
+    r = tiles % sms
+    if tiles > sms and r and (1 - r / sms) * -(-K // 128) >= 26:
+        cfg["stream_k"] = True
+    return cfg
 
 
 def make_inputs(rng, M=1024, N=1024, K=1024, dtype="float8_e4m3fn"):
