@@ -88,13 +88,18 @@ def test_register_hints_and_gemm_k_pack_warn_once_and_set_max_nreg_checks_its_ar
                 T.clear(acc)
                 T.gemm(As, Bs, acc, wg_wait=1)
                 T.copy(acc, C)
-    with pytest.warns(TileConfigWarning, match=r"T\.set_max_nreg\(\)"):
-        @T.prim_func
-        def g(A: T.Tensor((128,), "float32")):
-            with T.Kernel(1, threads=128):
-                tx = T.get_thread_binding()
-                T.set_max_nreg(240, 1)
-                A[tx] = 1.0
+    @T.prim_func
+    def g(A: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            tx = T.get_thread_binding()
+            T.set_max_nreg(240, 1)
+            A[tx] = 1.0
+
+    # honoured on thread-lowered sm_90a (backends/emu/tests/test_thread_reg_budget.py); a
+    # compile for a target without setmaxnreg warns once
+    told = r"set_max_nreg\(240, 1\) is accepted but not applied on interp"
+    with pytest.warns(TileConfigWarning, match=told):
+        tilecore.compile(g, target="interp")
     with pytest.raises(TileShapeError, match="multiple of 8"):
         @T.prim_func
         def h(A: T.Tensor((128,), "float32")):

@@ -7,7 +7,8 @@ fragments it indexes with exactly its loop variables the layout of the one that 
 over i, j) the slice of that layout; a reduction gives its destination the slice of its
 source's layout; a whole-fragment copy between fragments of one shape shares the layout; a
 fragment whose rows a nest writes through an inner serial/unrolled loop (`F[i, j, k]` in a loop
-over i, j) takes the nest's layout extended by those rows (`tilecore.lower.inner_loops`).
+over i, j) takes the nest's layout extended by those rows (`tilecore.lower.inner_loops`), never a
+default of its own.
 When nothing propagates, one unconstrained fragment gets the default strided layout and
 propagation resumes: reduction sources first, then the largest fragments of T.Parallel nests
 (ties in program order), so the result does not depend on statement order -- a per-row vector
@@ -121,6 +122,12 @@ class _Inference:
                 inner.add(id(s))
                 s = s.body
         self.loops = [lp for lp in self.loops if id(lp) not in inner]
+        # fragments whose rows a nest writes through an inner loop: their layout is that nest's,
+        # extended (propagate_once), never a default picked before the nest's layout is known
+        self.row_written: set[int] = set()
+        for lp in self.loops:
+            vars_, _, body = parallel_nest(lp)
+            self.row_written.update(id(buf) for buf, _, _ in inner_indexed_writes(body, vars_))
 
     def assign(self, buf: Buffer, lay: Layout, origin: str) -> bool:
         """Give an unconstrained fragment `lay`; True when something changed."""
@@ -253,12 +260,14 @@ class _Inference:
         for order, lp in enumerate(self.loops):
             vars_, exts, body = parallel_nest(lp)
             for buf, idx, _, _ in fragment_accesses(body):
-                if self.map.get(buf) is None and is_identity(idx, vars_) and tuple(buf.shape) == tuple(exts):
+                if self.map.get(buf) is None and is_identity(idx, vars_) and tuple(buf.shape) == tuple(exts) \
+                        and id(buf) not in self.row_written:
                     key = (id(buf) not in sources, -(buf.numel or 0), order)
                     if best is None or key < best[0]:
                         best = (key, buf, f"the T.Parallel loop at {loc_str(lp.loc)} (default layout)")
         for n in walk(self.launch.body):
-            if isinstance(n, Reduce) and n.src.scope == "fragment" and self.map.get(n.src) is None:
+            if isinstance(n, Reduce) and n.src.scope == "fragment" and self.map.get(n.src) is None \
+                    and id(n.src) not in self.row_written:
                 key = (False, -(n.src.numel or 0), len(self.loops))
                 if best is None or key < best[0]:
                     best = (key, n.src, f"T.reduce_{n.kind} at {loc_str(n.loc)} (default layout of "

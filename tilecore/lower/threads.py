@@ -10,6 +10,7 @@ from ..errors import TileShapeError
 from ..ir.expr import Expr, const_int
 from ..ir.grid_sync import GridSync
 from ..ir.loops import While
+from ..ir.reg_budget import SetMaxNReg
 from ..ir.smem_layout import STREAM_K_ANNOTATION
 from ..ir.stmt import (
     AtomicAdd,
@@ -82,6 +83,8 @@ def lower_block(ctx: LowerCtx, s: Stmt) -> Stmt:
         els = None if s.else_body is None else lower_block(ctx, s.else_body)
         return _with_pre(bl.pre, IfThenElse(cond, lower_block(ctx, s.then_body), els, s.loc))
     if isinstance(s, GridSync):  # a phase boundary, kept at the top of the body (grid_sync.py)
+        return s
+    if isinstance(s, SetMaxNReg):  # kept on sm_90a (the register-budget pass removed it elsewhere)
         return s
     if isinstance(s, While):
         bl = BodyLowerer(ctx, False, s.loc)

@@ -318,6 +318,28 @@ def test_inner_loop_writes_whole_fragment_rows(inner):
     np.testing.assert_array_equal(s, (want ** 2).sum(axis=2).T)
 
 
+def test_inner_loop_rows_take_the_layout_their_loop_gets_later():
+    """The loop writing F's rows is distributed by G, which has no layout until a default is
+    picked; F, also read by a larger loop over all its dimensions, must not take a default of its
+    own first (it would spread the rows over threads)."""
+    a, b, c = 4, 8, 3
+
+    @T.prim_func
+    def k(A: T.Tensor((a, b), "float32"), O: T.Tensor((a, b, c), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            F = T.alloc_fragment((a, b, c), "float32")
+            G = T.alloc_fragment((a, b), "float32")
+            for i, j in T.Parallel(a, b):
+                G[i, j] = A[i, j] * 2.0
+                for kk in T.serial(c):
+                    F[i, j, kk] = G[i, j] + kk
+            for i, j, kk in T.Parallel(a, b, c):
+                O[i, j, kk] = F[i, j, kk] + 1.0
+
+    x = ints(np.random.default_rng(15), (a, b))
+    np.testing.assert_array_equal(both(k, x)(x), x[:, :, None] * 2 + np.arange(c) + 1)
+
+
 def test_inner_loop_rows_of_a_gemm_accumulator_are_a_located_conflict():
     """A tensor-core accumulator spreads each row over several threads, so a loop that writes
     whole rows of it through an inner loop cannot own them: a located layout conflict."""
