@@ -51,8 +51,8 @@ class Options:
       shared tile the program writes from a fragment itself (`T.copy(frag, shared)`, e.g.
       FlashAttention's O_shared) is placed as if only copied (row-major) instead of by the
       column write pattern of an epilogue staging tile (tilecore.lower.smem), and a TMA
-      reduce-add's staging tile keeps the widest swizzle span instead of the one its stores hit
-      with the fewest bank conflicts (tilecore.lower.tma_reduce.staging_layout); for A/B runs;
+      reduce-add's accumulator stores keep fragment order instead of exchanging register runs
+      between lanes to avoid bank conflicts (tilecore.lower.tma_reduce.store_swap); for A/B runs;
     - ``ws_pingpong`` (tilecore's own key ``tilecore.ws_pingpong``, off by default: 3-5% slower
       than the same tile without it on the H200, BENCHMARKS.md): persistent warp-specialized
       GEMMs of one consumer warpgroup get a second one on alternate tiles

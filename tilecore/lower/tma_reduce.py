@@ -13,13 +13,20 @@ tile instead leaves as
     every thread: its registers into the staging tile (the TMA-store epilogue's write)
     every thread: fence.proxy.async (the bulk reduction reads through the async proxy)
     (insert-barriers: a barrier, the tile is read by thread 0's reductions)
-    thread 0: one `TmaStore(reduce="add")` per swizzle panel of the tile (`staging_layout`), commit the group
+    thread 0: one `TmaStore(reduce="add")` per 128-byte panel of the tile, commit the group
 
 so the additions are done by the TMA unit next to L2 (each element atomically, clipped at the
 tensor's edge like a TMA store) while the threads go on with the next tile. This is the same
 staging, fence and group discipline as tilecore.lower.tma_store (whose staging tile and
 shared-memory fit test it shares); `proxy-fences` ends the kernel with the wait for the bulk
 group's shared reads.
+
+The staging tile keeps the widest canonical span (128-byte panels), where the float32
+accumulator's 8-byte stores in fragment order are 2-way bank conflicted (rows r and r ^ 1 of a
+phase share banks); `store_swap` has half the lanes store a partner run instead, which makes
+them conflict-free with the same boxes (off under `tilecore.disable_staged_swizzle`). 32-byte
+panels were conflict-free too but need four times the boxes: on the H200 a tie without a mask
+and 7% slower causal (BENCHMARKS.md, "staged-tile swizzle").
 
 Applies to a whole float32 fragment of two non-unit dimensions, added into a global float32
 region whose last dimension is the tile's columns (other dimensions may be 1: dQ[b, rows, h, :]),
@@ -32,9 +39,11 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+
 from ..errors import TileConfigWarning
 from ..ir.expr import binop
-from ..ir.smem_layout import SWIZZLE_SPANS, Panelled, canonical_layout
+from ..ir.smem_layout import canonical_layout
 from ..ir.stmt import AtomicAddRegion, IfThenElse, SeqStmt, Stmt
 from ..ir.thread import TMA_BOX_MAX, AsyncFence, AsyncWait
 from .context import LowerCtx
@@ -58,29 +67,49 @@ def _refuse(s: AtomicAddRegion, why: str) -> None:
                            TileConfigWarning, file, line)
 
 
-def staging_layout(ctx: LowerCtx, flay, rows: int, cols: int, itemsize: int) -> Panelled | None:
-    """The TMA-writable (canonical) layout of the staging tile fragment layout `flay` writes:
-    of the 128-, 64- and 32-byte swizzle spans that divide a row, the one whose panels the
-    fragment's stores (`write_slab`'s, as issued) hit with the fewest bank conflicts, the widest
-    on ties. A float32 accumulator stores 8 bytes per lane, four rows of 32 bytes per phase:
-    in 128-byte panels rows r and r ^ 1 share banks (2-way), in 32-byte panels the four rows
-    fill the 128-byte line (conflict-free, at four times the boxes). The widest span under
-    `disable_staged_swizzle` or without bank facts."""
-    widest = canonical_layout(rows, cols, itemsize)
+def store_swap(ctx: LowerCtx, flay, lay, itemsize: int) -> tuple | None:
+    """A register exchange making the fragment's stores into the staging tile (layout `lay`)
+    conflict-free, or None when they already are (or nothing tried makes them so, or
+    `disable_staged_swizzle`): `(bit, partner)` for `write_slab`. Tried: the threads whose lane
+    bit b is set store, in place of each register run, the run `m` columns over (col ^ m, the
+    same register for every thread); the first (m, b) whose stores, tabulated as issued
+    (`smem.store_degree`), are conflict-free wins. A float32 accumulator in 128-byte panels
+    stores 8 bytes per lane, four rows of 32 bytes per phase, rows r and r ^ 1 in the same
+    banks (2-way); the upper half of each quad of lanes (lane bit 1) storing the run 16
+    columns over fills the line."""
     model = bank_model(ctx.facts)
-    if widest is None or model is None or ctx.options.disable_staged_swizzle:
-        return widest
+    if model is None or ctx.options.disable_staged_swizzle:
+        return None
     coords, valid = flay.table
-    best, best_deg = widest, None
-    for span in SWIZZLE_SPANS:
-        lay = canonical_layout(rows, cols, itemsize, span)
-        if lay is None:
-            continue
-        run = store_run(ctx, flay, lay, itemsize)
-        deg = store_degree(lay, coords, valid, run, itemsize, model, ctx.warp_size)
-        if best_deg is None or deg < best_deg:
-            best, best_deg = lay, deg
-    return best
+    if not valid.all() or coords.shape[-1] != 2:
+        return None
+    run = store_run(ctx, flay, lay, itemsize)
+    warp = ctx.warp_size
+    if store_degree(lay, coords, valid, run, itemsize, model, warp) == 1:
+        return None
+    lane = np.arange(coords.shape[0]) % warp
+    cols = flay.shape[-1]
+    for m in (run << k for k in range(cols.bit_length())):
+        if m >= cols:
+            break
+        partner = {}
+        for r in range(0, flay.nregs, run):
+            want = coords[:, r].copy()
+            want[:, -1] ^= m
+            p = flay.find_reg(want)
+            if p is None or p % run:
+                break
+            partner[r] = p
+        else:
+            for b in range(warp.bit_length() - 1):
+                on = (lane >> b) & 1 == 1
+                moved = coords.copy()
+                for r, p in partner.items():
+                    moved[on, r:r + run] = coords[on, p:p + run]
+                if store_degree(lay, moved, valid, run, itemsize, model, warp) == 1:
+                    bit = binop("mod", binop("div", ctx.tx, 1 << b), 2) if b else binop("mod", ctx.tx, 2)
+                    return ctx.simp(bit), partner
+    return None
 
 
 def tma_reduce_add(ctx: LowerCtx, s: AtomicAddRegion) -> Stmt | None:
@@ -107,15 +136,15 @@ def tma_reduce_add(ctx: LowerCtx, s: AtomicAddRegion) -> Stmt | None:
         _refuse(s, "the region's last dimension must be the tile's columns (others of extent 1 "
                    f"or the rows, at most {TMA_BOX_MAX})")
         return None
-    flay = ctx.layout(frag)
-    if isinstance(flay, StridedLayout):
-        _refuse(s, "the fragment has no accumulator layout")
-        return None
-    lay = staging_layout(ctx, flay, rows, cols, tensor.dtype.itemsize)
+    lay = canonical_layout(rows, cols, tensor.dtype.itemsize)
     boxes = None if lay is None else tma_boxes(lay, box, tensor.dtype.itemsize)
     if boxes is None or not all(box_ok(tensor, b[2]) for b in boxes):
         _refuse(s, "the tile or the tensor's row strides are not what a tensor map takes "
                    "(rows a multiple of 8, rows of 16-byte multiples)")
+        return None
+    flay = ctx.layout(frag)
+    if isinstance(flay, StridedLayout):
+        _refuse(s, "the fragment has no accumulator layout")
         return None
     if not staging_fits(ctx, lay.size * tensor.dtype.itemsize, kernel_pipelines(ctx)):
         _refuse(s, "the staging tile does not fit the shared memory beside the kernel's buffers")
@@ -128,7 +157,8 @@ def tma_reduce_add(ctx: LowerCtx, s: AtomicAddRegion) -> Stmt | None:
     everything = tuple(range(flay.nregs))
     return SeqStmt((
         IfThenElse(first, AsyncWait("bulk", 0, loc), None, loc),
-        write_slab(ctx, frag, flay, stage, everything, 0, rows, rows, loc),
+        write_slab(ctx, frag, flay, stage, everything, 0, rows, rows, loc,
+                   store_swap(ctx, flay, lay, tensor.dtype.itemsize)),
         AsyncFence("proxy_async", loc),
         IfThenElse(first, SeqStmt(tuple(ops), loc), None, loc),
     ), loc)
