@@ -16,7 +16,8 @@ Run on the lent GPU:  python benchmarks/hopper_gemm.py [--out results.json] [--q
 - gemv: examples/gemv.py (B streamed through registers, no tensor cores) at M = 1, every
   config of GEMV_CONFIGS, against torch.matmul of the same shapes, with GB/s;
 - fp8: the fp8 example (e4m3 x e4m3 -> fp32 -> bf16) at 8192^3 against torch._scaled_mm;
-- ragged: a ragged GEMM (M, N, K not tile multiples) and a ragged fp8 GEMM for correctness;
+- ragged: a ragged GEMM (M, N, K not tile multiples) and a ragged fp8 GEMM for correctness, and
+  stream-K against the plain kernel on the same inputs (bit-identical repeat calls);
 - host: host microseconds per call of a TMA GEMM (prepared launch with its tensor-map slots,
   against the general launch path that encodes every map per call) beside torch.matmul.
 Times are `triton.testing.do_bench` medians (L2 flushed before each repetition, see gpu.py).
@@ -34,7 +35,9 @@ staged epilogue instead of TMA stores, tilecore/lower/tma_store.py: an A/B of th
 threads=128: two consumer warpgroups on alternate tiles); "suspend_hint": true with
 `tilecore.mbarrier_suspend_hint` (mbarrier waits parked by a suspend-time hint); "scale_d":
 false with `tilecore.disable_wgmma_scale_d` (accumulators zeroed by stores before the k loop
-instead of wgmma's scale-d 0 on the first k step, tilecore/lower/accum_zero.py); "programmatic":
+instead of wgmma's scale-d 0 on the first k step, tilecore/lower/accum_zero.py); "stream_k": true
+(examples/gemm.py / gemm_fp8.py `program(stream_k=True)`) passes the program its W and Flags
+(`stream_k_shapes`; NaN W, Flags zeroed once); "programmatic":
 true with `tilecore.programmatic_launch` (griddepcontrol.wait first, launched as a programmatic
 dependent of the previous kernel in the stream).
 """
