@@ -171,7 +171,9 @@ def stream_k(workspace, flags):
     `flags`: an int32 global tensor of at least one element per output tile, zeros before the
     first call (every call leaves them zero). Calls that may run at the same time (other
     streams) need workspaces of their own. Where the kernel is not a persistent GEMM or its
-    tiles fill whole waves, the two tensors are not touched."""
+    tiles fill whole waves, the two tensors are not touched. A block waits only for blocks of
+    lower id, which the GPU must have resident (the persistent grid is one block per
+    multiprocessor of the target's `multiprocessors` fact)."""
     b = _kernel_frame("T.stream_k")
     for buf, want, what in ((workspace, "float32", "workspace"), (flags, "int32", "flags")):
         if not isinstance(buf, Buffer) or buf.scope != "global" or buf.dtype.name != want:
