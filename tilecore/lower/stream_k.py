@@ -113,18 +113,25 @@ def accumulators(consumer: Stmt) -> list:
     return list(out.values())
 
 
-def _main_loop_end(stmts: list) -> int | None:
-    """The index after the staged loop and its closing wait / last release in `stmts`."""
+def _main_loop(stmts: list) -> tuple[int, int] | None:
+    """(index of the staged loop in `stmts`, index after it and its closing wgmma wait / last
+    stage release), or None without one."""
     idx = next((i for i, s in enumerate(stmts)
                 if isinstance(s, For) and s.annotation("warp_specialized")), None)
     if idx is None:
         return None
     j = idx + 1
-    while j < len(stmts) and (isinstance(stmts[j], (AsyncWait, MbarrierArrive)) or (
-            isinstance(stmts[j], IfThenElse) and stmts[j].else_body is None
-            and all(isinstance(x, MbarrierArrive) for x in flat_stmts(stmts[j].then_body)))):
+
+    def closing(s) -> bool:
+        if isinstance(s, AsyncWait):
+            return s.queue == "wgmma"
+        if isinstance(s, IfThenElse):
+            return s.else_body is None and all(isinstance(x, MbarrierArrive) for x in flat_stmts(s.then_body))
+        return isinstance(s, MbarrierArrive)
+
+    while j < len(stmts) and closing(stmts[j]):
         j += 1
-    return j
+    return idx, j
 
 
 def _restarts(before: list, loop: Stmt, accs: list) -> bool:
@@ -164,10 +171,10 @@ def build(kernel: ThreadKernel, sk: StreamK, split: int, base: Var, lets_of, hoi
         raise TileShapeError(f"T.stream_k flags {sk.flags.name} has {have_f} elements; the last wave's "
                              f"{r} tiles need one each", loc, hint="allocate one int32 per output tile")
     stmts = flat_stmts(consumer)
-    end = _main_loop_end(stmts)
-    if not accs or end is None:
+    found = _main_loop(stmts)
+    if not accs or found is None:
         return None
-    idx = next(i for i, s in enumerate(stmts) if isinstance(s, For) and s.annotation("warp_specialized"))
+    idx, end = found
     if not _restarts(stmts[:idx], stmts[idx], accs):
         return None
     t = Var("tile")
