@@ -13,8 +13,8 @@ The kernel: one block per `block_N` columns and `block_M` rows of X; a `T.Pipeli
 K copies (block_K / 2) x block_N tiles of packed bytes and the tile's scale rows into shared
 memory (cp.async stages on sm_80, TMA on sm_90a where the box fits), converts the tile's scales
 to float32 once, moves the bytes into registers in 16-byte runs and unpacks each byte with
-`& 15` and `>> 4` (`unpack="arith"`: `% 16` and `// 16`, for the cpu target, which has no bit
-operations yet). The offset is taken out of the sum per row: x0 (lo - 8) + x1 (hi - 8) =
+`& 15` and `>> 4` (`unpack="arith"`: `% 16` and `// 16`, the same codes without bit
+operations). The offset is taken out of the sum per row: x0 (lo - 8) + x1 (hi - 8) =
 x1 hi + (x0 lo - 8 (x0 + x1)), so each byte costs two conversions and three fused
 multiply-adds. Partial sums stay per thread element and are reduced over the tile's rows once
 at the end. With `block_M` > 1 a thread keeps the block_M sums of its elements and one
@@ -40,9 +40,9 @@ import tilecore.language as T
 OUT_IDX = [-1]
 # small shapes (every example runs on every target in CI): one exact shape, one ragged in K
 # (odd, and not a multiple of the tile or of the group) and N (not a multiple of block_N)
-# float16 and unpack="arith" here: Metal's default family (apple7) has no bfloat16 and the cpu
-# target has no bit operations yet; tests/test_dequant_gemv.py runs the defaults (bfloat16,
-# unpack="bits") and block_M > 1
+# float16 and unpack="arith" here: Metal's default family (apple7) has no bfloat16, and the
+# arithmetic spelling keeps the generic tests' kernels as they were; tests/test_dequant_gemv.py
+# runs the defaults (bfloat16, unpack="bits") on interp, emu and cpu, and block_M > 1
 TEST_SIZES = [dict(M=1, N=64, K=512, block_K=256, group_size=128, dtype="float16", unpack="arith"),
               dict(M=3, N=40, K=301, block_K=256, group_size=64, dtype="float16", unpack="arith")]
 # exact: make_inputs draws X as small integers and S as powers of two, so every product and
@@ -65,7 +65,7 @@ def _dot(byte, x0, x1, unpack: str):
     if unpack == "bits":
         lo = T.cast(byte & 15, "float32")  # the codes, 0..15
         hi = T.cast(byte >> 4, "float32")
-    else:  # "arith": the same codes by integer division (targets without bit operations: cpu)
+    else:  # "arith": the same codes by integer division and remainder
         lo = T.cast(byte % 16, "float32")
         hi = T.cast(byte // 16, "float32")
     return x1 * hi + (x0 * lo - 8.0 * (x0 + x1))
@@ -77,7 +77,7 @@ def program(M=1, N=4096, K=4096, group_size=128, block_N=16, block_K=512, thread
     stages) handles block_K rows of K: block_K must be a multiple of the (even) group_size, so a
     tile holds whole groups. Ragged M, N and K are guarded element by element (the copies fill
     zeros past the matrix; a zero scale adds nothing). `unpack`: "bits" (`&`, `>>`) or "arith"
-    (`%`, `//`: the cpu target)."""
+    (`%`, `//`)."""
     if unpack not in ("bits", "arith"):
         raise ValueError(f"unpack={unpack!r}: use 'bits' or 'arith'")
     if group_size % 2 or block_K % group_size:

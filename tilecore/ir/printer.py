@@ -119,8 +119,9 @@ class Printer:
         self.lines.append("    " * depth + text)
 
     def launch_annotations(self, s: KernelLaunch, depth: int) -> None:
-        """`T.use_swizzle` / `T.stream_k` / `T.annotate_layout` calls recorded on a launch (explicit layout
-        objects, which have no source spelling, print as comments)."""
+        """`T.use_swizzle` / `T.stream_k` / `T.annotate_layout` calls recorded on a launch
+        (explicit layout objects, which have no source spelling, print as comments)."""
+        from .index_layout import FRAGMENT_ANNOTATION
         from .smem_layout import LAYOUT_ANNOTATION, RASTER_ANNOTATION, STREAM_K_ANNOTATION, LayoutRequest
 
         for key, value in s.annotations:
@@ -139,6 +140,9 @@ class Printer:
                         self.emit(depth, f"# layout of {self.name(buf)}: {lay.describe()}")
                 if items:
                     self.emit(depth, f"T.annotate_layout({{{', '.join(items)}}})")
+            elif key == FRAGMENT_ANNOTATION:
+                for buf, fmap, _ in value:
+                    self.emit(depth, f"# layout of {self.name(buf)}: {fmap.text}")
 
     def stmt(self, s, depth: int):
         if s is None:

@@ -399,7 +399,7 @@ def _fresh(base: str, names: set) -> str:
 
 def async_pipeline(kernel: ThreadKernel, facts: TargetFacts, tma: bool = True,
                    warp_specialize: bool = True, persistent_any: bool = False,
-                   early_prologue: bool = False) -> ThreadKernel:
+                   early_prologue: bool = False, hints=None) -> ThreadKernel:
     """`kernel` with its T.Pipelined loops turned into multi-stage asynchronous-copy pipelines
     where the target has asynchronous copies and the loop's copies qualify (module docstring);
     TMA stages where the target has TMA and `tma`, warp-specialized where every staged loop
@@ -407,9 +407,10 @@ def async_pipeline(kernel: ThreadKernel, facts: TargetFacts, tma: bool = True,
     `persistent_any`: persistent tiles also for a staged loop that is not a bare GEMM main loop
     (option `ws_persistent_any`, warp_specialize._persistent); `early_prologue`: the prologues
     of TMA loops without a producer move up past what cannot interact with them (option
-    `early_tma_prologue`, tilecore.lower.early_prologue)."""
+    `early_tma_prologue`, tilecore.lower.early_prologue); `hints`: the user's register hints
+    for the warp-specialized kernel (tilecore.ir.reg_budget.RegHints)."""
     if tma and warp_specialize and ws_possible(kernel, facts):
-        out = _pipelines(kernel, facts, True, WsPlan(kernel, facts, persistent_any))
+        out = _pipelines(kernel, facts, True, WsPlan(kernel, facts, persistent_any, hints))
         if out is not None:
             return out
     return _pipelines(kernel, facts, tma, None, early_prologue) or kernel

@@ -25,14 +25,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..contract import MmaPlan
-from ..errors import TileError, TileInternalError
+from ..errors import TileError, TileInternalError, TileLayoutError
 from ..ir.buffer import Buffer
+from ..ir.index_layout import FRAGMENT_ANNOTATION
 from ..ir.stmt import Copy, For, Gemm, KernelLaunch, Reduce
 from ..ir.visit import walk
 from .context import LayoutMap, loc_str
 from .inner_loops import extend, inner_indexed_writes
-from .layout import Layout, MmaLayout, default_layout, slice_layout
+from .layout import Layout, MmaLayout, TableLayout, default_layout, equivalent, slice_layout
 from .parallel import (
     default_loop_layout,
     fragment_accesses,
@@ -86,6 +89,17 @@ def plan_gemms(launch: KernelLaunch, desc) -> dict:
     return plans
 
 
+def _first_difference(a: Layout, b: Layout) -> tuple:
+    """(thread, register, element in a, element in b) of the first register the two layouts
+    fill differently ("nothing" where one holds no element there)."""
+    n = max(a.nregs, b.nregs)
+    (ac, av), (bc, bv) = ((np.pad(c, ((0, 0), (0, n - c.shape[1]), (0, 0))),
+                           np.pad(v, ((0, 0), (0, n - v.shape[1])))) for c, v in (a.table, b.table))
+    t, r = (int(x) for x in np.argwhere((av != bv) | (av & np.any(ac != bc, axis=-1)))[0])
+    show = lambda c, v: tuple(int(x) for x in c[t, r]) if v[t, r] else "nothing"  # noqa: E731
+    return t, r, show(ac, av), show(bc, bv)
+
+
 def _subset_dims(indices, vars_) -> list[int] | None:
     """Positions of the loop variables `indices` uses, when it is an ordered subset of them."""
     pos = []
@@ -127,7 +141,7 @@ class _Inference:
         self.row_written: set[int] = set()
         for lp in self.loops:
             vars_, _, body = parallel_nest(lp)
-            self.row_written.update(id(buf) for buf, _, _ in inner_indexed_writes(body, vars_))
+            self.row_written.update(id(w.buf) for w in inner_indexed_writes(body, vars_))
 
     def assign(self, buf: Buffer, lay: Layout, origin: str) -> bool:
         """Give an unconstrained fragment `lay`; True when something changed."""
@@ -139,7 +153,8 @@ class _Inference:
         return True
 
     def seed(self) -> None:
-        """Tensorized gemms fix their accumulators' layouts."""
+        """Tensorized gemms fix their accumulators' layouts, then `T.Fragment` annotations
+        theirs (checked against a gemm's)."""
         for n in walk(self.launch.body):
             if isinstance(n, Gemm) and id(n) in self.plans:
                 plan = self.plans[id(n)]
@@ -154,6 +169,32 @@ class _Inference:
                         hint="give both gemms the same shape and policy, or separate accumulators")
                 if old is None:
                     self.map.set(c, lay, f"T.gemm at {loc_str(n.loc)}")
+        for key, value in self.launch.annotations:
+            if key == FRAGMENT_ANNOTATION:
+                for buf, fmap, loc in value:
+                    self.annotated(buf, fmap, loc)
+
+    def annotated(self, buf: Buffer, fmap, loc) -> None:
+        """A `T.Fragment` the kernel gives `buf` (T.annotate_layout): its layout as given, unless
+        it names more threads than the block has or a gemm needs another accumulator layout."""
+        if fmap.threads > self.threads:
+            raise TileLayoutError(
+                f"the T.Fragment of {buf.name} puts elements in thread {fmap.threads - 1}, but the "
+                f"block has {self.threads} threads", loc,
+                hint=f"map the elements to threads 0..{self.threads - 1}")
+        lay = TableLayout.of(fmap, self.threads)
+        old = self.map.get(buf)
+        if old is not None and not equivalent(old, lay):
+            t, r, need, got = _first_difference(old, lay)
+            raise TileLayoutError(
+                f"the T.Fragment of {buf.name} conflicts with the layout fixed by "
+                f"{self.map.origin(buf)}: register {r} of thread {t} holds element {need} there, "
+                f"{got} in the annotation ({old.nregs} vs {lay.nregs} registers per thread)", loc,
+                hint=f"drop the T.Fragment of {buf.name} (a tensor-core gemm decides its "
+                     "accumulator's layout), or T.copy the accumulator into a fragment that has "
+                     "your layout")
+        if old is None:
+            self.map.set(buf, lay, f"T.annotate_layout at {loc_str(loc)}")
 
     def propagate_once(self) -> bool:
         """One sweep of the propagation rules; True when a layout was assigned."""
@@ -176,8 +217,10 @@ class _Inference:
             if base is None:
                 continue
             where = f"the T.Parallel loop at {loc_str(lp.loc)}"
-            for buf, dims, _ in rows:  # rows written through inner loops (tilecore.lower.inner_loops)
-                changed |= self.assign(buf, extend(base, buf, dims), f"{where} (whole rows)")
+            for w in rows:  # rows written through inner loops (tilecore.lower.inner_loops)
+                lay = extend(base, w)
+                if lay is not None:
+                    changed |= self.assign(w.buf, lay, f"{where} (whole rows)")
             for buf, idx, _, _ in acc:
                 dims = _subset_dims(idx, vars_)
                 if dims is None:

@@ -21,7 +21,8 @@ Candidates are tried in order — row-major, the XOR swizzles `Swizzle<bits, log
 shift>` with 16-byte (vector-width) chunks, then padding one chunk per row — and the first with
 the fewest conflicts (then the fewest padding bytes) wins, checked by tabulating the phases
 with the layout's NumPy definition. Buffers only touched element-wise stay row-major.
-`T.annotate_layout` overrides the choice (`LayoutRequest`, or an explicit `SharedLayout`).
+`T.annotate_layout` overrides the choice (`LayoutRequest`, or an explicit `SharedLayout`, a
+`T.Layout`'s `IndexMapped` included); a wgmma operand takes only the canonical placement.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import TileError
+from ..errors import TileLayoutError
 from ..ir.buffer import Buffer
 from ..ir.smem_layout import (
     LAYOUT_ANNOTATION,
@@ -46,7 +47,7 @@ from ..ir.stmt import Copy, Gemm
 from ..ir.visit import walk
 
 
-class SmemLayoutError(TileError):
+class SmemLayoutError(TileLayoutError):
     """A shared-memory layout the kernel asked for cannot be used for that buffer."""
 
 
@@ -198,6 +199,16 @@ def choose(rows: int, cols: int, itemsize: int, model: BankModel | None, pattern
     return best
 
 
+def same_placement(a, b: SharedLayout) -> bool:
+    """True when layout `a` (any annotation value) stores every element of the tile where `b`
+    does, in as many elements (a one-panel `Panelled` is a `Swizzled`; an index map may be
+    either)."""
+    if not isinstance(a, SharedLayout) or (a.rows, a.cols, a.size) != (b.rows, b.cols, b.size):
+        return False
+    r, c = np.indices((b.rows, b.cols))
+    return bool(np.array_equal(a.offset_np(r, c), b.offset_np(r, c)))
+
+
 # ----------------------------------------------------------------------------- per kernel
 
 
@@ -303,12 +314,14 @@ class SmemPlanner:
         target = self.ctx.facts.target
         if "wgmma" in self.uses.get(id(buf), set()):
             want = self._canonical(buf, rows, cols)
-            if isinstance(req, LayoutRequest) and req.kind == "swizzled" or req == want:
+            if isinstance(req, LayoutRequest) and req.kind == "swizzled" or same_placement(req, want):
                 return want
+            asked = req.describe() if isinstance(req, SharedLayout) else f"T.make_{req.kind}_layout"
             raise SmemLayoutError(
                 f"T.annotate_layout gives {buf.name} a layout the tensor cores (wgmma) cannot read "
-                f"through a descriptor on {target}", loc,
-                hint="use T.make_swizzled_layout (the canonical swizzle) or drop the annotation")
+                f"through a descriptor on {target} ({asked}; a descriptor reads {want.describe()})",
+                loc, hint=f"use T.make_swizzled_layout({buf.name}) (the canonical swizzle), a "
+                          "T.Layout with that placement, or drop the annotation")
         if isinstance(req, SharedLayout):
             if (req.rows, req.cols) != (rows, cols):
                 raise SmemLayoutError(

@@ -19,12 +19,17 @@ them in program order (a loop's tiles can only depend on block indices, symbolic
 hoisted lets, which is checked). The consumers synchronize among themselves with named barrier
 1 over their T threads (`insert-barriers` places them), never the block barrier. With the fact
 `setmaxnreg` (sm_90a) the producer gives registers back (`setmaxnreg.dec` to 40) and the
-consumers take them (`.inc`, as many as the register file allows, at most 240).
+consumers take them (`.inc`, as many as the register file allows, at most 240); TileLang's
+`T.annotate_producer_reg_dealloc(n)` / `T.annotate_consumer_reg_alloc(n)` set these counts and
+`T.no_set_max_nreg()` leaves both out (`register_split`; the hints reach this module as the
+function's attr "reg_alloc", tilecore.passes.reg_budget).
 """
 
 from __future__ import annotations
 
+from ..errors import TileShapeError
 from ..ir.expr import Var, binop, const, const_int
+from ..ir.reg_budget import RegHints
 from ..ir.stmt import For, LetStmt, SeqStmt, Stmt
 from ..ir.thread import LaneTable, MemLoad, Shuffle, ThreadKernel, WarpSpecialized
 from ..ir.visit import substitute, walk
@@ -40,13 +45,15 @@ REGISTER_FILE = 65536  # 32-bit registers per multiprocessor (one block resident
 class WsPlan:
     """What the pipeline pass collects for one kernel in warp-specialized mode."""
 
-    def __init__(self, kernel: ThreadKernel, facts, persistent_any: bool = False):
+    def __init__(self, kernel: ThreadKernel, facts, persistent_any: bool = False,
+                 hints: RegHints | None = None):
         self.split = kernel.num_threads
         self.producer_thread = kernel.num_threads  # the elected producer: first of its warpgroup
         self.producers: list[Stmt] = []
         self.ok = True
         self.top = {id(s) for s in flat_stmts(kernel.body)}
         self.setmaxnreg = bool(facts.get("setmaxnreg"))
+        self.hints = hints  # the user's register hints (register_split)
         # "always", or True: only where the staged kernel's shared memory lets one block per
         # multiprocessor run anyway (measured on the H200 with mma.sync consumers: a producer
         # warpgroup next to 3 resident blocks cost occupancy, 0.59 ms against 0.38 ms)
@@ -124,10 +131,7 @@ def assemble(kernel: ThreadKernel, plan: WsPlan, body: Stmt, inits: list,
         if isinstance(n, Var) and n is not kernel.thread_var and id(n) in kernel_bound \
                 and id(n) not in allowed and id(n) not in inside:
             return None
-    regs = (0, 0)
-    if plan.setmaxnreg:
-        cons = (REGISTER_FILE - PRODUCER_THREADS * PRODUCER_REGS) // plan.split // 8 * 8
-        regs = (PRODUCER_REGS, min(240, cons))
+    regs = register_split(plan.hints, plan.split) if plan.setmaxnreg else (0, 0)
     consumer = SeqStmt(tuple(rest), kernel.loc)
     grid, block_vars = kernel.grid, kernel.block_vars
     registers = tuple(kernel.registers)
@@ -145,6 +149,36 @@ def assemble(kernel: ThreadKernel, plan: WsPlan, body: Stmt, inits: list,
     new_body = SeqStmt(tuple(inits) + tuple(hoist) + (ws,), kernel.loc)
     return ThreadKernel(grid, block_vars, kernel.thread_var, plan.split + PRODUCER_THREADS,
                         kernel.warp_size, shared, registers, new_body, kernel.loc)
+
+
+def register_split(hints: RegHints | None, consumers: int) -> tuple[int, int]:
+    """The (producer, consumer) setmaxnreg counts of a producer warpgroup and `consumers`
+    consumer threads: (0, 0), none at all, under `T.no_set_max_nreg()`; the user's annotated
+    counts where given; otherwise the producer keeps PRODUCER_REGS (less where an annotated
+    consumer count needs them) and the consumers get what the register file leaves, at most
+    240. Counts the register file cannot hold are a TileShapeError at the user's hint:
+    `setmaxnreg.inc` would wait forever for registers nobody frees."""
+    hints = hints or RegHints()
+    if hints.off is not None:
+        return 0, 0
+    p = hints.producer.count if hints.producer is not None else None
+    c = hints.consumer.count if hints.consumer is not None else None
+    if p is None:
+        p = PRODUCER_REGS if c is None else \
+            max(24, min(PRODUCER_REGS, (REGISTER_FILE - consumers * c) // PRODUCER_THREADS // 8 * 8))
+    if c is None:
+        c = min(240, (REGISTER_FILE - PRODUCER_THREADS * p) // consumers // 8 * 8)
+    total = PRODUCER_THREADS * p + consumers * c
+    if total > REGISTER_FILE:
+        h = hints.consumer or hints.producer
+        given = " and ".join(x.text for x in hints.given)
+        fit = (REGISTER_FILE - PRODUCER_THREADS * p) // consumers // 8 * 8
+        raise TileShapeError(
+            f"{given}: {PRODUCER_THREADS} producer threads x {p} + {consumers} consumer threads x {c} = "
+            f"{total} registers, more than the {REGISTER_FILE} of the multiprocessor's register file "
+            "(setmaxnreg.inc would wait forever for them)", h.loc,
+            hint=f"lower the counts, e.g. T.annotate_consumer_reg_alloc({fit}) with a producer of {p}")
+    return p, c
 
 
 def _persistent(kernel: ThreadKernel, plan: WsPlan, hoist: list, producer: Stmt, consumer: Stmt):

@@ -340,6 +340,42 @@ def test_inner_loop_rows_take_the_layout_their_loop_gets_later():
     np.testing.assert_array_equal(both(k, x)(x), x[:, :, None] * 2 + np.arange(c) + 1)
 
 
+@pytest.mark.parametrize("inner", ["unroll", "serial"])
+def test_inner_loop_splitting_a_loop_index_owns_the_split_elements(inner):
+    """Dequantization's `F[i, j * E + v]` (a loop variable split by an inner loop inside one
+    index): iteration (i, j) holds F[i, j*E : j*E + E]; written from packed 2-bit fields, updated
+    in place with the operands in the other order (`v + E * j`), then read by a loop over all of
+    F's dimensions and reduced. Before the rule each store was a layout conflict."""
+    a, b, E = 16, 8, 4
+    loop = T.unroll if inner == "unroll" else T.serial
+
+    @T.prim_func
+    def k(A: T.Tensor((a, b), "int8"), S: T.Tensor((a,), "float32"), O: T.Tensor((a, b * E), "float32"),
+          R: T.Tensor((a,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            F = T.alloc_fragment((a, b * E), "float32")
+            r = T.alloc_fragment((a,), "float32")
+            for i, j in T.Parallel(a, b):
+                for v in loop(E):
+                    F[i, j * E + v] = T.Cast("float32", (A[i, j] >> (v * 2)) & 3) * S[i]
+            for i, j in T.Parallel(a, b):
+                for v in loop(E):
+                    F[i, v + E * j] = F[i, v + E * j] - v
+            for i, n in T.Parallel(a, b * E):
+                O[i, n] = F[i, n] * 2.0
+            T.reduce_sum(F, r, dim=1)
+            T.copy(r, R[0])
+
+    rng = np.random.default_rng(16)
+    x = rng.integers(-128, 128, (a, b)).astype(np.int8)
+    sc = ints(rng, (a,))
+    o, red = both(k, x, sc, out_idx=(-2, -1))(x, sc)
+    fields = (x[:, :, None].astype(np.int32) >> (np.arange(E) * 2)) & 3
+    want = (fields * sc[:, None, None] - np.arange(E)).reshape(a, b * E).astype(np.float32)
+    np.testing.assert_array_equal(o, want * 2)
+    np.testing.assert_array_equal(red, want.sum(axis=1))
+
+
 def test_inner_loop_rows_of_a_gemm_accumulator_are_a_located_conflict():
     """A tensor-core accumulator spreads each row over several threads, so a loop that writes
     whole rows of it through an inner loop cannot own them: a located layout conflict."""
