@@ -11,7 +11,8 @@ contiguity test of vector accesses (`contiguous`: ldmatrix rows, 16-byte copies)
 swizzle, the panelled wgmma/TMA canonical layout) and returns that: the consumers that
 need a swizzle pattern (TMA boxes, wgmma descriptors) then accept it. Otherwise the result is an
 `IndexMapped` layout, read through its expressions by every address computation; TMA and wgmma
-do not take it (the copy stays cp.async; a wgmma operand is a located error in the planner).
+do not take it (the copy stays cp.async; a gemm reading it gets an instruction that reads shared
+memory by address, mma.sync on Hopper: `GemmQuery.fixed_layouts`).
 """
 
 from __future__ import annotations
