@@ -33,6 +33,16 @@ def copy_through(shape, fn, threads=64):
     return f
 
 
+def numpy_map(fn, shape):
+    """`fn` on NumPy index arrays, T.if_then_else as np.where (the reference, not tilecore's)."""
+    real = T.if_then_else
+    T.if_then_else = np.where
+    try:
+        return fn(*np.indices(shape))
+    finally:
+        T.if_then_else = real
+
+
 def shared_writes(k):
     """(global offset read, shared offset written) of every element the lowered copy A -> S
     moves, for every thread."""
@@ -54,6 +64,8 @@ def shared_writes(k):
 
 @pytest.mark.parametrize("shape, fn, storage", [
     ((32, 32), lambda i, j: [j, i], 1024),  # transposed
+    # odd rows reversed, a branch as T.if_then_else (tabulated with np.where)
+    ((32, 32), lambda i, j: [i, T.if_then_else(i % 2 < 1, j, 31 - j)], 1024),
     ((32, 32), lambda i, j: i * 33 + j, 32 * 33 - 1),  # rows 33 apart, one output dimension
     ((2, 16, 32), lambda k, i, j: [1 - k, j, i ^ (j % 16)], 1024),  # 3-D, XOR
 ])
@@ -69,7 +81,7 @@ def test_an_index_map_is_where_the_lowered_copy_stores(shape, fn, storage):
     assert isinstance(s.layout, IndexMapped) and s.shape == (storage,)
     assert "index_map" in kernel.get_ir("final")
     # the map, evaluated by NumPy on the logical indices, against the program's offsets
-    outs = fn(*np.indices(shape))
+    outs = numpy_map(fn, shape)
     outs = [np.asarray(o) for o in (outs if isinstance(outs, list) else [outs])]
     ext = [int(o.max()) + 1 for o in outs]
     want = np.ravel_multi_index(outs, ext).reshape(-1)
@@ -175,6 +187,11 @@ def test_a_canonical_layout_keeps_wgmma_without_a_warning():
     (lambda i, j: [i - 1, j], r"sends element \(0, 0\) to \[-1, 0\], a negative index"),
     (lambda i: [i], "could not be applied to 2 indices"),
     (lambda i, j: [i, j][2], "raised IndexError on index variables"),
+    (lambda i, j: [i, j if i < 4 else 7 - j], r"branches on an index in Python .* T\.if_then_else"),
+    # `==` on an expression is Python's equality (False): caught by running the map on ints
+    (lambda i, j: [i, T.if_then_else(i % 2 == 0, j, 7 - j)],
+     r"element \(0, 0\) \[0, 0\] on integers but \[0, 7\] on index variables.*`==`"),
+    (lambda i, j: [i, (j - i) % 8], r"\[1, 7\] on integers but \[1, -1\].*T\.floormod"),
 ])
 def test_a_map_that_cannot_be_a_layout_names_the_line(fn, what):
     with pytest.raises(TileLayoutError, match=what) as err:
