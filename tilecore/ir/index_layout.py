@@ -19,6 +19,7 @@ memory by address, mma.sync on Hopper: `GemmQuery.fixed_layouts`).
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 
@@ -37,17 +38,20 @@ def build_map(shape: tuple, fn) -> tuple[tuple[Var, ...], tuple[Expr, ...]]:
     """(index variables, output expressions) of `fn` applied to one variable per dimension."""
     params = tuple(Var(f"i{k}") for k in range(len(shape)))
     try:
+        inspect.signature(fn).bind(*params)
+    except TypeError as e:
+        raise IndexMapError(f"the map could not be applied to {len(shape)} indices: {e}") from None
+    except ValueError:  # no signature to read (a builtin): the call below tells
+        pass
+    try:
         with index_map_scope():  # `<` `<=` `>` `>=` on indices build comparisons, as in TileLang
             out = fn(*params)
-    except TypeError as e:
-        if "argument" not in str(e):  # not the call itself: an operation inside the map
-            raise IndexMapError(f"the map raised TypeError on index variables: {e}") from None
-        raise IndexMapError(f"the map could not be applied to {len(shape)} indices: {e}") from None
     except Exception as e:  # noqa: BLE001 - the user's function failed on index variables
         if getattr(e, "message", None) == NO_TRUTH_VALUE:
-            raise IndexMapError("the map branches on an index in Python (`if`, `and`/`or`, or "
-                                "`a if cond else b`), which runs once, on index variables; write "
-                                "the choice as T.if_then_else(cond, a, b)") from None
+            raise IndexMapError("the map branches on an index in Python (`if`, `and`/`or`, `min`/"
+                                "`max`, or `a if cond else b`), which runs once, on index "
+                                "variables; write the choice as T.if_then_else(cond, a, b) (or "
+                                "T.min / T.max)") from None
         raise IndexMapError(f"the map raised {type(e).__name__} on index variables: "
                             f"{getattr(e, 'message', e)}") from None
     out = list(out) if isinstance(out, (tuple, list)) else [out]
