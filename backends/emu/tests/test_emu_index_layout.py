@@ -156,7 +156,7 @@ def test_a_wgmma_operand_with_a_non_canonical_layout_runs_on_mma_sync(layout_of)
     b = rng.integers(-3, 4, (64, 64)).astype(np.float16)
     with pytest.warns(TilePerformanceWarning) as record:
         kernel = tilecore.jit(func, out_idx=[2], target="emu:sm_90a")
-    tilecore.jit(func, out_idx=[2], target="emu:sm_90a")  # again: no second warning
+        tilecore.jit(func, out_idx=[2], target="emu:sm_90a")  # again: no second warning
     (w,) = [x for x in record if "T.annotate_layout gives A_s" in str(x.message)]
     msg = str(w.message)
     assert w.filename == __file__ and "T.annotate_layout" in open(__file__).readlines()[w.lineno - 1]
