@@ -5,6 +5,8 @@ A layout never changes a value, so each test checks both that emu agrees with Nu
 that the lowered thread program stores every element where the map says (its shared offsets,
 evaluated for every thread), or reads it with the instruction the placement allows."""
 
+import contextlib
+
 import gemm  # noqa: F401 (test_emu_smem's kernels import it)
 import numpy as np
 import pytest
@@ -33,14 +35,22 @@ def copy_through(shape, fn, threads=64):
     return f
 
 
-def numpy_map(fn, shape):
-    """`fn` on NumPy index arrays, T.if_then_else as np.where (the reference, not tilecore's)."""
+@contextlib.contextmanager
+def numpy_if_then_else():
+    """T.if_then_else as np.where, for calling a user's map on NumPy index arrays (the tests'
+    reference, independent of tilecore's evaluation)."""
     real = T.if_then_else
     T.if_then_else = np.where
     try:
-        return fn(*np.indices(shape))
+        yield
     finally:
         T.if_then_else = real
+
+
+def numpy_map(fn, shape):
+    """`fn` on NumPy index arrays of `shape`."""
+    with numpy_if_then_else():
+        return fn(*np.indices(shape))
 
 
 def shared_writes(k):
