@@ -8,6 +8,8 @@ operand's dtype (TVM's convention), so `by * 128 + 3` works inside and outside k
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -119,12 +121,44 @@ class Expr:
     def __invert__(self):
         return bitnot(self)
 
+    # `<` `<=` `>` `>=` build comparisons only while a T.Layout / T.Fragment map runs on index
+    # variables (`index_map_scope`): kernel code compares through the parser, and elsewhere a
+    # comparison of expressions stays the TypeError it always was. (`==` is structural equality,
+    # which dict keys need; index_layout checks maps on integers to catch `==` on an index.)
+    def __lt__(self, o):
+        return binop("lt", self, o) if _IN_INDEX_MAP.get() else NotImplemented
+
+    def __le__(self, o):
+        return binop("le", self, o) if _IN_INDEX_MAP.get() else NotImplemented
+
+    def __gt__(self, o):
+        return binop("gt", self, o) if _IN_INDEX_MAP.get() else NotImplemented
+
+    def __ge__(self, o):
+        return binop("ge", self, o) if _IN_INDEX_MAP.get() else NotImplemented
+
     def __bool__(self):
         raise TileTypeError(
-            "a kernel value has no Python truth value",
+            NO_TRUTH_VALUE,
             hint="compare inside the kernel body (the frontend turns `if` on kernel values into "
             "IR), or use T.if_then_else",
         )
+
+
+# Expr.__bool__'s message: callers that run user code on expressions (index maps) recognise it
+NO_TRUTH_VALUE = "a kernel value has no Python truth value"
+_IN_INDEX_MAP: ContextVar[bool] = ContextVar("tilecore_index_map", default=False)
+
+
+@contextmanager
+def index_map_scope():
+    """While a user's index map runs on index variables: `<` `<=` `>` `>=` on expressions build
+    comparisons (TileLang's PrimExpr operators), as the parser's do in kernel code."""
+    token = _IN_INDEX_MAP.set(True)
+    try:
+        yield
+    finally:
+        _IN_INDEX_MAP.reset(token)
 
 
 Scalar = Union[int, float, bool]
