@@ -1,9 +1,9 @@
 """examples/dequant_gemv_w4a16.py beyond the generic example tests (which run its TEST_SIZES,
-float16 with unpack="arith", on every target): the defaults (bfloat16, unpack="bits": `&` and
-`>>` on the packed bytes) and several rows of X per block, exactly against the NumPy reference
+float16 with unpack="arith", on every target): the defaults (bfloat16, unpack="bits": `&` on the
+packed words) and several rows of X per block, exactly against the NumPy reference
 (make_inputs makes every float32 sum exact, so any summation order gives the same bits), on
 interp and the thread-level emulator; the cpu target's refusal of the bit operations; the
-CUDA spelling of the unpacking."""
+CUDA spelling of the unpacking (nibbles masked in place in 32-bit words, 16-byte cp.async)."""
 
 import sys
 from pathlib import Path
@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import dequant_gemv_w4a16 as ex  # noqa: E402
 
 # ragged in M (block_M 2 of M 3), K (not a multiple of the tile or the group) and N
-CASES = [dict(M=1, N=48, K=512, block_K=256, group_size=128, block_N=16, threads=128),
-         dict(M=3, N=40, K=301, block_K=128, group_size=64, block_N=16, threads=128, block_M=2)]
+CASES = [dict(M=1, N=48, K=512, group_size=128, block_N=16, threads=64, rows=4),
+         dict(M=3, N=40, K=301, group_size=64, block_N=16, threads=32, rows=4, block_M=2)]
 
 
 def _run(target, sizes, **extra):
@@ -47,16 +47,23 @@ def test_cpu_refuses_the_bit_operations_with_the_kernel_line():
     assert e.value.loc is not None and e.value.loc.file.endswith("dequant_gemv_w4a16.py")
 
 
-def test_cuda_source_unpacks_with_masks_and_shifts():
+def test_cuda_source_masks_nibbles_in_place():
     src = tilecore.compile(ex.program(M=1, N=4096, K=4096), out_idx=ex.OUT_IDX,
                            target="cuda:sm_90a").get_kernel_source()
-    assert "& (15u)" in src and ">> (4u)" in src
-    assert "uint4" in src or "cp.async" in src  # 16-byte moves of the packed weights
+    # each nibble masked where it lies in its word (15 << 0 ... 15 << 28), never shifted
+    assert "& (15u)" in src and "& (4026531840u)" in src and ">> (4u)" not in src
+    assert "cp.async.cg.shared.global [%0], [%1], 16;" in src  # 16-byte moves of the packed weights
 
 
 def test_bad_tiling_is_refused():
-    with pytest.raises(ValueError, match="block_K a multiple"):
-        ex.program(block_K=192, group_size=128)
+    with pytest.raises(ValueError, match="rows must divide"):
+        ex.program(rows=48, group_size=128)
+    with pytest.raises(ValueError, match="multiple of 4"):
+        ex.program(N=4094)
     ex.pack(np.zeros((3, 2), np.uint8))  # odd K packs (last high nibble 0)
     q = np.random.default_rng(0).integers(0, 16, (7, 5))
     np.testing.assert_array_equal(ex.unpack(ex.pack(q), 7), q)
+    q = np.random.default_rng(1).integers(0, 16, (7, 8))  # through the kernel's words
+    words = ex.as_words(ex.pack(q))
+    assert words.dtype == np.int32 and words.shape == (4, 2)
+    np.testing.assert_array_equal(ex.unpack(words, 7), q)
