@@ -48,13 +48,11 @@ SHAPES = [(1, 4096, 4096), (16, 4096, 4096), (1, 14336, 4096)]
 CONFIGS = [dict(block_N=32, threads=256, rows=4, num_stages=3),
            dict(block_N=32, threads=256, rows=4, num_stages=4),
            dict(block_N=32, threads=256, rows=8, num_stages=2),
+           dict(block_N=32, threads=256, rows=8, num_stages=3),
            dict(block_N=32, threads=512, rows=4, num_stages=2),
-           dict(block_N=32, threads=512, rows=2, num_stages=4),
            dict(block_N=16, threads=256, rows=4, num_stages=3),
            dict(block_N=16, threads=128, rows=8, num_stages=3),
-           dict(block_N=32, threads=128, rows=4, num_stages=4),
-           dict(block_N=32, threads=256, rows=2, num_stages=4),
-           dict(block_N=64, threads=512, rows=4, num_stages=3)]
+           dict(block_N=32, threads=256, rows=2, num_stages=4)]
 
 # M > 1: the fastest M = 1 config with several rows of X per block (block_M)
 SMALL_M = [dict(block_M=2), dict(block_M=4), dict(block_M=4, threads=128)]  # 8 and more spill
