@@ -2,7 +2,7 @@
 
 Run on a CUDA machine (the lent H200):  python benchmarks/dequant.py [--out results.json]
 (the figures in BENCHMARKS.md: benchmarks/dequant_h200.json, the second run of the session)
-    [--configs '[{"block_N": 32, ...}, ...]']
+    [--configs '[{"threads": 256, "rows": 8, "num_stages": 3}, ...]']
 
 Peers, at M = 1 and 16 with N = K = 4096 and at M = 1, N = 14336, K = 4096 (group size 128,
 bfloat16 activations and scales, symmetric int4 codes with offset 8):
@@ -42,17 +42,16 @@ import tilecore  # noqa: E402
 
 GROUP = 128
 SHAPES = [(1, 4096, 4096), (16, 4096, 4096), (1, 14336, 4096)]
-# every M = 1 config on both M = 1 shapes (block_N x threads x rows x stages: a tile of
-# threads * 16 / block_N * rows packed rows; tiles of at most 256 rows go by TMA on sm_90a, larger
-# ones by 16-byte cp.async); the first is the example's default
-CONFIGS = [dict(block_N=32, threads=256, rows=4, num_stages=3),
-           dict(block_N=32, threads=256, rows=4, num_stages=4),
-           dict(block_N=32, threads=256, rows=8, num_stages=2),
-           dict(block_N=32, threads=256, rows=8, num_stages=3),
-           dict(block_N=32, threads=512, rows=4, num_stages=2),
-           dict(block_N=16, threads=256, rows=4, num_stages=3),
-           dict(block_N=16, threads=128, rows=8, num_stages=3),
-           dict(block_N=32, threads=256, rows=2, num_stages=4)]
+# every M = 1 config on both M = 1 shapes (threads x rows x stages: a tile of threads / 2 * rows
+# packed rows of a 32-column strip, 16-byte cp.async); the first is the example's default
+CONFIGS = [dict(threads=256, rows=8, num_stages=3),
+           dict(threads=256, rows=4, num_stages=3),
+           dict(threads=256, rows=8, num_stages=2),
+           dict(threads=256, rows=4, num_stages=4),
+           dict(threads=512, rows=4, num_stages=2),
+           dict(threads=512, rows=2, num_stages=4),
+           dict(threads=128, rows=8, num_stages=3),
+           dict(threads=256, rows=16, num_stages=2)]
 
 # M > 1: the fastest M = 1 config with several rows of X per block (block_M)
 SMALL_M = [dict(block_M=2), dict(block_M=4), dict(block_M=4, threads=128)]  # 8 and more spill
@@ -72,7 +71,7 @@ def inputs(torch, M, N, K, seed=0):
     q = torch.randint(0, 16, (K, N), generator=g, dtype=torch.uint8)
     x = torch.randn(M, K, generator=g).to(torch.bfloat16)
     s = (torch.rand(K // GROUP, N, generator=g) * 0.02 + 0.005).to(torch.bfloat16)
-    wq = torch.from_numpy(ex.as_words(ex.pack(q.numpy())))  # the kernel's int32 words
+    wq = torch.from_numpy(ex.as_tiles(ex.pack(q.numpy())))  # the kernel's strips of int32 words
     w = (q.double() - 8) * s.double().repeat_interleave(GROUP, 0)
     ref = (x.double() @ w).cuda()
     return q, x.cuda(), wq.cuda(), s.cuda(), ref
@@ -161,7 +160,7 @@ def table_row(r: dict, bw: float) -> str:
         return f"| {r['M']}, {r['N']}, {r['K']} | failed: {r['tilecore']} |"
     b = r["best"]
     gbs = r["bytes"] / (b["ms"] * 1e-3) / 1e9
-    cfg = "x".join(str(b["cfg"][k]) for k in ("block_N", "threads", "rows", "num_stages"))
+    cfg = "x".join(str(b["cfg"][k]) for k in ("threads", "rows", "num_stages"))
     cfg += f" M{b['cfg'].get('block_M', 1)}"
     i4 = ratio = "n/a"
     if "int4pack_ms" in r:

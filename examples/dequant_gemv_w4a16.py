@@ -6,23 +6,24 @@ Weight format (symmetric int4 with an offset of 8, the convention of GPTQ and of
 `_weight_int4pack_mm` with zero points 0):
 - packed bytes [ceil(K / 2), N] uint8: byte (j, n) holds rows k = 2j (low nibble) and k = 2j + 1
   (high nibble) of column n, each an unsigned code q in 0..15 (`pack` / `unpack` below);
-- the kernel reads them as `Wq` [ceil(K / 2), N / 4] int32, the same bytes four columns to a
-  word (`as_words`: a view, no copy; byte i of a little-endian word is column 4 c + i);
+- the kernel reads them as `Wq` [ceil(N / 32), ceil(K / 2), 8] int32 (`as_tiles`): strips of 32
+  columns, each strip's rows contiguous, four columns to a little-endian word (byte i of word c
+  of strip b is column 32 b + 4 c + i; N padded with zero codes to a multiple of 32), so that a
+  block streams one contiguous run of memory instead of 32-byte pieces of rows N bytes apart;
 - `S` [ceil(K / group_size), N]: the scale of rows g*group_size .. (g+1)*group_size-1;
 - the weight is W[k, n] = (q - 8) * S[k // group_size, n], so codes 0..15 stand for -8..7.
 
-The kernel streams the weights once, straight from global memory into registers (a GEMV uses
-each weight once: no shared-memory staging, no per-tile barriers): one block per `block_N`
-columns (and `block_M` rows of X); each thread owns one 16-byte run (4 words, 16 columns) of
-`rows` consecutive packed rows per pass, all in one scale group, so the unrolled loop issues
-`rows` 16-byte loads before it needs the first. A nibble is never shifted into place: its
-word is masked where it lies (`w & (15 << p)`, one operation) and converted to float32, which
-is q * 2^p exactly, and the row's activation is scaled by 2^-p once for all of the thread's
-columns, so each nibble costs a mask, a conversion and one fused multiply-add. The offset 8 and
-the scale are applied once per pass and column: sum x (q - 8) s = s (sum x q - 8 sum x), the
-row sums of x kept per thread. The passes' sums are reduced over the block's threads once at
-the end (warp shuffles, then shared memory). `unpack="arith"` extracts the codes with `//` and
-`%` instead (the cpu target has no bit operations yet).
+The kernel streams the weights once: one block per strip of 32 columns (and `block_M` rows of
+X); a `T.Pipelined` loop copies tiles of the strip's rows into shared memory (16-byte cp.async,
+`num_stages` tiles in flight) and each thread reads one 16-byte run (4 words, 16 columns) of
+`rows` consecutive packed rows per tile, all in one scale group. A nibble is never shifted into
+place: its word is masked where it lies (`w & (15 << p)`, one operation) and converted to
+float32, which is q * 2^p exactly, and the row's activation is scaled by 2^-p once for all of
+the thread's columns, so each nibble costs a mask, a conversion and one fused multiply-add. The
+offset 8 and the scale are applied once per tile and column: sum x (q - 8) s = s (sum x q - 8
+sum x), the row sums of x kept per thread. The tiles' sums are reduced over the block's threads
+once at the end (warp shuffles, then shared memory). `unpack="arith"` extracts the codes with
+`//` and `%` instead (the cpu target has no bit operations yet).
 
 Measured on the H200: BENCHMARKS.md, "W4A16" (benchmarks/dequant.py).
 
@@ -39,14 +40,12 @@ import tilecore.language as T
 
 OUT_IDX = [-1]
 # small shapes (every example runs on every target in CI): one exact shape, one ragged in K
-# (odd, and not a multiple of a pass or of the group) and N (not a multiple of block_N)
+# (odd, and not a multiple of a tile or of the group) and N (not a multiple of the 32-column strip)
 # float16 and unpack="arith" here: Metal's default family (apple7) has no bfloat16 and the cpu
 # target has no bit operations yet; tests/test_dequant_gemv.py runs the defaults (bfloat16,
 # unpack="bits") and block_M > 1
-TEST_SIZES = [dict(M=1, N=64, K=512, block_N=32, threads=64, rows=8, group_size=128, dtype="float16",
-                   unpack="arith"),
-              dict(M=3, N=40, K=301, block_N=16, threads=64, rows=4, group_size=64, dtype="float16",
-                   unpack="arith")]
+TEST_SIZES = [dict(M=1, N=64, K=512, threads=64, rows=8, group_size=128, dtype="float16", unpack="arith"),
+              dict(M=3, N=40, K=301, threads=64, rows=4, group_size=64, dtype="float16", unpack="arith")]
 # exact: make_inputs draws X as small integers and S as powers of two, so every product and
 # every partial sum is an integer multiple of a power of two below 2^24 (exact in float32 in any
 # order) and the bfloat16 rounding of the exact sum is the reference's
@@ -70,12 +69,15 @@ def _x(X, row, k, M: int, K: int, exact: bool):
     return T.if_then_else(row < M and k < K, T.cast(X[row, k], "float32"), 0.0)
 
 
-def program(M=1, N=4096, K=4096, group_size=128, block_N=32, threads=256, rows=4, num_stages=3,
-            dtype="bfloat16", unpack="bits", block_M=1):
+STRIP = 32  # columns per strip of the weight format and per block
+
+
+def program(M=1, N=4096, K=4096, group_size=128, threads=256, rows=8, num_stages=3, dtype="bfloat16",
+            unpack="bits", block_M=1):
     """Y = X @ dequant(Wq, S) (module docstring). Each T.Pipelined tile (`num_stages` in
-    flight) holds threads * 16 / block_N * `rows` packed rows; `rows` must divide group_size / 2
-    (a thread's rows of a tile share one scale row) and block_N must be a multiple of 16 (a
-    thread's 16-byte run of 4 words). Ragged M, N and K are guarded element by element (the
+    flight) holds threads / 2 * `rows` packed rows of a strip (two threads per row, 16 bytes
+    each); `rows` must divide group_size / 2 (a thread's rows of a tile share one scale row).
+    Ragged M, N and K are guarded element by element (the
     copies fill zeros past the matrix; zero activations and scales there). `unpack`: "bits"
     (`&`: cuda, hip, metal, emu, interp) or "arith" (`//`, `%`: cpu)."""
     if unpack not in ("bits", "arith"):
@@ -85,24 +87,23 @@ def program(M=1, N=4096, K=4096, group_size=128, block_N=32, threads=256, rows=4
         raise ValueError(f"group_size={group_size}, rows={rows}: group_size must be even (a byte "
                          "holds two rows of K) and rows must divide group_size / 2 (a thread's "
                          "rows of a tile lie in one scale group)")
-    if N % 4 or block_N % 16 or (threads * 16) % block_N:
-        raise ValueError(f"N={N}, block_N={block_N}, threads={threads}: N must be a multiple of 4 "
-                         "(four columns to a word), block_N of 16 (a thread's 16-byte run) and "
-                         "threads * 16 of block_N")
+    if threads % 2:
+        raise ValueError(f"threads={threads}: two threads share a strip's row (16 bytes each)")
     Kp = (K + 1) // 2  # packed rows
-    Nw, bw = N // 4, block_N // 4  # words per row, per block
+    bw = STRIP // 4  # words per strip row
     G = (K + group_size - 1) // group_size
-    R = threads * 16 // block_N  # threads along K (one 16-byte run each)
+    NS = -(-N // STRIP)  # strips
+    R = threads // 2  # threads along K
     TR = R * rows  # packed rows per tile
-    exact = Kp % TR == 0 and K % 2 == 0 and Nw % bw == 0 and M % block_M == 0
+    exact = Kp % TR == 0 and K % 2 == 0 and N % STRIP == 0 and M % block_M == 0
     ms, b4, kos = list(range(block_M)), [0, 1, 2, 3], list(range(rows))
     cols4 = [(m, i) for m in ms for i in b4]  # (row of X, byte of the word)
     scale = [[2.0 ** -(8 * i), 2.0 ** -(8 * i + 4)] for i in b4] if unpack == "bits" else [[1.0, 1.0]] * 4
 
     @T.prim_func
-    def dequant_gemv(X: T.Tensor((M, K), dtype), Wq: T.Tensor((Kp, Nw), "int32"),
+    def dequant_gemv(X: T.Tensor((M, K), dtype), Wq: T.Tensor((NS, Kp, bw), "int32"),
                      S: T.Tensor((G, N), dtype), Y: T.Tensor((M, N), dtype)):
-        with T.Kernel(T.ceildiv(Nw, bw), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+        with T.Kernel(NS, T.ceildiv(M, block_M), threads=threads) as (bx, by):
             w_s = T.alloc_shared((TR, bw), "int32")
             w = T.alloc_fragment((R, bw), "int32")
             sx = [T.alloc_fragment((R,), "float32") for _ in ms]  # the row sums of x
@@ -113,7 +114,7 @@ def program(M=1, N=4096, K=4096, group_size=128, block_N=32, threads=256, rows=4
             for a in acc:
                 T.clear(a)
             for ko in T.Pipelined(T.ceildiv(Kp, TR), num_stages=num_stages):
-                T.copy(Wq[ko * TR, bx * bw], w_s)  # zeros past the matrix
+                T.copy(Wq[bx, ko * TR:ko * TR + TR, 0:bw], w_s)  # contiguous; zeros past the matrix
                 for s0 in sx:
                     T.clear(s0)
                 for r0 in raw:
@@ -164,16 +165,30 @@ def pack(q: np.ndarray) -> np.ndarray:
     return q[0::2] | (q[1::2] << 4)
 
 
-def as_words(wq: np.ndarray) -> np.ndarray:
-    """The packed bytes [Kp, N] uint8 as the kernel's Wq [Kp, N / 4] int32 (a view: byte i of
-    word c, little-endian, is column 4 c + i; N must be a multiple of 4)."""
-    return np.ascontiguousarray(wq).view("<i4")
+def as_tiles(wq: np.ndarray) -> np.ndarray:
+    """The packed bytes [Kp, N] uint8 as the kernel's Wq [ceil(N / 32), Kp, 8] int32: N padded
+    with zero bytes to a multiple of 32, then strip b = columns 32 b .. 32 b + 31, word c of a
+    strip row = its columns 4 c .. 4 c + 3 (byte i, little-endian, is column 4 c + i)."""
+    kp, n = wq.shape
+    pad = -n % STRIP
+    w = np.concatenate([wq, np.zeros((kp, pad), np.uint8)], axis=1) if pad else wq
+    words = np.ascontiguousarray(w).view("<i4").reshape(kp, -1, STRIP // 4)
+    return np.ascontiguousarray(words.transpose(1, 0, 2))
+
+
+def bytes_of(wq: np.ndarray) -> np.ndarray:
+    """The packed bytes [Kp, N'] uint8 of `as_tiles` output (N' = N padded to a multiple of 32),
+    or `wq` itself when it is bytes already."""
+    if wq.dtype == np.uint8:
+        return wq
+    _, kp, _ = wq.shape
+    return np.ascontiguousarray(wq.transpose(1, 0, 2)).reshape(kp, -1).view(np.uint8)
 
 
 def unpack(wq: np.ndarray, K: int) -> np.ndarray:
-    """The codes [K, N] (0..15) of packed bytes or of their words (`as_words`), the inverse of
-    `pack`."""
-    wq = np.ascontiguousarray(wq).view(np.uint8)
+    """The codes [K, N] (0..15) of packed bytes (or of `as_tiles` output: N padded to a multiple
+    of 32), the inverse of `pack`."""
+    wq = bytes_of(wq)
     q = np.empty((2 * wq.shape[0], wq.shape[1]), np.uint8)
     q[0::2], q[1::2] = wq & 15, wq >> 4
     return q[:K]
@@ -184,18 +199,18 @@ def _np_dtype(dtype: str):
 
 
 def make_inputs(rng, M=1, N=4096, K=4096, group_size=128, dtype="bfloat16"):
-    """X, Wq (words), S with exact arithmetic (see TOLERANCE): X small integers, random codes,
+    """X, Wq (`as_tiles`), S with exact arithmetic (see TOLERANCE): X small integers, random codes,
     scales 2^-e for e in 0..6."""
     bf16 = _np_dtype(dtype)
     x = rng.integers(-4, 5, (M, K)).astype(bf16)
-    wq = as_words(pack(rng.integers(0, 16, (K, N))))
+    wq = as_tiles(pack(rng.integers(0, 16, (K, N))))
     s = np.exp2(-rng.integers(0, 7, (-(-K // group_size), N)).astype(np.float32)).astype(bf16)
     return [x, wq, s]
 
 
 def dequantize(wq, s, K, group_size=128):
-    """W [K, N] float32: (q - 8) * S[k // group_size] (wq: bytes or words)."""
-    q = unpack(wq, K).astype(np.float32) - 8.0
+    """W [K, N] float32: (q - 8) * S[k // group_size] (wq: bytes or `as_tiles` output)."""
+    q = unpack(wq, K)[:, :s.shape[1]].astype(np.float32) - 8.0
     return q * np.repeat(s.astype(np.float32), group_size, axis=0)[:K]
 
 
