@@ -22,8 +22,8 @@ float32, which is q * 2^p exactly, and the row's activation is scaled by 2^-p on
 the thread's columns, so each nibble costs a mask, a conversion and one fused multiply-add. The
 offset 8 and the scale are applied once per tile and column: sum x (q - 8) s = s (sum x q - 8
 sum x), the row sums of x kept per thread. The tiles' sums are reduced over the block's threads
-once at the end (warp shuffles, then shared memory). `unpack="arith"` extracts the codes with
-`//` and `%` instead (the cpu target has no bit operations yet).
+once at the end (warp shuffles, then shared memory). `unpack="arith"` extracts the same codes
+with `//` and `%` instead (no bit operations).
 
 Measured on the H200: BENCHMARKS.md, "W4A16" (benchmarks/dequant.py).
 
@@ -41,9 +41,9 @@ import tilecore.language as T
 OUT_IDX = [-1]
 # small shapes (every example runs on every target in CI): one exact shape, one ragged in K
 # (odd, and not a multiple of a tile or of the group) and N (not a multiple of the 32-column strip)
-# float16 and unpack="arith" here: Metal's default family (apple7) has no bfloat16 and the cpu
-# target has no bit operations yet; tests/test_dequant_gemv.py runs the defaults (bfloat16,
-# unpack="bits") and block_M > 1
+# float16 and unpack="arith" here: Metal's default family (apple7) has no bfloat16, and the
+# arithmetic spelling is covered by the generic tests; tests/test_dequant_gemv.py runs the
+# defaults (bfloat16, unpack="bits") on interp, emu and cpu, and block_M > 1
 TEST_SIZES = [dict(M=1, N=64, K=512, threads=64, rows=8, group_size=128, dtype="float16", unpack="arith"),
               dict(M=3, N=40, K=301, threads=64, rows=4, group_size=64, dtype="float16", unpack="arith")]
 # exact: make_inputs draws X as small integers and S as powers of two, so every product and
@@ -79,7 +79,7 @@ def program(M=1, N=4096, K=4096, group_size=128, threads=256, rows=8, num_stages
     each); `rows` must divide group_size / 2 (a thread's rows of a tile share one scale row).
     Ragged M, N and K are guarded element by element (the
     copies fill zeros past the matrix; zero activations and scales there). `unpack`: "bits"
-    (`&`: cuda, hip, metal, emu, interp) or "arith" (`//`, `%`: cpu)."""
+    (`&`) or "arith" (`//`, `%`)."""
     if unpack not in ("bits", "arith"):
         raise ValueError(f"unpack={unpack!r}: use 'bits' or 'arith'")
     gp = group_size // 2  # packed rows per group

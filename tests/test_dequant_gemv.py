@@ -2,8 +2,8 @@
 float16 with unpack="arith", on every target): the defaults (bfloat16, unpack="bits": `&` on the
 packed words) and several rows of X per block, exactly against the NumPy reference
 (make_inputs makes every float32 sum exact, so any summation order gives the same bits), on
-interp and the thread-level emulator; the cpu target's refusal of the bit operations; the
-CUDA spelling of the unpacking (nibbles masked in place in 32-bit words, 16-byte cp.async)."""
+interp, the thread-level emulator and cpu; the CUDA spelling of the unpacking (nibbles masked
+in place in 32-bit words, 16-byte cp.async)."""
 
 import sys
 from pathlib import Path
@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import tilecore
-from tilecore.errors import TileTargetError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import dequant_gemv_w4a16 as ex  # noqa: E402
@@ -32,19 +31,13 @@ def _run(target, sizes, **extra):
 
 # one sm_80 case: its lowering differs from sm_90a's in the copies (cp.async, no TMA) only
 @pytest.mark.parametrize("target,case", [("interp", 0), ("interp", 1), ("emu:sm_90a", 0), ("emu:sm_90a", 1),
-                                         ("emu:sm_80", 1)])
+                                         ("emu:sm_80", 1), ("cpu", 0)])
 def test_bfloat16_bit_unpacking_is_exact(target, case):
     _run(target, CASES[case])
 
 
 def test_arithmetic_unpacking_rows_per_block_on_cpu():
     _run("cpu", CASES[1], unpack="arith")
-
-
-def test_cpu_refuses_the_bit_operations_with_the_kernel_line():
-    with pytest.raises(TileTargetError, match="bitwise_and is not implemented by the cpu backend") as e:
-        tilecore.compile(ex.program(**CASES[0]), out_idx=ex.OUT_IDX, target="cpu")
-    assert e.value.loc is not None and e.value.loc.file.endswith("dequant_gemv_w4a16.py")
 
 
 def test_cuda_source_masks_nibbles_in_place():

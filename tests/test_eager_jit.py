@@ -3,7 +3,7 @@ shapes, one compile per binding, outputs from `return`, and the located mistakes
 
 import numpy as np
 import pytest
-from optional_backends import needs_interp  # noqa: E402
+from optional_backends import needs_interp, target_params  # noqa: E402
 
 import tilecore
 import tilecore.language as T
@@ -192,7 +192,8 @@ def test_const_outside_an_eager_body_is_a_syntax_error():
                 n = T.const("n")  # noqa: F841 - the mistake under test
 
 
-@pytest.mark.parametrize("target", [pytest.param("interp", marks=needs_interp), "toy:w4"])
+@pytest.mark.parametrize("target", [pytest.param("interp", marks=needs_interp), "toy:w4",
+                                    *target_params("cpu")])
 def test_integer_annotated_parameters_are_run_time_scalars(target):
     @tilecore.jit(target=target)
     def head(A, limit: T.int32, block=32):

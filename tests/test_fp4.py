@@ -1,7 +1,9 @@
 """`T.float4_e2m1fn` (TileLang's FP4, tilecore.subbyte): round-to-nearest-even saturating
 conversions, the `T.reinterpret` code idiom both ways, packed host tensors (uint8 pairs, low
 nibble first, and torch.float4_e2m1fn_x2) dequantized on interp and emu:sm_90, and the located
-refusals on cpu and cuda (no sub-byte storage there)."""
+refusals on cpu and cuda (no sub-byte storage there). Its unpacked form, TileLang's shared-memory
+storage tag `T.float4_e2m1_unpacked` (one value per byte), is a float4_e2m1fn shared tile and a
+located error anywhere else."""
 
 import ml_dtypes
 import numpy as np
@@ -10,7 +12,7 @@ from optional_backends import isolated_cache, target_params  # noqa: F401 (isola
 
 import tilecore
 import tilecore.language as T
-from tilecore.errors import TileTargetError, TileTypeError
+from tilecore.errors import TileNameError, TileTargetError, TileTypeError
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 M, K = 16, 64
@@ -30,12 +32,12 @@ def _encode():
     return enc
 
 
-def _dequant():
+def _dequant(shared=T.float4_e2m1fn):
     @T.prim_func
     def deq(A: T.Tensor((M, K), T.float4_e2m1fn), S: T.Tensor((M,), T.float32),
             O: T.Tensor((M, K), T.bfloat16)):
         with T.Kernel(1, threads=128) as bx:
-            a = T.alloc_shared((M, K), T.float4_e2m1fn)
+            a = T.alloc_shared((M, K), shared)
             f = T.alloc_fragment((M, K), T.float32)
             T.copy(A, a)
             for i, j in T.Parallel(M, K):
@@ -70,14 +72,17 @@ def test_encode_rounds_saturates_and_round_trips(target):
     np.testing.assert_array_equal(y, ref.astype(np.float32))  # the high nibble is ignored
 
 
+@pytest.mark.parametrize("shared", [T.float4_e2m1fn, T.float4_e2m1_unpacked, "float4_e2m1_unpacked"])
 @pytest.mark.parametrize("target", RUNS)
-def test_packed_fp4_tensor_dequantizes(target):
+def test_packed_fp4_tensor_dequantizes(target, shared):
+    """A packed global tensor copied into a shared tile of FP4 (one value per byte in the kernel,
+    whether spelled float4_e2m1fn or TileLang's unpacked storage tag) and dequantized."""
     rng = np.random.default_rng(1)
     codes = rng.integers(0, 16, (M, K)).astype(np.uint8)
     packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)
     s = rng.standard_normal(M).astype(np.float32)
     want = (codes.view(FP4).astype(np.float32) * s[:, None]).astype(ml_dtypes.bfloat16)
-    kern = tilecore.compile(_dequant(), target=target)
+    kern = tilecore.compile(_dequant(shared), target=target)
     o = np.zeros((M, K), ml_dtypes.bfloat16)
     kern(packed, s, o)
     np.testing.assert_array_equal(o.astype(np.float32), want.astype(np.float32))
@@ -95,3 +100,29 @@ def test_targets_without_sub_byte_storage_refuse_with_the_fix(target):
         with pytest.raises(TileTargetError, match=f"does not run sub-byte types: .*{what}") as e:
             tilecore.compile(kern, target=target)
         assert "test_fp4.py" in str(e.value) and "interp or emu" in e.value.hint
+
+
+def test_the_unpacked_storage_tag_is_refused_outside_shared_memory():
+    """TileLang's `T.float4_e2m1_unpacked` is a shared-memory storage tag: a tensor annotation,
+    a fragment or a cast with it is a located TileNameError naming the fix."""
+    assert T.float4_e2m1_unpacked == "float4_e2m1_unpacked"
+    with pytest.raises(TileNameError, match="storage tag") as e:
+        @T.prim_func
+        def g(A: T.Tensor((M, K), T.float4_e2m1_unpacked)):
+            with T.Kernel(1, threads=32) as bx:
+                T.clear(A)
+    assert "test_fp4.py" in str(e.value) and "T.alloc_shared" in e.value.hint
+    with pytest.raises(TileNameError, match="storage tag") as e:
+        @T.prim_func
+        def f(A: T.Tensor((M, K), T.float4_e2m1fn), O: T.Tensor((M, K), T.float32)):
+            with T.Kernel(1, threads=32) as bx:
+                a = T.alloc_fragment((M, K), T.float4_e2m1_unpacked)
+                T.copy(A, a)
+                T.copy(a, O)
+    assert "test_fp4.py" in str(e.value) and "alloc_fragment" in str(e.value)
+    with pytest.raises(TileNameError, match="storage tag"):
+        @T.prim_func
+        def c(A: T.Tensor((M, K), T.float32)):
+            with T.Kernel(1, threads=32) as bx:
+                for i, j in T.Parallel(M, K):
+                    A[i, j] = T.cast(T.cast(A[i, j], T.float4_e2m1_unpacked), T.float32)

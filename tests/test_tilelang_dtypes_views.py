@@ -50,6 +50,41 @@ def test_tilelang_c_spellings_and_the_dtypes_module():
         tld.nope  # noqa: B018
 
 
+def _tf32_gemm_kernel():
+    @T.prim_func
+    def k(A: T.Tensor((16, 16), "tfloat32"), B: T.Tensor((16, 16), "tf32"), C: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            a_s = T.alloc_shared((16, 16), "tfloat32")
+            b_s = T.alloc_shared((16, 16), T.tfloat32)
+            c = T.alloc_fragment((16, 16), "float32")
+            T.copy(A[0, 0], a_s)
+            T.copy(B[0, 0], b_s)
+            T.gemm(a_s, b_s, c, clear_accum=True)
+            T.copy(c, C[0, 0])
+    return k
+
+
+def _tf32_round(x: np.ndarray) -> np.ndarray:
+    """float32 rounded to TF32's 10 mantissa bits (nearest, ties away: cvt.rna.tf32.f32)."""
+    bits = x.astype(np.float32).view(np.uint32)
+    return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_tfloat32_is_float32_storage_and_its_gemm_is_float32(target):
+    """The strings "tfloat32" / "tf32" name T.tfloat32, which is float32 storage; a gemm on it
+    keeps float32's 23 mantissa bits (TileLang's TF32 tensor cores keep 10: the documented
+    difference). A = n + 2^-12 needs 12 mantissa bits; every sum below is exact in float32."""
+    assert dt.as_dtype("tfloat32") is T.float32 and T.tfloat32 is T.float32 and T.float32 == "tf32"
+    rng = np.random.default_rng(5)
+    a = (rng.integers(-4, 5, (16, 16)) + 2.0 ** -12).astype(np.float32)
+    b = rng.integers(-4, 5, (16, 16)).astype(np.float32)
+    c = tilecore.compile(_tf32_gemm_kernel(), out_idx=[-1], target=target)(a, b)
+    assert c.dtype == np.float32
+    np.testing.assert_array_equal(c, (a.astype(np.float64) @ b).astype(np.float32))
+    assert not np.array_equal(c, _tf32_round(a) @ b)  # not what TF32 inputs would give
+
+
 def _scalar_param_kernel():
     @T.prim_func
     def k(A: T.Tensor((8,), T.float32), n: T.int32):

@@ -117,13 +117,18 @@ _warned: set = set()
 
 
 def _warn(diagnostics) -> None:
-    """Each performance diagnostic once per process, as a warning at the user's line."""
+    """Each performance or config diagnostic once per process, as a warning at the user's line
+    (TilePerformanceWarning / TileConfigWarning: a setting accepted and not applied)."""
     for d in diagnostics:
-        if d.category != "performance" or (d.loc, d.message) in _warned:
+        kind = _WARNINGS.get(d.category)
+        if kind is None or (d.loc, d.message) in _warned:
             continue
         _warned.add((d.loc, d.message))
         file, line = (d.loc.file, d.loc.line) if d.loc is not None else ("<tilecore>", 0)
-        warnings.warn_explicit(d.message, TilePerformanceWarning, file, line)
+        warnings.warn_explicit(d.message, kind, file, line)
+
+
+_WARNINGS = {"performance": TilePerformanceWarning, "config": TileConfigWarning}
 
 
 class JITFactory:

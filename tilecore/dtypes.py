@@ -123,6 +123,20 @@ uint4 = DType("uint4", "uint", 4)
 # conversion to it rounds to nearest even and saturates to +-6 (ml_dtypes; CUDA's satfinite).
 float4_e2m1fn = DType("float4_e2m1fn", "float", 4)
 
+# TileLang's `T.float4_e2m1_unpacked`: not a value type but a shared-memory storage tag, FP4
+# values one per 8-bit slot (the layout Blackwell's f8f6f4 MMAs read), filled from a packed
+# float4_e2m1fn global tensor. tilecore's kernels already store every sub-byte value one per
+# byte, so a shared tile with the tag is a float4_e2m1fn tile (`shared_dtype`); anywhere else
+# `as_dtype` refuses it, as TileLang does.
+class StorageTag(str):
+    """TileLang's FP4 shared-memory storage tag (`T.float4_e2m1_unpacked`): a shared tile of FP4
+    values one per byte, filled by `T.copy` from a packed float4_e2m1fn tensor; tilecore stores
+    it as a float4_e2m1fn tile. Only `T.alloc_shared` takes it."""
+
+
+FLOAT4_UNPACKED = StorageTag("float4_e2m1_unpacked")
+STORAGE_TAGS: dict[str, DType] = {FLOAT4_UNPACKED: float4_e2m1fn}
+
 # TileLang's `T.uint64`: build-time constants (`T.uint64(0)`, the opaque handle TVM's
 # `reduce_scope` attribute takes) and host tensors; a kernel value of it is refused when
 # compiled (tilecore.ir.const_dtypes): integers compute as int64 here, which holds no uint64
@@ -165,6 +179,9 @@ ALIASES: dict[str, DType] = {
     "e4m3_float8": float8_e4m3fn, "e5m2_float8": float8_e5m2, "fp8_e4m3": float8_e4m3fn,
     "fp8_e5m2": float8_e5m2, "float4_e2m1": float4_e2m1fn, "fp4_e2m1": float4_e2m1fn,
     "bool_": bool_, "uint": uint32, "long": int64, "short": int16,
+    # TileLang's TF32 (`T.tfloat32`, the string "tfloat32"): float32 storage. tilecore computes
+    # gemms on it at float32 precision, not TF32's 10 mantissa bits (docs/tilelang.md)
+    "tfloat32": float32, "tf32": float32,
 }
 
 _TORCH_NAMES = {
@@ -205,10 +222,24 @@ def as_dtype(value) -> DType:
             for name, tn in _TORCH_NAMES.items():
                 if tn == short:
                     return BY_NAME[name]
+    if isinstance(value, str) and value in STORAGE_TAGS:
+        raise TileNameError(
+            f"{value} is TileLang's shared-memory storage tag for FP4 (one value per byte), not a "
+            "dtype of tensors, fragments, locals or values",
+            hint=f"allocate it with T.alloc_shared(shape, T.{value}) and fill it with T.copy from a "
+                 f"{STORAGE_TAGS[value].name} tensor; use T.{STORAGE_TAGS[value].name} everywhere else")
     raise TileNameError(
         f"unknown dtype {value!r}",
         hint="use one of " + ", ".join(d.name for d in ALL),
     )
+
+
+def shared_dtype(value) -> DType:
+    """The dtype of a shared allocation spelled `value`: `as_dtype`, and TileLang's storage tags
+    (`STORAGE_TAGS`) as the type they store."""
+    if isinstance(value, str) and not isinstance(value, DType) and value in STORAGE_TAGS:
+        return STORAGE_TAGS[value]
+    return as_dtype(value)
 
 
 def from_numpy(npd: np.dtype) -> DType:

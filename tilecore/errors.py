@@ -70,6 +70,11 @@ class TileShapeError(TileError):
     """Shapes or extents that do not fit (copy, gemm, reduce, non-constant tile shapes)."""
 
 
+class TileLayoutError(TileError):
+    """A layout that cannot be used: an index map that is not injective, a `T.Fragment` that
+    conflicts with what a gemm needs, a shared layout an instruction cannot read."""
+
+
 class TileBindingError(TileError):
     """`Kernel(...) as (...)` binding the wrong number of names, or a misused variable."""
 

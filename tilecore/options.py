@@ -47,6 +47,12 @@ class Options:
     - ``disable_wgmma_scale_d`` (tilecore's own key ``tilecore.disable_wgmma_scale_d``): wgmma
       accumulators keep their zeroing stores instead of starting with scale-d 0 on the first
       k step (tilecore.lower.accum_zero; for A/B comparisons in benchmarks);
+    - ``disable_staged_swizzle`` (tilecore's own key ``tilecore.disable_staged_swizzle``): a
+      shared tile the program writes from a fragment itself (`T.copy(frag, shared)`, e.g.
+      FlashAttention's O_shared) is placed as if only copied (row-major) instead of by the
+      column write pattern of an epilogue staging tile (tilecore.lower.smem), and a TMA
+      reduce-add's accumulator stores keep fragment order instead of exchanging register runs
+      between lanes to avoid bank conflicts (tilecore.lower.tma_reduce.store_swap); for A/B runs;
     - ``ws_pingpong`` (tilecore's own key ``tilecore.ws_pingpong``, off by default: 3-5% slower
       than the same tile without it on the H200, BENCHMARKS.md): persistent warp-specialized
       GEMMs of one consumer warpgroup get a second one on alternate tiles
@@ -101,6 +107,7 @@ class Options:
     disable_fragment_pipeline: bool = False
     disable_tma_store: bool = False
     disable_wgmma_scale_d: bool = False
+    disable_staged_swizzle: bool = False
     ws_pingpong: bool = False
     mbarrier_suspend_hint: bool = False
     warpgroup_turns: bool = False
@@ -130,6 +137,7 @@ HONOURED = {
     "tilecore.disable_fragment_pipeline": "disable_fragment_pipeline",
     "tilecore.disable_tma_store": "disable_tma_store",
     "tilecore.disable_wgmma_scale_d": "disable_wgmma_scale_d",
+    "tilecore.disable_staged_swizzle": "disable_staged_swizzle",
     "tilecore.ws_pingpong": "ws_pingpong",
     "tilecore.mbarrier_suspend_hint": "mbarrier_suspend_hint",
     "tilecore.warpgroup_turns": "warpgroup_turns",

@@ -28,9 +28,6 @@ CHECKED_RUN = ("interp", "emu", "toy:w4")
 #: (Kernel.__call__, the same for every target), so it runs where building costs no numba or
 #: clang compile.
 CHEAP_BUILD = ("interp", "emu", "cuda", "toy:w4")
-#: The cpu backend refuses kernels with scalar parameters (`s: T.int32`) with a located
-#: TileTargetError ("appears in no parameter shape"), so cases built on one skip it.
-NO_SCALARS = ("cpu",)
 
 
 @dataclass(frozen=True)
@@ -43,7 +40,7 @@ class Mistake:
     body: str
     match: str = ""
     targets: tuple | None = None  # None: every target of the suite
-    excludes: tuple = ()  # targets that cannot build the case's kernel at all (see NO_SCALARS)
+    excludes: tuple = ()  # targets that cannot build the case's kernel at all
 
     def __post_init__(self):
         if self.kind not in ("parse", "compile", "call", "run"):

@@ -3,14 +3,13 @@ preamble's kernels, so a target compiles each of them once for the whole suite."
 
 from __future__ import annotations
 
-from . import CHEAP_BUILD, NO_SCALARS, Mistake
+from . import CHEAP_BUILD, Mistake
 
 
 def _c(name, error, lines, match=""):
-    excludes = NO_SCALARS if "scalar(target)" in lines or "T.int32" in lines else ()
     own = "@T.prim_func" in lines  # a kernel of its own: built only where that is cheap
     return Mistake(name, "call", error, lines.strip("\n") + "\n", match,
-                   CHEAP_BUILD if own else None, excludes)
+                   CHEAP_BUILD if own else None)
 
 
 MISTAKES = [

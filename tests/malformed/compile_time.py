@@ -3,7 +3,7 @@ of `tilecore.ir.static_checks` (run for every target) and bad `tilecore.jit` arg
 
 from __future__ import annotations
 
-from . import NO_SCALARS, Mistake
+from . import Mistake
 
 
 def _static(name, error, stmt_lines, match="", header='A: T.Tensor((64,), "float32")',
@@ -104,7 +104,7 @@ MISTAKES = [
     Mistake("out_idx_names_scalar", "compile", "TileCallError",
             '@T.prim_func\ndef k(A: T.Tensor((16,), "float32"), s: T.int32):\n'
             "    with T.Kernel(1, threads=32) as bx:\n        A[0] = 1.0\n"
-            "tilecore.jit(k, out_idx=[1], target=target)  # <- here\n", "scalar", excludes=NO_SCALARS),
+            "tilecore.jit(k, out_idx=[1], target=target)  # <- here\n", "scalar"),
     Mistake("factory_returns_non_kernel", "compile", "TileError",
             "@tilecore.jit(target=target)\ndef fac(m):\n    return m\nfac(3)  # <- here\n",
             "prim_func"),

@@ -22,6 +22,7 @@ from ..ir.expr import Expr, Var
 from ..ir.grid_sync import phases as grid_phases
 from ..ir.loops import While
 from ..ir.module import Module
+from ..ir.reg_budget import SetMaxNReg
 from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
 from ..ir.thread import (
     AsyncCommit,
@@ -52,6 +53,7 @@ from .evaluate import Evaluator, lanes_of
 from .intrinsics import run_intrinsic
 from .mbarrier import MbarrierState
 from .race import SyncClock
+from .reg_budget import check_setmaxnreg
 from .tasks import TaskGroup
 from .turns import TurnCounts, no_region
 from .wgmma import WgmmaState
@@ -360,6 +362,8 @@ class Block:
             self.asyncs.wait(self, s.queue, s.pending, mask)
         elif isinstance(s, WarpSpecialized):
             self._warp_specialized(s, mask)
+        elif isinstance(s, SetMaxNReg):  # changes no value; warpgroup-aligned (reg_budget.py)
+            check_setmaxnreg(self, mask)
         elif isinstance(s, WarpgroupTurn):
             if self.turns is None:
                 raise no_region(self.loc)

@@ -88,7 +88,7 @@ class LaneMap:
         got = memo.get((elem, axis))
         if got is None:
             values = tuple(self.at(lane_i, elem)[axis] for lane_i in range(self.lanes))
-            got = memo[(elem, axis)] = (values, _bit_linear(list(values)))
+            got = memo[(elem, axis)] = (values, bit_linear(list(values)))
         return got
 
     def coord(self, lane: Expr, elem: int, axis: int) -> Expr:
@@ -96,20 +96,30 @@ class LaneMap:
         as an index expression: a sum of bit fields of `lane` when the table is linear in the
         lane's bits (all tensor-core maps are), else a `LaneTable` lookup."""
         values, terms = self._axis_terms(elem, axis)
-        if terms is None:
-            return LaneTable(values, lane)
-        base, fields = terms
-        out: Expr = const(base)
-        nbits = (self.lanes - 1).bit_length()
-        for lo, width, coef in fields:
-            f = lane if lo == 0 else lane // (1 << lo)
-            if lo + width < nbits:
-                f = f % (1 << width)
-            out = out + f * coef
-        return out
+        return lane_expr(values, lane, terms)
 
 
-def _bit_linear(values: list[int]):
+def lane_expr(values, lane: Expr, terms=False) -> Expr:
+    """`values[lane]` (one int per lane, 0 <= lane < len(values)) as an index expression: a sum of
+    bit fields of `lane` when the values are linear in its bits (`bit_linear`; pass `terms`
+    when already computed), else a `LaneTable` lookup."""
+    values = tuple(int(v) for v in values)
+    if terms is False:
+        terms = bit_linear(list(values))
+    if terms is None:
+        return LaneTable(values, lane)
+    base, fields = terms
+    out: Expr = const(base)
+    nbits = (len(values) - 1).bit_length()
+    for lo, width, coef in fields:
+        f = lane if lo == 0 else lane // (1 << lo)
+        if lo + width < nbits:
+            f = f % (1 << width)
+        out = out + f * coef
+    return out
+
+
+def bit_linear(values: list[int]):
     """(base, [(lo_bit, width, coef)]) with values[l] = base + sum coef * bits(l)[lo:lo+width], or None.
 
     Consecutive bits whose coefficients double are merged into one field, so lane maps read as

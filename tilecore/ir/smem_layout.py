@@ -19,6 +19,8 @@ computes the same numbers with NumPy (tests, the bank-conflict model, future des
   `shift` = log2(chunks in one 128-byte line) this is the XOR of 16-byte chunks within
   32/64/128-byte rows that tensor-memory-accelerator and wgmma descriptors name 32B/64B/128B
   swizzling. No padding; the pattern repeats every `period` elements.
+- `IndexMapped` (`tilecore.ir.index_layout`): a user's `T.Layout` index map that no layout
+  above equals, read through its own expressions and a tabulated NumPy table.
 
 The thread IR has no bitwise operators, so the XOR is written bit by bit on the chunk index
 `c`: chunk bit i becomes `((c // 2**i) % 2 + (c // 2**(shift + i)) % 2) % 2` (the parity of
@@ -45,6 +47,9 @@ SWIZZLE_SPANS = (128, 64, 32)
 # (panel_size, order, loc).
 LAYOUT_ANNOTATION = "smem_layout"
 RASTER_ANNOTATION = "rasterize"
+# T.stream_k(W, Flags): (W, Flags, loc), the workspace of a stream-K persistent GEMM
+# (tilecore.lower.stream_k)
+STREAM_K_ANNOTATION = "stream_k"
 
 
 def _int(x) -> Expr:

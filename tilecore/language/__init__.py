@@ -1,5 +1,6 @@
 """`import tilecore.language as T`: the kernel language, with TileLang's names and meanings."""
 
+from ..dtypes import FLOAT4_UNPACKED as float4_e2m1_unpacked
 from ..dtypes import (
     bfloat16,
     bool_,
@@ -57,6 +58,7 @@ from .layout_ops import (
     make_padded_layout,
     make_row_major_layout,
     make_swizzled_layout,
+    stream_k,
     use_swizzle,
 )
 from .layouts import Fragment, Layout
@@ -152,8 +154,8 @@ cast = builtin(cast)
 symbolic = dynamic
 parallel = Parallel  # TIR's lower-case spelling of a parallel loop
 Serial = serial  # TIR's capitalized spelling
-# TF32 tensor-core inputs: stored as float32; tilecore's gemm computes them at float32 precision
-# (at least TF32's), a documented difference (docs/tilelang.md)
+# TF32 tensor-core inputs: stored as float32 (the strings "tfloat32" / "tf32" too); tilecore's gemm
+# computes them in float32, not TF32's 10 mantissa bits, a documented difference (docs/tilelang.md)
 tfloat32 = float32
 float8_e4m3 = float8_e4m3fn
 bool = bool_  # noqa: A001
@@ -181,7 +183,7 @@ __all__ = [
     "region", "round", "rsqrt", "serial",
     "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "trunc", "uint8", "uint16", "uint32",
     "uint64",
-    "unroll", "use_swizzle", "vectorized", "half", "float",
+    "unroll", "use_swizzle", "stream_k", "vectorized", "half", "float",
     "const", "empty", "floordiv", "floormod", "shift_left", "shift_right", "bitwise_and",
     "bitwise_or", "bitwise_xor", "bitwise_not", "print", "print_format", "device_assert",
     "Layout", "Fragment",
@@ -193,7 +195,7 @@ __all__ = [
     "Persistent",
     "reinterpret", "alloc_buffer", "reshape", "view",
     "int", "uint", "long", "short", "double", "im2col", "tvm_warp_shuffle", "int4", "access_ptr",
-    "float4_e2m1fn", "uint4",
+    "float4_e2m1fn", "float4_e2m1_unpacked", "uint4",
     "ptx_cp_async", "ptx_commit_group", "ptx_wait_group",
     "wgmma_gemm", "wait_wgmma", "fence_proxy_async", "cp_async_barrier_noinc", "gemm_sp",
     "attr", "comm_reducer", "evaluate", "tvm_thread_allreduce", "make_tensor", "ptr",

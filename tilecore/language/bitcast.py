@@ -16,7 +16,7 @@ every target already has, exactly:
   mantissa `(|x| * 2^-e - 1) * 2^M` (the scaling split in two so no intermediate is subnormal);
   subnormals, zero and infinities get their patterns. Two values have no arithmetic identity:
   `-0.0` gives the pattern of `+0.0`, and every NaN the canonical quiet NaN (`0x7FC00000`,
-  `0x7E00`, `0x7FC0`). On a target with integer bit operations only (not `cpu`).
+  `0x7E00`, `0x7FC0`). It needs integer bit operations (interp, cpu, emu and the C renderers).
 - `float4_e2m1fn` <-> an 8-bit integer (`T.reinterpret(T.cast(x, T.float4_e2m1fn), T.uint8)`,
   TileLang's FP4 encoding idiom; the widths differ, so this is the one exception to the
   one-width rule): the 4-bit code in the low nibble (high nibble 0), and back from the low

@@ -2,10 +2,11 @@
 
 `T.Layout(shape, lambda i, j: [...])` maps a logical index of a buffer to a storage index;
 `T.Fragment(shape, forward_thread_fn=..., forward_index_fn=...)` maps it to (thread, register).
-Both evaluate their maps (`forward`, `thread`) on ints or expressions. tilecore chooses shared
-and fragment layouts itself (for the target's banks and tensor-core lane maps) and keeps global
-tensors row-major, so `T.annotate_layout` with one of these warns once that it is not honoured:
-a layout never changes a value, only where it is stored, so results are the same.
+Both evaluate their maps (`forward`, `thread`) on ints or expressions. `T.annotate_layout`
+honours a `T.Layout` of a shared buffer (its physical layout, tilecore.ir.index_layout) and a
+`T.Fragment` of a fragment buffer (its register layout, unless a gemm accumulator needs another:
+a located error); any other pairing warns once that it is not honoured. A layout never changes
+a value, only where it is stored, so results are the same either way.
 """
 
 from __future__ import annotations
@@ -44,13 +45,17 @@ class Layout:
         return list(out) if isinstance(out, (tuple, list)) else [out]
 
     def get_output_shape(self) -> list:
-        """The storage extent of each output dimension (the maps' maximum + 1, at the corners
-        of the logical shape for the affine maps layouts are written with)."""
-        import itertools
+        """The storage extent of each output dimension: the map's maximum + 1, evaluated on
+        every index of the logical shape (exact for maps that are not monotonic, e.g. XOR)."""
+        from ..ir.index_layout import IndexMapError, build_map, tabulate
 
-        corners = itertools.product(*[(0, int(s) - 1) for s in self.shape])
-        outs = [self.forward(*c) for c in corners]
-        return [max(int(o[d]) for o in outs) + 1 for d in range(len(outs[0]))]
+        shape = tuple(int(s) for s in self.shape)
+        try:
+            outs = tabulate(shape, *build_map(shape, self.forward_fn))
+        except IndexMapError as e:
+            raise TileTypeError(f"T.Layout.get_output_shape: {e}",
+                                hint="write the map with integer arithmetic of its indices") from None
+        return [int(o.max()) + 1 for o in outs]
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,8 +70,13 @@ class Fragment:
     def __init__(self, shape, forward_fn=None, forward_thread_fn=None, forward_index_fn=None,
                  replicate: int = 1):
         if forward_fn is not None:  # one map returning (thread, register)
+            # with replicate > 1 it takes a last `rep` argument (TileLang); the register may not
+            # depend on it, so the register map passes replica 0
             forward_thread_fn = lambda *i: forward_fn(*i)[0]  # noqa: E731
-            forward_index_fn = lambda *i: forward_fn(*i)[1]  # noqa: E731
+            if replicate > 1:
+                forward_index_fn = lambda *i: forward_fn(*i, 0)[1]  # noqa: E731
+            else:
+                forward_index_fn = lambda *i: forward_fn(*i)[1]  # noqa: E731
         object.__setattr__(self, "shape", _shape(shape))
         object.__setattr__(self, "forward_thread_fn", forward_thread_fn)
         object.__setattr__(self, "forward_index_fn", forward_index_fn)

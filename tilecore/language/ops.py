@@ -236,7 +236,8 @@ def _shape(shape, what) -> tuple[int, ...]:
 def _alloc(shape, dtype, scope, fn) -> Buffer:
     b = current()
     name = b.unique_name(b.pending_name() or scope)
-    return b.allocate(Buffer(name, _shape(shape, f"{fn} {name}"), dt.as_dtype(dtype), scope))
+    d = dt.shared_dtype(dtype) if scope == "shared" else dt.as_dtype(dtype)
+    return b.allocate(Buffer(name, _shape(shape, f"{fn} {name}"), d, scope))
 
 
 @builtin

@@ -92,8 +92,8 @@ def gemm_sp(A_sparse, E, B, C, transpose_A=False, transpose_E=False, transpose_B
     i, kk = Var(b.unique_name("sp_i"), dt.int32), Var(b.unique_name("sp_k"), dt.int32)
     g = binop("div", kk, group)  # the group of dense column kk, its position p inside it
     p = binop("mod", kk, group)
-    # the group's 4-bit chunk with division and remainder (every target has them; the cpu
-    # backend has no bit operations): the element made non-negative, divided by 16^(g % quad)
+    # the group's 4-bit chunk with division and remainder (written when the cpu backend had no
+    # bit operations): the element made non-negative, divided by 16^(g % quad)
     wide = dt.int64 if e.dtype.bits >= 32 else dt.int32
     meta = cast(Load(e, _at(re_, edims, i, binop("div", g, quad))), wide)
     if e.dtype.kind == "int":  # signed: the bit pattern as its unsigned value

@@ -15,6 +15,7 @@ from .. import dtypes as dt
 from ..errors import TileShapeError, TileSyntaxError, TileTypeError
 from ..ir.buffer import Buffer
 from ..ir.expr import Expr, as_expr, binop, const_int
+from ..ir.reg_budget import SetMaxNReg
 from ..ir.thread_level import (
     BARRIER_DTYPE,
     WARPGROUP,
@@ -240,18 +241,16 @@ def ws(*groups) -> WsSpec:
 
 @builtin
 def set_max_nreg(reg_count, is_inc) -> None:
-    """`setmaxnreg` (the warpgroup's register budget): arguments checked, then accepted with a
-    one-time warning (not applied)."""
+    """TileLang's `T.set_max_nreg(count, is_inc)`: the executing warpgroup's register budget
+    (`setmaxnreg.inc` / `.dec`), honoured on thread-lowered sm_90a targets (cuda:sm_90a,
+    emu:sm_90a), accepted with a one-time warning elsewhere (tilecore.ir.reg_budget)."""
     b = _frame("T.set_max_nreg")
     n, inc = const_int(as_expr(reg_count)), const_int(as_expr(is_inc))
     if n is None or not 24 <= n <= 256 or n % 8 or inc not in (0, 1):
         raise TileShapeError(f"T.set_max_nreg({reg_count}, {is_inc}): the count is a multiple of 8 "
                              "in 24..256 and is_inc is 0 or 1", b.loc,
                              hint="write T.set_max_nreg(240, 1) for consumers, (40, 0) for producers")
-    from .hints import ignored_hint
-
-    ignored_hint("T.set_max_nreg()", "tilecore sets no per-warpgroup register limits in thread-level "
-                 "kernels; ptxas allocates registers")
+    b.emit(SetMaxNReg(n, bool(inc), b.loc))
 
 
 @builtin

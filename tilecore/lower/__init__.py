@@ -32,6 +32,7 @@ from ..ir.stmt import Gemm, KernelLaunch
 from ..ir.thread import ThreadKernel
 from ..ir.visit import rewrite, walk
 from ..passes.base import Pass
+from ..passes.reg_budget import unapplied_hints
 from ..target import TargetDesc
 from .async_pipeline import async_pipeline
 from .barrier import insert_barriers
@@ -140,7 +141,8 @@ def async_pipelines(module: Module, desc: TargetDesc) -> Module:
     tilecore.lower.async_pipeline). Such loops carry the annotation `async_stages`."""
 
     if not desc.options.enable_async_copy:  # pass_configs={"tl.enable_async_copy": False}
-        return module
+        return unapplied_hints(module, _not_specialized(desc))
+    hints = module.func.attr("reg_alloc")
 
     def fn(n):
         if not isinstance(n, ThreadKernel):
@@ -148,9 +150,24 @@ def async_pipelines(module: Module, desc: TargetDesc) -> Module:
         return async_pipeline(n, desc.facts, tma=not desc.options.disable_tma_lower,
                               warp_specialize=not desc.options.disable_warp_specialized,
                               persistent_any=getattr(desc.options, "ws_persistent_any", False),
-                              early_prologue=getattr(desc.options, "early_tma_prologue", False))
+                              early_prologue=getattr(desc.options, "early_tma_prologue", False),
+                              hints=hints)
 
-    return module.with_func(module.func.with_body(rewrite(module.func.body, fn, stop=_KERNEL)))
+    out = module.with_func(module.func.with_body(rewrite(module.func.body, fn, stop=_KERNEL)))
+    return unapplied_hints(out, _not_specialized(desc))
+
+
+def _not_specialized(desc: TargetDesc) -> str:
+    """Why a kernel got no producer warpgroup (the register hints' note, passes.reg_budget)."""
+    for key, off in (("tl.enable_async_copy", not desc.options.enable_async_copy),
+                     ("tl.disable_tma_lower", desc.options.disable_tma_lower),
+                     ("tl.disable_warp_specialized", desc.options.disable_warp_specialized)):
+        if off:
+            return f"pass_configs {key} turns off the warp specialization whose registers it sets"
+    return (f"tilecore did not warp-specialize this kernel for {desc.target} (it adds a producer "
+            "warpgroup to T.Pipelined loops at the kernel's top whose copies are all TMA, when their "
+            "stages take more than half the shared memory); in roles of your own, T.set_max_nreg sets "
+            "a warpgroup's registers")
 
 
 def prefetch_pipelined(module: Module, desc: TargetDesc) -> Module:
@@ -184,9 +201,10 @@ def pingpong_consumers(module: Module, desc: TargetDesc) -> Module:
     """Invariant (option `ws_pingpong`): a persistent warp-specialized kernel with one consumer
     warpgroup has two, on alternate tiles, their main loops ordered by mbarriers (see
     tilecore.lower.pingpong); other kernels are unchanged."""
+    hints = module.func.attr("reg_alloc")
 
     def fn(n):
-        return pingpong(n, desc.facts) if isinstance(n, ThreadKernel) else None
+        return pingpong(n, desc.facts, hints) if isinstance(n, ThreadKernel) else None
 
     return module.with_func(module.func.with_body(rewrite(module.func.body, fn, stop=_KERNEL)))
 

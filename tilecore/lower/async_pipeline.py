@@ -349,6 +349,15 @@ def _ws_loop(loop: For, plan: _Plan, ring: TmaRing, rest: list, stages: int, nam
     relaxed = relax_wgmma_wait(rest)
     ws.relaxed.append(relaxed is not None)
     ws.trips.append(simp(loop.stop - loop.start))
+    shift = None
+    sk = ws.sk
+    if sk is not None and not sk.used and relaxed is not None and isinstance(loop.start, Const) \
+            and loop.start.value == 0 and isinstance(ws.trips[-1], Const):
+        # stream-K (tilecore.lower.stream_k): the loop runs a unit's k_count steps from its
+        # k_first; the persistent schedule binds both (a whole tile where it cuts none)
+        sk.used = True
+        loop = replace(loop, stop=sk.k_count)
+        shift = sk.k_first
     after: list[Stmt] = []
     if relaxed is None:
         body = [_retarget(s, plan, read_stage) for s in rest] + [ring.release(read_stage)]
@@ -364,7 +373,8 @@ def _ws_loop(loop: For, plan: _Plan, ring: TmaRing, rest: list, stages: int, nam
     annotations = tuple(a for a in loop.annotations if a[0] != TILE_COPIES) + (
         ("async_stages", stages), ("tma_stages", tuple(b.name for b in plan.old.values())),
         ("warp_specialized", True))
-    ws.producers.append(ring.producer(loop, lambda name: _fresh(name, names), simp, ws.producer_thread, base))
+    ws.producers.append(ring.producer(loop, lambda name: _fresh(name, names), simp, ws.producer_thread, base,
+                                      shift))
     replaced.update({id(b): plan.new[key] for key, b in plan.old.items()})
     added.append((ring.buffers, ring.init()))
     new_loop = For(k, loop.start, loop.stop, loop.step, loop.kind, SeqStmt(tuple(head + body), loc),
@@ -389,7 +399,7 @@ def _fresh(base: str, names: set) -> str:
 
 def async_pipeline(kernel: ThreadKernel, facts: TargetFacts, tma: bool = True,
                    warp_specialize: bool = True, persistent_any: bool = False,
-                   early_prologue: bool = False) -> ThreadKernel:
+                   early_prologue: bool = False, hints=None) -> ThreadKernel:
     """`kernel` with its T.Pipelined loops turned into multi-stage asynchronous-copy pipelines
     where the target has asynchronous copies and the loop's copies qualify (module docstring);
     TMA stages where the target has TMA and `tma`, warp-specialized where every staged loop
@@ -397,9 +407,10 @@ def async_pipeline(kernel: ThreadKernel, facts: TargetFacts, tma: bool = True,
     `persistent_any`: persistent tiles also for a staged loop that is not a bare GEMM main loop
     (option `ws_persistent_any`, warp_specialize._persistent); `early_prologue`: the prologues
     of TMA loops without a producer move up past what cannot interact with them (option
-    `early_tma_prologue`, tilecore.lower.early_prologue)."""
+    `early_tma_prologue`, tilecore.lower.early_prologue); `hints`: the user's register hints
+    for the warp-specialized kernel (tilecore.ir.reg_budget.RegHints)."""
     if tma and warp_specialize and ws_possible(kernel, facts):
-        out = _pipelines(kernel, facts, True, WsPlan(kernel, facts, persistent_any))
+        out = _pipelines(kernel, facts, True, WsPlan(kernel, facts, persistent_any, hints))
         if out is not None:
             return out
     return _pipelines(kernel, facts, tma, None, early_prologue) or kernel

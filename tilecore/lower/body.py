@@ -22,6 +22,7 @@ from ..ir.thread import Atomic, LaneTable, MemLoad, MemStore
 from ..ir.visit import rewrite
 from .context import LowerCtx, all_of, flat_offset
 from .indexing import NotNumeric, evaluate
+from .inner_loops import row_register
 
 
 def stage_fragment(ctx: LowerCtx, buf: Buffer, loc) -> tuple[Buffer, list[Stmt]]:
@@ -77,6 +78,9 @@ class BodyLowerer:
         self.pre: list[Stmt] = []
         # fragment -> (tile-level indices, register): the element this iteration owns
         self.owned: dict[int, tuple] = {}
+        # fragment -> (loop dims, loop coordinates, iteration register): the rows this iteration
+        # holds whole, written through inner loops (`tilecore.lower.inner_loops.bind_rows`)
+        self.rows: dict[int, tuple] = {}
         self.partition_origin = ""  # what decided the loop's distribution (for conflict errors)
         # per-thread mode: the condition under which this iteration writes memory (one replica
         # of a replicated layout, `writer_pred`); None: every thread running it writes
@@ -161,6 +165,9 @@ class BodyLowerer:
         if buf.scope == "local":
             return MemLoad(ctx.regs(buf), flat_offset(buf, indices, ctx.bounds, ctx.wide(buf)))
         if self.per_thread:
+            row = row_register(self, buf, indices)
+            if row is not None:
+                return MemLoad(ctx.regs(buf), row)
             r = self._owned_reg(buf, raw) if raw is not None else None
             if r is None:
                 r = self.find_reg(buf, indices)
@@ -232,6 +239,9 @@ class BodyLowerer:
         regs = ctx.regs(buf)
         lay = ctx.layout(buf)
         if self.per_thread:
+            row = row_register(self, buf, idx)
+            if row is not None:
+                return MemStore(regs, row, v, None, loc)
             r = self._owned_reg(buf, indices)
             if r is None:
                 r = self.find_reg(buf, idx)

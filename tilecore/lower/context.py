@@ -207,11 +207,14 @@ class LowerCtx:
         if buf.scope != "shared":
             return flat_offset(buf, indices, self.bounds, self.wide(buf))
         idx = [i if isinstance(i, Expr) else const(int(i)) for i in indices]
+        lay = self.smem_layout(buf)
+        if hasattr(lay, "offset_index"):  # a user's index map reads the buffer's own indices
+            return self.simp(lay.offset_index([self.simp(i) for i in idx]))
         row: Expr = const(0)
         for k, (i, s) in enumerate(zip(idx[:-1], buf.shape[:-1])):
             row = i if k == 0 else row * s + i
         col = idx[-1] if idx else const(0)
-        return self.simp(self.smem_layout(buf).offset(self.simp(row), col))
+        return self.simp(lay.offset(self.simp(row), col))
 
     def layout(self, buf: Buffer) -> Layout:
         """The inferred layout of fragment `buf`."""

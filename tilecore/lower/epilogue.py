@@ -24,7 +24,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..ir.buffer import Buffer, Region
-from ..ir.expr import Const, Expr, binop, cast, const, const_int
+from ..ir.expr import Const, Expr, binop, cast, const, const_int, select
 from ..ir.stmt import Copy, IfThenElse, SeqStmt, Stmt
 from ..ir.thread import MemLoad, MemStore, VecMove
 from .context import LowerCtx, all_of
@@ -175,15 +175,26 @@ def _band_region(dst: Region, dims: list, row0: int, band: int) -> Region:
     return Region(dst.buffer, starts, extents)
 
 
+def store_run(ctx: LowerCtx, lay, stage_layout, itemsize: int, keep: set | None = None) -> int:
+    """Elements per store when fragment layout `lay` is written into a staging tile placed by
+    `stage_layout` (`write_slab`'s rule): the widest run of 8, 4 or 2 that fits a vector, that
+    every thread's registers hold, that the layout keeps contiguous and (given `keep`, the
+    registers stored) that `keep` holds whole; else 1."""
+    return next((v for v in (8, 4, 2) if v * itemsize <= ctx.facts.vector_bytes
+                 and has_runs(lay, v) and stage_layout.contiguous(v)
+                 and (keep is None or all(set(range(r - r % v, r - r % v + v)) <= keep for r in keep))), 1)
+
+
 def write_slab(ctx: LowerCtx, frag: Buffer, lay, stage: Buffer, regs_in: tuple, first: int,
-                band: int, stride: int, loc) -> Stmt:
+               band: int, stride: int, loc, swap: tuple | None = None) -> Stmt:
     """Every thread stores its registers `regs_in` of `frag` (rows first + j * stride + [0, band))
     into the staging tile at row j * band + offset, converted to the tile's dtype, in runs as
-    wide as the layout and the tile allow."""
+    wide as the layout and the tile allow. `swap = (bit, partner)`: threads whose `bit` (an
+    int expression of the thread index, 0 or 1) is 1 store run `partner[r]` where the others
+    store run r (each run still stored once per thread: `partner` is an involution), so the
+    lanes of one store may reach different columns (tilecore.lower.tma_reduce.store_swap)."""
     keep = set(regs_in)
-    run = next((v for v in (8, 4, 2) if v * stage.dtype.itemsize <= ctx.facts.vector_bytes
-                and has_runs(lay, v) and ctx.vector_ok(stage, v)
-                and all(set(range(r - r % v, r - r % v + v)) <= keep for r in keep)), 1)
+    run = store_run(ctx, lay, ctx.smem_layout(stage), stage.dtype.itemsize, keep)
     regs = ctx.regs(frag)
     flat = ctx.shared(stage)
     tmp = ctx.new_regs(f"{stage.name}_vec", run, stage.dtype) if run > 1 else None
@@ -192,16 +203,23 @@ def write_slab(ctx: LowerCtx, frag: Buffer, lay, stage: Buffer, regs_in: tuple, 
         if r % run:
             continue
         row, col = lay.coords(ctx.tx, r)
+        src = [MemLoad(regs, const(r + k)) for k in range(max(run, 1))]
+        if swap is not None and r in swap[1]:
+            bit, p = swap[0], swap[1][r]
+            delta = ctx.simp(lay.coords(ctx.tx, p)[-1] - col)  # the same for every thread
+            col = ctx.simp(col + bit * delta)
+            on = binop("eq", bit, 1)
+            src = [select(on, MemLoad(regs, const(p + k)), v) for k, v in enumerate(src)]
         rel = ctx.simp(row - first)
         srow = ctx.simp(binop("div", rel, stride) * band + binop("mod", rel, stride)) if stride != band \
             else rel
         off = ctx.offset(stage, (srow, col))
         pred = lay.valid(ctx.tx, r)
         if tmp is None:
-            out.append(MemStore(flat, off, cast(MemLoad(regs, const(r)), stage.dtype), pred, loc))
+            out.append(MemStore(flat, off, cast(src[0], stage.dtype), pred, loc))
             continue
         for k in range(run):
-            out.append(MemStore(tmp, const(k), cast(MemLoad(regs, const(r + k)), stage.dtype), None, loc))
+            out.append(MemStore(tmp, const(k), cast(src[k], stage.dtype), None, loc))
         out.append(VecMove(flat, off, tmp, const(0), run, pred, False, loc))
     return SeqStmt(tuple(out), loc)
 

@@ -5,7 +5,10 @@ plan's warp grid. Propagation, repeated until nothing changes: a T.Parallel nest
 fragments it indexes with exactly its loop variables the layout of the one that has a layout
 (written before read), and the fragments it indexes with a subset of them (`m[i]` in a loop
 over i, j) the slice of that layout; a reduction gives its destination the slice of its
-source's layout; a whole-fragment copy between fragments of one shape shares the layout.
+source's layout; a whole-fragment copy between fragments of one shape shares the layout; a
+fragment whose rows a nest writes through an inner serial/unrolled loop (`F[i, j, k]` in a loop
+over i, j) takes the nest's layout extended by those rows (`tilecore.lower.inner_loops`), never a
+default of its own.
 When nothing propagates, one unconstrained fragment gets the default strided layout and
 propagation resumes: reduction sources first, then the largest fragments of T.Parallel nests
 (ties in program order), so the result does not depend on statement order -- a per-row vector
@@ -22,14 +25,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..contract import MmaPlan
-from ..errors import TileError, TileInternalError
+from ..errors import TileError, TileInternalError, TileLayoutError
 from ..ir.buffer import Buffer
+from ..ir.index_layout import FRAGMENT_ANNOTATION
 from ..ir.stmt import Copy, For, Gemm, KernelLaunch, Reduce
 from ..ir.visit import walk
 from .context import LayoutMap, loc_str
-from .layout import Layout, MmaLayout, default_layout, slice_layout
-from .parallel import fragment_accesses, is_identity, memory_itemsize, parallel_nest, whole_fragment
+from .inner_loops import extend, inner_indexed_writes
+from .layout import Layout, MmaLayout, TableLayout, default_layout, equivalent, slice_layout
+from .parallel import (
+    default_loop_layout,
+    fragment_accesses,
+    is_identity,
+    memory_itemsize,
+    parallel_nest,
+    whole_fragment,
+)
 from .tensorize import gemm_answer
 
 LAYOUTS_KEY = "layouts"  # the KernelLaunch annotation layout inference writes
@@ -75,6 +89,17 @@ def plan_gemms(launch: KernelLaunch, desc) -> dict:
     return plans
 
 
+def _first_difference(a: Layout, b: Layout) -> tuple:
+    """(thread, register, element in a, element in b) of the first register the two layouts
+    fill differently ("nothing" where one holds no element there)."""
+    n = max(a.nregs, b.nregs)
+    (ac, av), (bc, bv) = ((np.pad(c, ((0, 0), (0, n - c.shape[1]), (0, 0))),
+                           np.pad(v, ((0, 0), (0, n - v.shape[1])))) for c, v in (a.table, b.table))
+    t, r = (int(x) for x in np.argwhere((av != bv) | (av & np.any(ac != bc, axis=-1)))[0])
+    show = lambda c, v: tuple(int(x) for x in c[t, r]) if v[t, r] else "nothing"  # noqa: E731
+    return t, r, show(ac, av), show(bc, bv)
+
+
 def _subset_dims(indices, vars_) -> list[int] | None:
     """Positions of the loop variables `indices` uses, when it is an ordered subset of them."""
     pos = []
@@ -111,6 +136,12 @@ class _Inference:
                 inner.add(id(s))
                 s = s.body
         self.loops = [lp for lp in self.loops if id(lp) not in inner]
+        # fragments whose rows a nest writes through an inner loop: their layout is that nest's,
+        # extended (propagate_once), never a default picked before the nest's layout is known
+        self.row_written: set[int] = set()
+        for lp in self.loops:
+            vars_, _, body = parallel_nest(lp)
+            self.row_written.update(id(w.buf) for w in inner_indexed_writes(body, vars_))
 
     def assign(self, buf: Buffer, lay: Layout, origin: str) -> bool:
         """Give an unconstrained fragment `lay`; True when something changed."""
@@ -122,7 +153,8 @@ class _Inference:
         return True
 
     def seed(self) -> None:
-        """Tensorized gemms fix their accumulators' layouts."""
+        """Tensorized gemms fix their accumulators' layouts, then `T.Fragment` annotations
+        theirs (checked against a gemm's)."""
         for n in walk(self.launch.body):
             if isinstance(n, Gemm) and id(n) in self.plans:
                 plan = self.plans[id(n)]
@@ -137,6 +169,32 @@ class _Inference:
                         hint="give both gemms the same shape and policy, or separate accumulators")
                 if old is None:
                     self.map.set(c, lay, f"T.gemm at {loc_str(n.loc)}")
+        for key, value in self.launch.annotations:
+            if key == FRAGMENT_ANNOTATION:
+                for buf, fmap, loc in value:
+                    self.annotated(buf, fmap, loc)
+
+    def annotated(self, buf: Buffer, fmap, loc) -> None:
+        """A `T.Fragment` the kernel gives `buf` (T.annotate_layout): its layout as given, unless
+        it names more threads than the block has or a gemm needs another accumulator layout."""
+        if fmap.threads > self.threads:
+            raise TileLayoutError(
+                f"the T.Fragment of {buf.name} puts elements in thread {fmap.threads - 1}, but the "
+                f"block has {self.threads} threads", loc,
+                hint=f"map the elements to threads 0..{self.threads - 1}")
+        lay = TableLayout.of(fmap, self.threads)
+        old = self.map.get(buf)
+        if old is not None and not equivalent(old, lay):
+            t, r, need, got = _first_difference(old, lay)
+            raise TileLayoutError(
+                f"the T.Fragment of {buf.name} conflicts with the layout fixed by "
+                f"{self.map.origin(buf)}: register {r} of thread {t} holds element {need} there, "
+                f"{got} in the annotation ({old.nregs} vs {lay.nregs} registers per thread)", loc,
+                hint=f"drop the T.Fragment of {buf.name} (a tensor-core gemm decides its "
+                     "accumulator's layout), or T.copy the accumulator into a fragment that has "
+                     "your layout")
+        if old is None:
+            self.map.set(buf, lay, f"T.annotate_layout at {loc_str(loc)}")
 
     def propagate_once(self) -> bool:
         """One sweep of the propagation rules; True when a layout was assigned."""
@@ -151,9 +209,18 @@ class _Inference:
                             all(i is v for i, v in zip(idx, vars_)) and self.map.get(buf) is not None \
                             and tuple(buf.shape) == tuple(exts):
                         base = self.map.get(buf)
+            rows = inner_indexed_writes(body, vars_)
+            if base is None and rows and not any(is_identity(idx, vars_) and tuple(b.shape) == tuple(exts)
+                                                 for b, idx, _, _ in acc):
+                # no fragment decides this nest: the lowering deals it by the strided default
+                base = default_loop_layout(exts, self.threads, body, self.facts.vector_bytes)
             if base is None:
                 continue
             where = f"the T.Parallel loop at {loc_str(lp.loc)}"
+            for w in rows:  # rows written through inner loops (tilecore.lower.inner_loops)
+                lay = extend(base, w)
+                if lay is not None:
+                    changed |= self.assign(w.buf, lay, f"{where} (whole rows)")
             for buf, idx, _, _ in acc:
                 dims = _subset_dims(idx, vars_)
                 if dims is None:
@@ -236,12 +303,14 @@ class _Inference:
         for order, lp in enumerate(self.loops):
             vars_, exts, body = parallel_nest(lp)
             for buf, idx, _, _ in fragment_accesses(body):
-                if self.map.get(buf) is None and is_identity(idx, vars_) and tuple(buf.shape) == tuple(exts):
+                if self.map.get(buf) is None and is_identity(idx, vars_) and tuple(buf.shape) == tuple(exts) \
+                        and id(buf) not in self.row_written:
                     key = (id(buf) not in sources, -(buf.numel or 0), order)
                     if best is None or key < best[0]:
                         best = (key, buf, f"the T.Parallel loop at {loc_str(lp.loc)} (default layout)")
         for n in walk(self.launch.body):
-            if isinstance(n, Reduce) and n.src.scope == "fragment" and self.map.get(n.src) is None:
+            if isinstance(n, Reduce) and n.src.scope == "fragment" and self.map.get(n.src) is None \
+                    and id(n.src) not in self.row_written:
                 key = (False, -(n.src.numel or 0), len(self.loops))
                 if best is None or key < best[0]:
                     best = (key, n.src, f"T.reduce_{n.kind} at {loc_str(n.loc)} (default layout of "

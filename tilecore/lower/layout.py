@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir.expr import Const, Expr, Var, binop, const
-from ..ir.intrinsic import LaneMap
+from ..ir.intrinsic import LaneMap, bit_linear, lane_expr
 from .indexing import evaluate, simplify
 
 _TX = Var("tx")
@@ -232,6 +232,63 @@ class ReplicatedLayout(Layout):
             out.append(const(r % s))
             r //= s
         return tuple(reversed(out))
+
+
+@dataclass(frozen=True, eq=False)
+class TableLayout(Layout):
+    """A layout given element by element (a user's `T.Fragment`, tilecore.ir.index_layout):
+    register r of thread t holds element `cells[t, r]` where `held[t, r]`. Coordinates are a sum
+    of bit fields of the thread index where they are linear in its bits (the usual maps), else a
+    constant table read per thread (`LaneTable`). Compared by identity."""
+
+    shape: tuple
+    threads: int
+    cells: np.ndarray  # (threads, nregs, rank) int64
+    held: np.ndarray  # (threads, nregs) bool
+
+    @staticmethod
+    def of(fmap, threads: int) -> TableLayout:
+        """The layout of a `FragmentMap` in a block of `threads` threads (threads it names no
+        element of hold none)."""
+        shape = tuple(fmap.shape)
+        cells = np.zeros((threads, fmap.nregs, len(shape)), dtype=np.int64)
+        held = np.zeros((threads, fmap.nregs), dtype=bool)
+        coords = np.indices(shape, dtype=np.int64).reshape(len(shape), -1).T
+        for rep in range(fmap.replicate):
+            t, r = fmap.thread[rep].reshape(-1), fmap.index.reshape(-1)
+            cells[t, r] = coords
+            held[t, r] = True
+        return TableLayout(shape, threads, cells, held)
+
+    @property
+    def nregs(self) -> int:
+        return int(self.cells.shape[1])
+
+    @property
+    def table(self) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[override]
+        return self.cells, self.held
+
+    def coords(self, tx: Var, r: int) -> tuple[Expr, ...]:
+        # fitted on the threads holding register r when they are the first n (a power of two):
+        # the others are masked by `valid`, as a strided layout's past-the-end registers are
+        col = self.held[:, r]
+        n = int(col.sum())
+        prefix = 0 < n < self.threads and n & (n - 1) == 0 and col[:n].all()
+        out = []
+        for k in range(len(self.shape)):
+            values = self.cells[:, r, k]
+            terms = bit_linear([int(v) for v in values[:n]]) if prefix else None
+            out.append(lane_expr(values[:n], tx, terms) if terms is not None else lane_expr(values, tx))
+        return tuple(out)
+
+    def valid(self, tx: Var, r: int) -> Expr | None:
+        col = self.held[:, r]
+        if col.all():
+            return None
+        n = int(col.sum())
+        if col[:n].all():  # the first n threads
+            return binop("lt", tx, n)
+        return binop("ne", lane_expr(col.astype(np.int64), tx), 0)
 
 
 @dataclass(frozen=True)

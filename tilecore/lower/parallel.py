@@ -20,6 +20,7 @@ from .body import BodyLowerer, writer_pred
 from .context import LowerCtx, all_of, flat_offset
 from .epilogue import split_interior, stage_epilogue
 from .indexing import simplify
+from .inner_loops import bind_rows, check_inner_writes, extended_fragments, inner_indexed_writes
 from .layout import Layout, StridedLayout, default_layout, equivalent, has_runs
 from .vectorize import fold_selects, vectorize_group
 
@@ -84,8 +85,14 @@ def loop_layout(ctx: LowerCtx, vars_, exts, body) -> tuple[Layout, str]:
         for buf, idx, w, _ in acc:
             if w == want_write and is_identity(idx, vars_) and tuple(buf.shape) == tuple(exts):
                 return ctx.layout(buf), f"the layout of {buf.name} (from {ctx.layouts.origin(buf)})"
-    item = memory_itemsize(body) or 4
-    return default_layout(tuple(exts), ctx.threads, item, ctx.facts.vector_bytes), "a strided layout"
+    return default_loop_layout(exts, ctx.threads, body, ctx.facts.vector_bytes), "a strided layout"
+
+
+def default_loop_layout(exts, threads: int, body: Stmt, vector_bytes: int) -> Layout:
+    """The strided layout a nest over `exts` that indexes no fragment with its loop variables is
+    dealt by (its runs sized for the memory `body` moves); layout inference extends it to the
+    fragments the nest writes through inner loops (`tilecore.lower.inner_loops`)."""
+    return default_layout(tuple(exts), threads, memory_itemsize(body) or 4, vector_bytes)
 
 
 def partition(ctx: LowerCtx, vars_, layout: Layout, body: Stmt, loc, origin: str = "") -> Stmt:
@@ -95,6 +102,7 @@ def partition(ctx: LowerCtx, vars_, layout: Layout, body: Stmt, loc, origin: str
     staged: dict = {}
     pre: list[Stmt] = []
     bodies: list[Stmt | None] = []
+    rows = extended_fragments(ctx, body, vars_, layout)
     for r in range(layout.nregs):
         if not valid_t[:, r].any():
             bodies.append(None)
@@ -103,6 +111,7 @@ def partition(ctx: LowerCtx, vars_, layout: Layout, body: Stmt, loc, origin: str
         bl = BodyLowerer(ctx, True, loc, active=valid_t[:, r],
                          subst={id(v): c for v, c in zip(vars_, coords)}, staged=staged)
         bl.partition_origin = origin
+        bind_rows(bl, rows, coords, r)
         bl.writer = writer_pred(ctx, layout, r, valid_known=True)
         bodies.append(fold_selects(bl.stmt(body)))
         pre.extend(bl.pre)
@@ -128,11 +137,13 @@ def lower_parallel(ctx: LowerCtx, loop: For) -> Stmt:
     vars_, exts, body = parallel_nest(loop)
     acc = fragment_accesses(body)
     identity = any(w and is_identity(idx, vars_) and tuple(b.shape) == tuple(exts) for b, idx, w, _ in acc)
-    if not identity:
+    rows = inner_indexed_writes(body, vars_)
+    if not identity and not rows:
         for buf, idx, w, _ in acc:
             if w and all(any(i is v for i in idx) for v in vars_):
                 return owner_partition(ctx, vars_, exts, body, buf, idx, loop.loc)
     layout, origin = loop_layout(ctx, vars_, exts, body)
+    check_inner_writes(ctx, rows, layout, origin)
     return partition(ctx, vars_, layout, body, loop.loc, origin)
 
 

@@ -33,6 +33,7 @@ import dataclasses
 
 from ..ir.buffer import Buffer
 from ..ir.expr import Var, binop, const
+from ..ir.reg_budget import RegHints
 from ..ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
 from ..ir.thread import (
     CONSUMER_BARRIER_ID,
@@ -51,7 +52,7 @@ from ..ir.thread import (
 )
 from ..ir.visit import rewrite, substitute, walk
 from .prefetch import flat_stmts
-from .warp_specialize import PRODUCER_REGS, PRODUCER_THREADS, REGISTER_FILE
+from .warp_specialize import PRODUCER_THREADS, register_split
 
 WARPGROUP = 128
 ALIGN = 1024  # shared buffers start on 1024-byte boundaries (swizzled tiles)
@@ -153,8 +154,9 @@ def _arm(kernel: ThreadKernel, loop: For, order: Buffer, w: int, fresh) -> Stmt:
     return out
 
 
-def pingpong(kernel: ThreadKernel, facts) -> ThreadKernel:
-    """`kernel` with ping-pong consumers (module docstring), or unchanged."""
+def pingpong(kernel: ThreadKernel, facts, hints: RegHints | None = None) -> ThreadKernel:
+    """`kernel` with ping-pong consumers (module docstring), or unchanged; `hints`: the user's
+    register hints (warp_specialize.register_split), re-applied to the two consumer groups."""
     top = list(flat_stmts(kernel.body))
     at = next((i for i, s in enumerate(top) if isinstance(s, WarpSpecialized)), None)
     if at is None:
@@ -187,11 +189,11 @@ def pingpong(kernel: ThreadKernel, facts) -> ThreadKernel:
     arm1 = _swap_buffers(_arm(kernel, loop, order, 1, fresh), copies)
     consumer = IfThenElse(binop("lt", tx, const(WARPGROUP)), arm0, arm1, loc)
     producer = substitute(ws.producer, {tx: binop("sub", tx, const(WARPGROUP))})
-    regs = ws.consumer_regs
-    if regs:  # three warpgroups share the register file now
-        regs = min(240, (REGISTER_FILE - PRODUCER_THREADS * PRODUCER_REGS) // (2 * WARPGROUP) // 8 * 8)
+    regs = (ws.producer_regs, ws.consumer_regs)
+    if ws.consumer_regs:  # three warpgroups share the register file now
+        regs = register_split(hints, 2 * WARPGROUP)
     node = dataclasses.replace(ws, split=2 * WARPGROUP, producer=producer, consumer=consumer,
-                               consumer_regs=regs, groups=2)
+                               producer_regs=regs[0], consumer_regs=regs[1], groups=2)
     init = IfThenElse(binop("eq", tx, const(0)), SeqStmt((
         MbarrierInit(order, const(0), WARPGROUP, loc), MbarrierInit(order, const(1), WARPGROUP, loc),
         AsyncFence("mbarrier_init", loc)), loc), None, loc)

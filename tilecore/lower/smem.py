@@ -10,13 +10,19 @@ How a buffer is accessed is read from the tile program:
   reads `line / row_bytes` consecutive rows at the same column, where `row_bytes` is the
   loader's matrix row (its lane-map shape, never a constant here); an accumulator staged for
   an epilogue is written in the same column pattern;
-- vector copies move `vector_bytes` per lane along rows (row-major order).
+- vector copies move `vector_bytes` per lane along rows (row-major order);
+- a shared tile the program itself writes from a fragment (`T.copy(acc_o, O_shared)` before
+  `O_shared` leaves by vector copies) is written in that same column pattern as an epilogue
+  staging tile, so it may be swizzled too (row-major, its rows a multiple of 128 bytes apart,
+  made those stores 8-way conflicted); `Options.disable_staged_swizzle` keeps such tiles to
+  the copy-only choice (row-major), for A/B runs.
 
 Candidates are tried in order — row-major, the XOR swizzles `Swizzle<bits, log2(chunk),
 shift>` with 16-byte (vector-width) chunks, then padding one chunk per row — and the first with
 the fewest conflicts (then the fewest padding bytes) wins, checked by tabulating the phases
 with the layout's NumPy definition. Buffers only touched element-wise stay row-major.
-`T.annotate_layout` overrides the choice (`LayoutRequest`, or an explicit `SharedLayout`).
+`T.annotate_layout` overrides the choice (`LayoutRequest`, or an explicit `SharedLayout`, a
+`T.Layout`'s `IndexMapped` included); a wgmma operand takes only the canonical placement.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import TileError
+from ..errors import TileLayoutError
 from ..ir.buffer import Buffer
 from ..ir.smem_layout import (
     LAYOUT_ANNOTATION,
@@ -41,7 +47,7 @@ from ..ir.stmt import Copy, Gemm
 from ..ir.visit import walk
 
 
-class SmemLayoutError(TileError):
+class SmemLayoutError(TileLayoutError):
     """A shared-memory layout the kernel asked for cannot be used for that buffer."""
 
 
@@ -102,22 +108,52 @@ def conflict_degree(layout: SharedLayout, itemsize: int, model: BankModel, patte
     worst = 1
     for pat in patterns:
         ph = phases(pat, layout.rows, layout.cols, itemsize, model)
-        if ph is None:
-            continue
-        r, c = ph
-        addr = layout.offset_np(r, c) * itemsize  # byte address of each lane's access
-        words = max(1, pat.width // model.bank_bytes)
-        w = (addr[:, :, None] // model.bank_bytes + np.arange(words)).reshape(addr.shape[0], -1)
-        bank = w % model.banks
-        ph_id = np.broadcast_to(np.arange(w.shape[0])[:, None], w.shape)
-        # distinct (phase, bank, word) triples, then how many per (phase, bank): each triple as
-        # one int64 key (np.unique over rows, axis=0, sorted row views: 10x slower)
-        lo = int(w.min())
-        span = int(w.max()) - lo + 1
-        keys = np.unique((ph_id * model.banks + bank).ravel() * span + (w.ravel() - lo))
-        _, counts = np.unique(keys // span, return_counts=True)
-        worst = max(worst, int(counts.max()))
+        if ph is not None:
+            worst = max(worst, _phase_degree(layout, *ph, pat.width, itemsize, model))
     return worst
+
+
+def _phase_degree(layout: SharedLayout, r, c, width: int, itemsize: int, model: BankModel) -> int:
+    """The conflict degree of accesses of `width` bytes at (r, c), arrays of shape (phases,
+    lanes): each row one phase."""
+    addr = layout.offset_np(r, c) * itemsize  # byte address of each lane's access
+    words = max(1, width // model.bank_bytes)
+    w = (addr[:, :, None] // model.bank_bytes + np.arange(words)).reshape(addr.shape[0], -1)
+    bank = w % model.banks
+    ph_id = np.broadcast_to(np.arange(w.shape[0])[:, None], w.shape)
+    # distinct (phase, bank, word) triples, then how many per (phase, bank): each triple as
+    # one int64 key (np.unique over rows, axis=0, sorted row views: 10x slower)
+    lo = int(w.min())
+    span = int(w.max()) - lo + 1
+    keys = np.unique((ph_id * model.banks + bank).ravel() * span + (w.ravel() - lo))
+    _, counts = np.unique(keys // span, return_counts=True)
+    return int(counts.max())
+
+
+def store_degree(layout: SharedLayout, coords, valid, run: int, itemsize: int, model: BankModel,
+                 warp: int) -> int:
+    """The conflict degree of a fragment's stores into `layout`, exactly as they are issued:
+    for each aligned run of `run` registers, every warp's threads store `run` elements at their
+    (row, col) of `coords` [threads, nregs, 2] (`valid` [threads, nregs]), served in phases of
+    `line / (run * itemsize)` lanes. A lane holding nothing is given a neighbour's address (a
+    broadcast costs nothing)."""
+    width = run * itemsize
+    lanes = max(1, min(warp, model.line // width))
+    threads = coords.shape[0] - coords.shape[0] % lanes
+    rows, cols = [], []
+    for reg in range(0, coords.shape[1], run):
+        r = coords[:threads, reg, 0].reshape(-1, lanes)
+        c = coords[:threads, reg, -1].reshape(-1, lanes)
+        v = valid[:threads, reg].reshape(-1, lanes)
+        keep = v.any(axis=1)
+        first = np.argmax(v, axis=1)[:, None]
+        r = np.where(v, r, np.take_along_axis(r, first, 1))[keep]
+        c = np.where(v, c, np.take_along_axis(c, first, 1))[keep]
+        rows.append(r)
+        cols.append(c)
+    if not rows or not sum(len(r) for r in rows):
+        return 1
+    return _phase_degree(layout, np.concatenate(rows), np.concatenate(cols), width, itemsize, model)
 
 
 def _log2(n: int) -> int | None:
@@ -163,6 +199,16 @@ def choose(rows: int, cols: int, itemsize: int, model: BankModel | None, pattern
     return best
 
 
+def same_placement(a, b: SharedLayout) -> bool:
+    """True when layout `a` (any annotation value) stores every element of the tile where `b`
+    does, in as many elements (a one-panel `Panelled` is a `Swizzled`; an index map may be
+    either)."""
+    if not isinstance(a, SharedLayout) or (a.rows, a.cols, a.size) != (b.rows, b.cols, b.size):
+        return False
+    r, c = np.indices((b.rows, b.cols))
+    return bool(np.array_equal(a.offset_np(r, c), b.offset_np(r, c)))
+
+
 # ----------------------------------------------------------------------------- per kernel
 
 
@@ -179,6 +225,7 @@ class SmemPlanner:
         self.chosen: dict[int, SharedLayout] = {}
         self.extra: dict = {}  # buffers lowering creates (staging tiles), by key
         self.wgmma_loc: dict = {}  # wgmma operand buffers -> the gemm's location (for errors)
+        staged_swizzle = not getattr(ctx.options, "disable_staged_swizzle", False)
         for n in walk(ctx.launch.body):
             if isinstance(n, Gemm):
                 plan = ctx.plans.get(id(n))
@@ -196,6 +243,10 @@ class SmemPlanner:
                 for r in (n.src, n.dst):
                     if r.buffer.scope == "shared":
                         self._use(r.buffer, "copy")
+                if n.src.buffer.scope == "fragment" and n.dst.buffer.scope == "shared" and staged_swizzle:
+                    # a tile the kernel stages itself (FlashAttention's O_shared): the fragment
+                    # writes it in the accumulator's column pattern, as an epilogue staging tile
+                    self._use(n.dst.buffer, "stage")
         for key, value in ctx.launch.annotations:
             if key == LAYOUT_ANNOTATION:
                 for buf, req, loc in value:
@@ -263,12 +314,14 @@ class SmemPlanner:
         target = self.ctx.facts.target
         if "wgmma" in self.uses.get(id(buf), set()):
             want = self._canonical(buf, rows, cols)
-            if isinstance(req, LayoutRequest) and req.kind == "swizzled" or req == want:
+            if isinstance(req, LayoutRequest) and req.kind == "swizzled" or same_placement(req, want):
                 return want
+            asked = req.describe() if isinstance(req, SharedLayout) else f"T.make_{req.kind}_layout"
             raise SmemLayoutError(
                 f"T.annotate_layout gives {buf.name} a layout the tensor cores (wgmma) cannot read "
-                f"through a descriptor on {target}", loc,
-                hint="use T.make_swizzled_layout (the canonical swizzle) or drop the annotation")
+                f"through a descriptor on {target} ({asked}; a descriptor reads {want.describe()})",
+                loc, hint=f"use T.make_swizzled_layout({buf.name}) (the canonical swizzle), a "
+                          "T.Layout with that placement, or drop the annotation")
         if isinstance(req, SharedLayout):
             if (req.rows, req.cols) != (rows, cols):
                 raise SmemLayoutError(

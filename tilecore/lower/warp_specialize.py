@@ -19,16 +19,22 @@ them in program order (a loop's tiles can only depend on block indices, symbolic
 hoisted lets, which is checked). The consumers synchronize among themselves with named barrier
 1 over their T threads (`insert-barriers` places them), never the block barrier. With the fact
 `setmaxnreg` (sm_90a) the producer gives registers back (`setmaxnreg.dec` to 40) and the
-consumers take them (`.inc`, as many as the register file allows, at most 240).
+consumers take them (`.inc`, as many as the register file allows, at most 240); TileLang's
+`T.annotate_producer_reg_dealloc(n)` / `T.annotate_consumer_reg_alloc(n)` set these counts and
+`T.no_set_max_nreg()` leaves both out (`register_split`; the hints reach this module as the
+function's attr "reg_alloc", tilecore.passes.reg_budget).
 """
 
 from __future__ import annotations
 
+from ..errors import TileShapeError
 from ..ir.expr import Var, binop, const, const_int
+from ..ir.reg_budget import RegHints
 from ..ir.stmt import For, LetStmt, SeqStmt, Stmt
 from ..ir.thread import LaneTable, MemLoad, Shuffle, ThreadKernel, WarpSpecialized
 from ..ir.visit import substitute, walk
 from .prefetch import flat_stmts
+from .stream_k import applies, build, stream_k_for
 
 PRODUCER_THREADS = 128  # one warpgroup: setmaxnreg works per warpgroup
 DEFAULT_MULTIPROCESSORS = 132  # H100 SXM / H200: the persistent grid where facts do not say
@@ -39,13 +45,15 @@ REGISTER_FILE = 65536  # 32-bit registers per multiprocessor (one block resident
 class WsPlan:
     """What the pipeline pass collects for one kernel in warp-specialized mode."""
 
-    def __init__(self, kernel: ThreadKernel, facts, persistent_any: bool = False):
+    def __init__(self, kernel: ThreadKernel, facts, persistent_any: bool = False,
+                 hints: RegHints | None = None):
         self.split = kernel.num_threads
         self.producer_thread = kernel.num_threads  # the elected producer: first of its warpgroup
         self.producers: list[Stmt] = []
         self.ok = True
         self.top = {id(s) for s in flat_stmts(kernel.body)}
         self.setmaxnreg = bool(facts.get("setmaxnreg"))
+        self.hints = hints  # the user's register hints (register_split)
         # "always", or True: only where the staged kernel's shared memory lets one block per
         # multiprocessor run anyway (measured on the H200 with mma.sync consumers: a producer
         # warpgroup next to 3 resident blocks cost occupancy, 0.59 ms against 0.38 ms)
@@ -58,6 +66,7 @@ class WsPlan:
         self.persistent = persistent_grid(kernel, facts)
         self.base = Var("tile_base") if self.persistent else None
         self.persistent_any = persistent_any  # option ws_persistent_any: any body (_persistent)
+        self.sk = stream_k_for(kernel, self.persistent)  # T.stream_k: tilecore.lower.stream_k
 
 
 def persistent_grid(kernel: ThreadKernel, facts) -> int | None:
@@ -122,22 +131,54 @@ def assemble(kernel: ThreadKernel, plan: WsPlan, body: Stmt, inits: list,
         if isinstance(n, Var) and n is not kernel.thread_var and id(n) in kernel_bound \
                 and id(n) not in allowed and id(n) not in inside:
             return None
-    regs = (0, 0)
-    if plan.setmaxnreg:
-        cons = (REGISTER_FILE - PRODUCER_THREADS * PRODUCER_REGS) // plan.split // 8 * 8
-        regs = (PRODUCER_REGS, min(240, cons))
+    regs = register_split(plan.hints, plan.split) if plan.setmaxnreg else (0, 0)
     consumer = SeqStmt(tuple(rest), kernel.loc)
     grid, block_vars = kernel.grid, kernel.block_vars
+    registers = tuple(kernel.registers)
     tiled = _persistent(kernel, plan, hoist, producer, consumer)
     if tiled is not None:
-        grid, block_vars, producer, consumer = tiled
+        grid, block_vars, producer, consumer, extra = tiled
+        registers += extra
         hoist = []
-    elif plan.base is not None:  # rings written for a tile count: this block runs one tile
-        hoist = [LetStmt(plan.base, const(0), kernel.loc)] + hoist
+    else:
+        if plan.sk is not None:  # T.stream_k where the schedule is not built: whole tiles
+            producer, consumer = (plan.sk.plain(x, plan.trips[0]) for x in (producer, consumer))
+        if plan.base is not None:  # rings written for a tile count: this block runs one tile
+            hoist = [LetStmt(plan.base, const(0), kernel.loc)] + hoist
     ws = WarpSpecialized(plan.split, producer, consumer, regs[0], regs[1], kernel.loc)
     new_body = SeqStmt(tuple(inits) + tuple(hoist) + (ws,), kernel.loc)
     return ThreadKernel(grid, block_vars, kernel.thread_var, plan.split + PRODUCER_THREADS,
-                        kernel.warp_size, shared, kernel.registers, new_body, kernel.loc)
+                        kernel.warp_size, shared, registers, new_body, kernel.loc)
+
+
+def register_split(hints: RegHints | None, consumers: int) -> tuple[int, int]:
+    """The (producer, consumer) setmaxnreg counts of a producer warpgroup and `consumers`
+    consumer threads: (0, 0), none at all, under `T.no_set_max_nreg()`; the user's annotated
+    counts where given; otherwise the producer keeps PRODUCER_REGS (less where an annotated
+    consumer count needs them) and the consumers get what the register file leaves, at most
+    240. Counts the register file cannot hold are a TileShapeError at the user's hint:
+    `setmaxnreg.inc` would wait forever for registers nobody frees."""
+    hints = hints or RegHints()
+    if hints.off is not None:
+        return 0, 0
+    p = hints.producer.count if hints.producer is not None else None
+    c = hints.consumer.count if hints.consumer is not None else None
+    if p is None:
+        p = PRODUCER_REGS if c is None else \
+            max(24, min(PRODUCER_REGS, (REGISTER_FILE - consumers * c) // PRODUCER_THREADS // 8 * 8))
+    if c is None:
+        c = min(240, (REGISTER_FILE - PRODUCER_THREADS * p) // consumers // 8 * 8)
+    total = PRODUCER_THREADS * p + consumers * c
+    if total > REGISTER_FILE:
+        h = hints.consumer or hints.producer
+        given = " and ".join(x.text for x in hints.given)
+        fit = (REGISTER_FILE - PRODUCER_THREADS * p) // consumers // 8 * 8
+        raise TileShapeError(
+            f"{given}: {PRODUCER_THREADS} producer threads x {p} + {consumers} consumer threads x {c} = "
+            f"{total} registers, more than the {REGISTER_FILE} of the multiprocessor's register file "
+            "(setmaxnreg.inc would wait forever for them)", h.loc,
+            hint=f"lower the counts, e.g. T.annotate_consumer_reg_alloc({fit}) with a producer of {p}")
+    return p, c
 
 
 def _persistent(kernel: ThreadKernel, plan: WsPlan, hoist: list, producer: Stmt, consumer: Stmt):
@@ -168,11 +209,22 @@ def _persistent(kernel: ThreadKernel, plan: WsPlan, hoist: list, producer: Stmt,
     pid = Var("block_id")
     t = Var("tile")
     loc = kernel.loc
-    lets: list = []
-    rest = t
-    for v, d in zip(kernel.block_vars, dims):
-        lets.append(LetStmt(v, binop("mod", rest, const(d)), loc))
-        rest = binop("div", rest, const(d))
+
+    def lets_of(t: Var) -> list:  # the original block indices of tile t, in launch order
+        out, rest = [], t
+        for v, d in zip(kernel.block_vars, dims):
+            out.append(LetStmt(v, binop("mod", rest, const(d)), loc))
+            rest = binop("div", rest, const(d))
+        return out
+
+    if applies(plan.sk, tiles, sms, trips):
+        built = build(kernel, plan.sk, plan.split, plan.base, lets_of, hoist, producer, consumer, tiles,
+                      sms, trips, pid)
+        if built is not None:
+            return (const(sms),), (pid,), *built
+    if plan.sk is not None:
+        producer, consumer = plan.sk.plain(producer, trips), plan.sk.plain(consumer, trips)
+    lets = lets_of(t)
     lets.append(LetStmt(plan.base, binop("mul", binop("div", binop("sub", t, pid), const(sms)), trips), loc))
 
     def tile_loop(body: Stmt) -> Stmt:
@@ -183,4 +235,4 @@ def _persistent(kernel: ThreadKernel, plan: WsPlan, hoist: list, producer: Stmt,
     # emulator's two tasks share one environment), each walking its own tile
     mine = [t, plan.base, *kernel.block_vars] + [h.var for h in hoist]
     fresh = {v: Var(f"{v.name}_produce", v.dtype) for v in mine}
-    return (const(sms),), (pid,), substitute(tile_loop(producer), fresh), tile_loop(consumer)
+    return (const(sms),), (pid,), substitute(tile_loop(producer), fresh), tile_loop(consumer), ()

@@ -20,9 +20,10 @@ from ..ir.module import Module
 from ..ir.thread import find_kernel
 from ..target import TargetDesc
 from .base import Pass
+from .reg_budget import collect_register_hints, drop_register_budgets
 from .simplify import simplify, verify_pass
 
-CORE_PASSES: list[Pass] = [verify_pass, simplify]
+CORE_PASSES: list[Pass] = [verify_pass, simplify, drop_register_budgets, collect_register_hints]
 
 
 def _thread_level_pass() -> Pass:

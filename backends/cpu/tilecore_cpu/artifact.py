@@ -67,15 +67,16 @@ class LaunchChooser:
         self.cost[mode] = c if old is None else 0.5 * old + 0.5 * c
 
 
-def _numba_signature(params, prints: bool = False):
+def _numba_signature(params, prints: bool = False, scalars: int = 0):
     """numba's signature of a launcher for `params` ([(DType, rank)]): C arrays of the storage
-    dtypes, then the int64 error record, then (when the kernel prints) the T.print logs."""
+    dtypes, then `scalars` int64 scalar parameters, then the int64 error record, then (when the
+    kernel prints) the T.print logs."""
     import numba
     from numba import types
 
     arrays = [types.Array(numba.from_dtype(storage_np(d)), rank, "C") for d, rank in params]
     log = (types.Array(types.int64, 2, "C"), types.Array(types.float64, 2, "C")) if prints else ()
-    return tuple(arrays) + (types.Array(types.int64, 1, "C"),) + log
+    return tuple(arrays) + (types.int64,) * scalars + (types.Array(types.int64, 1, "C"),) + log
 
 
 @dataclass(frozen=True)
@@ -91,16 +92,19 @@ class CpuArtifact:
     """A kernel compiled by numba; `run` executes it on NumPy arrays in place.
 
     Built from the generated source, its fault sites, whether its launcher may run blocks in
-    parallel, and each parameter's (DType, rank): `build(module)` generates them, a compile-cache
-    entry stores them (`cache_entry`, `from_cache_entry`)."""
+    parallel, each parameter's (DType, rank) and the names of the scalar parameters:
+    `build(module)` generates them, a compile-cache entry stores them (`cache_entry`,
+    `from_cache_entry`)."""
 
     array_api = "numpy"
 
-    def __init__(self, source: str, faults: list, parallel: bool, params: list, prints: tuple = ()):
+    def __init__(self, source: str, faults: list, parallel: bool, params: list, prints: tuple = (),
+                 scalars: tuple = ()):
         self.source = source
         self.faults = faults  # [Fault], numbered from 1 in the generated code
         self.parallel = parallel
         self.params = params
+        self.scalars = tuple(scalars)  # scalar parameters' names, in the launchers' order
         self.prints = tuple(prints)  # T.print sites (tilecore_cpu.debug)
         self.module, self.path = load(self.source)
         self.launch_serial = self.module.launch_serial
@@ -120,7 +124,8 @@ class CpuArtifact:
         func = module.func
         gen = Codegen(func, runtime_tag()).generate()
         return cls(gen.source, list(gen.faults.sites), gen.parallel,
-                   [(p.dtype, len(p.shape)) for p in func.params], gen.prints)
+                   [(p.dtype, len(p.shape)) for p in func.params], gen.prints,
+                   tuple(v.name for v in func.attr("scalar_params", ())))
 
     def _compile(self, dispatcher) -> None:
         # the serial launcher's own code at SERIAL_OPT (cheaper to compile, same results); the
@@ -129,7 +134,7 @@ class CpuArtifact:
 
         level = SERIAL_OPT if dispatcher is self.launch_serial else int(config.OPT)
 
-        sig = _numba_signature(self.params, bool(self.prints))
+        sig = _numba_signature(self.params, bool(self.prints), len(self.scalars))
 
         def compile_there():
             with lazy_registries(dispatcher), kernel_opt(dispatcher, level):
@@ -154,7 +159,8 @@ class CpuArtifact:
         return self.chooser.pick(nbytes)
 
     def run(self, args, dyn) -> None:
-        """Execute on arrays in parameter order (outputs included, written in place)."""
+        """Execute on arrays in parameter order (outputs included, written in place); `dyn`
+        (name -> int) gives the scalar parameters, which the host checked against their dtype."""
         views = []
         for a, (d, _) in zip(args, self.params):
             if d.name in NARROW_BITS:
@@ -162,8 +168,9 @@ class CpuArtifact:
             elif d.name in SUB_BYTE_INT:  # ml_dtypes nibbles -> the int8 / uint8 of each value
                 a = a.astype(SUB_BYTE_INT[d.name])  # a copy: sub-byte tensors are inputs only
             views.append(a)
-        err = np.zeros(8, dtype=np.int64)
         nbytes = sum(a.nbytes for a in views)
+        views.extend(np.int64(dyn[name]) for name in self.scalars)
+        err = np.zeros(8, dtype=np.int64)
         mode = self._want_parallel(nbytes)
         fn = self.launch if mode else self.launch_serial
         compiled_now = mode and not self.launch.signatures
@@ -193,6 +200,9 @@ class CpuArtifact:
         if f.kind == "divzero":
             return TileRuntimeError("integer division by zero", f.loc,
                                     hint="guard the division (`if d != 0:`) or check the divisor")
+        if f.kind == "shift":  # interp's message (semantics.ShiftCountError); rank: the width
+            return TileRuntimeError(f"shift count {idx[0]} is outside [0, {f.rank}) in {f.buffer}",
+                                    f.loc, hint="shift by a count in [0, bit width)")
         b = f.buffer
         where = tuple(idx[: min(f.rank, 4)])
         shape = _shape_text(b.shape)
@@ -211,7 +221,7 @@ class CpuArtifact:
         the source. A device assertion's fault site keeps its message in place of a buffer."""
         faults = []
         for f in self.faults:
-            if f.kind == "assert":
+            if isinstance(f.buffer, str):  # an assertion's message, a shift's operation
                 buffer = {"msg": f.buffer}
             elif f.buffer is None:
                 buffer = None
@@ -222,6 +232,7 @@ class CpuArtifact:
                            "buffer": buffer})
         meta = {"backend": "cpu", "format": ENTRY_FORMAT, "parallel": self.parallel,
                 "params": [[d.name, rank] for d, rank in self.params], "faults": faults,
+                "scalars": list(self.scalars),
                 "prints": [[fmt, [d.name for d in dtypes]] for fmt, dtypes in self.prints]}
         return meta, {"source": self.source.encode()}
 
@@ -235,7 +246,7 @@ class CpuArtifact:
         for f in meta["faults"]:
             b = f["buffer"]
             loc = SourceLoc(f["loc"][0], int(f["loc"][1])) if f["loc"] else None
-            if f["kind"] == "assert":
+            if isinstance(b, dict):
                 buffer = str(b["msg"])
             else:
                 buffer = FaultBuffer(b[0], b[1], tuple(b[2])) if b else None
@@ -243,7 +254,8 @@ class CpuArtifact:
         params = [(dt.as_dtype(d), int(rank)) for d, rank in meta["params"]]
         prints = tuple((str(fmt), tuple(dt.as_dtype(d) for d in dtypes))
                        for fmt, dtypes in meta.get("prints", ()))
-        return cls(blobs["source"].decode(), faults, bool(meta["parallel"]), params, prints)
+        return cls(blobs["source"].decode(), faults, bool(meta["parallel"]), params, prints,
+                   tuple(str(n) for n in meta.get("scalars", ())))
 
 
 def _dim(s):

@@ -49,10 +49,11 @@ def runtime_tag() -> str:
     notice changes in functions a cached kernel calls, so a change here must change the file."""
     import numba
 
-    from . import runtime
+    from . import intops, runtime
     from .optlevel import SERIAL_OPT
 
     h = hashlib.sha256(Path(runtime.__file__).read_bytes())
+    h.update(Path(intops.__file__).read_bytes())
     h.update(numba.__version__.encode())
     # numba's cache does not record the level code was optimized at (tilecore_cpu.optlevel)
     h.update(f"serial opt {SERIAL_OPT}, numba opt {numba.config.OPT}".encode())

@@ -55,6 +55,7 @@ from tilecore_cpu.runtime import (  # noqa: F401
     fmin, load_masked1, load_masked2, odd_f32, oob, rnd_bfloat16, rnd_float16, rnd_float8_e4m3fn,
     rnd_float8_e5m2, store_masked1, store_masked2,
 )
+from tilecore_cpu.intops import cfloordiv, cfloormod, cshl, cshr  # noqa: F401
 '''
 # no_cfunc_wrapper: nothing takes a generated function's address as a first-class function
 # value, and the wrapper is lowered and optimized with each function (a tenth of a small
@@ -105,11 +106,16 @@ class Codegen:
         """Build the module source."""
         func = self.func
         top, launch = _split_top(func)
-        params = [self.names.of(p) for p in func.params]
+        scalars = func.attr("scalar_params", ())
+        self.scalar_ids = {id(v) for v in scalars}
+        # the launchers' parameters: the tensors, then the scalar parameters (int64 values the
+        # host checked against their dtype: `CpuArtifact.run` passes them in this order)
+        params = [self.names.of(p) for p in func.params] + [self.names.of(v) for v in scalars]
         dyn = [(v, self.names.of(v)) for v in func.dyn_vars]
         lets = [(s, self.names.of(s.var)) for s in top]
         for v, _ in dyn:  # a tensor's dimension: an int32 size, never negative
-            self.x.env[id(v)] = (0, dt.max_value(v.dtype))
+            lo = dt.min_value(v.dtype) if id(v) in self.scalar_ids else 0
+            self.x.env[id(v)] = (lo, dt.max_value(v.dtype))
         for s, _ in lets:
             if s.var.dtype.is_int:
                 r = interval(s.value, self.x.env)
@@ -151,7 +157,7 @@ class Codegen:
                 self.lines.add(f"if _phase == {i}:")
                 self.lines.body(lambda part=part: [self.stmt(x) for x in part])
         body = self.lines.text()
-        outer = [n for _, n in dyn] + [n for _, n in lets]
+        outer = [n for v, n in dyn if id(v) not in self.scalar_ids] + [n for _, n in lets]
         parallel = not self.log_args and not any(  # printing kernels run blocks in order
             isinstance(s, (AtomicAdd, AtomicAddRegion))
             and (s.buffer if isinstance(s, AtomicAdd) else s.dst.buffer).scope == "global"
@@ -182,6 +188,8 @@ class Codegen:
         lines.add(f"def {fname}({', '.join(params + ['err'] + self.log_args)}):")
         with lines.indent():
             for v, name in dyn:
+                if id(v) in self.scalar_ids:  # a launcher parameter already
+                    continue
                 p, d = _dim_of(self.func, v)
                 lines.add(f"{name} = np.int64({self.names.of(p)}.shape[{d}])")
             for s, name in lets:
@@ -384,5 +392,5 @@ def _dim_of(func: PrimFunc, v):
             if s is v:
                 return p, d
     raise TileTargetError(f"symbolic dimension {v.name} appears in no parameter shape", func.loc,
-                          hint="the cpu backend does not take scalar parameters yet: run on interp or "
-                          "emu, or pass the value as a one-element tensor")
+                          hint="declare it as a scalar parameter (`n: T.int32` in the signature) "
+                          "or use it in a tensor's shape")

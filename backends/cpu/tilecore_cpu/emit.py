@@ -13,6 +13,7 @@ from tilecore.errors import SourceLoc
 _NARROW = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 RESERVED = {
     "np", "math", "njit", "prange", "block", "launch", "launch_serial", "err", "cdiv", "cmod", "fmax",
+    "cfloordiv", "cfloormod", "cshl", "cshr",
     "fmin", "oob", "f2i", "exp_f32", "exp2_f32", "range", "min", "max", "abs", "True", "False", "None",
     "load_masked1", "load_masked2", "store_masked1", "store_masked2", "copy1", "copy2", "fill1",
     "fill2", "acc2", *(f"dec2_{n}" for n in _NARROW),
@@ -92,8 +93,8 @@ class Names:
 class Fault:
     """One place the generated code may report a fault: what, where, and the indices' meaning."""
 
-    kind: str  # "read", "write", "region", "divzero"
-    buffer: object  # the Buffer involved (None for division by zero)
+    kind: str  # "read", "write", "region", "divzero", "shift", "assert"
+    buffer: object  # the Buffer involved (None for division by zero; text for shift / assert)
     loc: SourceLoc | None
     rank: int = 0
 

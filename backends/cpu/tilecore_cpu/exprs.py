@@ -6,7 +6,8 @@ float (a float32 exactly representable in the narrow type), float64, int64 for e
 and bool. Integers wrap like C (`semantics`: every operation at its C compute width): add, sub,
 mul and neg run in int64, which keeps the low 32 bits exact, and the value is wrapped where
 its whole value is seen (`ExprGen.observed`) unless the range analysis proves it fits, and on
-store.
+store. Division, floor division and the bit operations take observed operands; a zero divisor
+or a shift count outside the compute width is a fault (`runtime.cdiv`, `intops`), as on interp.
 Narrow-float operations compute in float32 and round once per operation, like `interp`;
 float64 (and integer) values round to a narrow float once, through float32 rounded to odd.
 """
@@ -24,6 +25,7 @@ from tilecore.ir.expr import BinOp, Cast, Const, Load, Select, Unary, Var
 
 from .emit import Fault, Faults, Names
 from .ranges import RING_OPS, Interval, fits, interval, within
+from .ranges import observed as observed_range
 
 NARROW_BITS = {"float16": "uint16", "bfloat16": "uint16", "float8_e4m3fn": "uint8", "float8_e5m2": "uint8"}
 # Sub-byte integers (tilecore.subbyte) are stored one value per byte: int4 as the int8 of its
@@ -167,6 +169,10 @@ def const_code(value, d: DType) -> str:
 
 
 _FLOAT_BIN = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+# integer divisions through the runtime's checked helpers (runtime.cdiv, intops.cfloordiv, ...)
+_DIVISIONS = {"div": "cdiv", "mod": "cmod", "floordiv": "cfloordiv", "floormod": "cfloormod"}
+# and, or, xor of observed operands: the result is inside the compute width already
+_INT_BIT = {"bitand": "&", "bitor": "|", "bitxor": "^"}
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 _UNARY_NP = {
     "exp": "np.exp", "exp2": "np.exp2", "log": "np.log", "log2": "np.log2", "sqrt": "np.sqrt",
@@ -283,9 +289,15 @@ class ExprGen:
                 a, b = self.observed(e.a, a), self.observed(e.b, b)
             if e.op in ("min", "max"):
                 return f"{e.op}({a}, {b})"
-            if e.op in ("div", "mod"):
+            if e.op in ("floordiv", "floormod") and _positive_const(e.b):
+                return f"({a} {'//' if e.op == 'floordiv' else '%'} {b})"  # Python's = floor's
+            if e.op in _DIVISIONS:
                 code = self.faults.add(Fault("divzero", None, self.loc))
-                r = f"c{e.op}({int_arg(a)}, {int_arg(b)}, err, {int_arg(code)})"
+                r = f"{_DIVISIONS[e.op]}({int_arg(a)}, {int_arg(b)}, err, {int_arg(code)})"
+            elif e.op in ("shl", "shr"):
+                r = self._shift(e, a, b)
+            elif e.op in _INT_BIT:
+                r = f"({a} {_INT_BIT[e.op]} {b})"
             elif e.op in ("add", "sub", "mul"):
                 r = f"({a} {_FLOAT_BIN[e.op]} {b})"
             else:
@@ -301,11 +313,25 @@ class ExprGen:
             r = f"np.power({a}, {b})"
         return round_to(r, t)
 
+    def _shift(self, e: BinOp, a: str, b: str) -> str:
+        """`a << b` / `a >> b` on observed operands; a count not proven inside [0, compute
+        width) goes through the runtime's checked shift, which reports a fault as interp does."""
+        width = S.int_compute_dtype(e.a.dtype).bits
+        r = observed_range(interval(e.b, self.env), e.b.dtype)
+        if r is not None and 0 <= r[0] and r[1] < width:
+            return f"({a} {'<<' if e.op == 'shl' else '>>'} {b})"
+        code = self.faults.add(Fault("shift", f"`{e.op}` on {e.a.dtype}", self.loc, width))
+        return f"c{e.op}({int_arg(a)}, {int_arg(b)}, np.int64({width}), err, {int_arg(code)})"
+
     def unary(self, e: Unary) -> str:
         a = self.gen(e.a)
         t = e.dtype
         if e.op == "not":
             return f"(not {a})"
+        if e.op == "bitnot":  # on the two's complement bits at the compute width
+            a = self.observed(e.a, a)
+            c = S.int_compute_dtype(t)
+            return f"({a} ^ {dt.max_value(c)})" if c.kind == "uint" else f"(~{a})"
         if e.op == "neg":
             return f"(-{a})"
         if e.op == "abs":
@@ -332,3 +358,7 @@ class ExprGen:
             raise TypeError(f"cpu codegen has no unary {e.op}")
         return round_to(r, t)
 
+
+def _positive_const(e) -> bool:
+    """An integer constant divisor above zero: floor division by it needs no fault check."""
+    return isinstance(e, Const) and int(e.value) > 0

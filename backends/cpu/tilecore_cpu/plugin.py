@@ -68,18 +68,6 @@ def tile_unsupported(target, func):
         _split_top(func)
     except TileTargetError as e:
         return e.message
-    return _int_op_used(func)
-
-
-def _int_op_used(func):
-    """The reason when `func` uses floor division or a bit operation: the generated code
-    computes ints in int64 and wraps only on store, which shifts would observe."""
-    from tilecore.ir.expr import INT_OP_FUNCS, BinOp, Unary
-    from tilecore.ir.visit import walk
-
-    for n in walk(func.body):
-        if isinstance(n, (BinOp, Unary)) and n.op in INT_OP_FUNCS:
-            return f"T.{INT_OP_FUNCS[n.op]} is not implemented by the cpu backend yet (use interp)"
     return None
 
 

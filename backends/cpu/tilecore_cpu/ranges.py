@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tilecore import dtypes as dt
 from tilecore import semantics as S
-from tilecore.ir.expr import BinOp, Cast, Const, Var
+from tilecore.ir.expr import BinOp, Cast, Const, Load, Unary, Var
 
 Interval = tuple[int, int]  # inclusive [lo, hi]
 
@@ -19,6 +19,8 @@ def interval(e, env: dict[int, Interval]) -> Interval | None:
         return None
     if isinstance(e, Var):
         return env.get(id(e))
+    if isinstance(e, Load):  # an element holds a value of its dtype (stores wrap to it)
+        return (dt.min_value(e.dtype), dt.max_value(e.dtype)) if e.dtype.is_int else None
     if isinstance(e, Cast):
         if not (e.dtype.is_int and e.value.dtype.is_int):
             return None
@@ -34,7 +36,15 @@ def interval(e, env: dict[int, Interval]) -> Interval | None:
             a, b = observed(a, e.a.dtype), observed(b, e.b.dtype)
         if a is None or b is None:
             return None
+        if e.op in ("shl", "shr"):
+            return _shift(e.op, a, b, S.int_compute_dtype(e.a.dtype).bits)
         return _binop(e.op, a, b)
+    if isinstance(e, Unary) and e.op == "bitnot":
+        a = observed(interval(e.a, env), e.a.dtype)
+        c = S.int_compute_dtype(e.dtype)
+        if c.kind == "uint":  # exprs: `a ^ max`
+            return dt.max_value(c) - a[1], dt.max_value(c) - a[0]
+        return ~a[1], ~a[0]
     return None
 
 
@@ -78,7 +88,27 @@ def _binop(op: str, a: Interval, b: Interval) -> Interval | None:
         return S.c_div(a[0], b[0]), S.c_div(a[1], b[0])
     if op == "mod" and b[0] == b[1] and b[0] > 0 and a[0] >= 0:
         return 0, min(a[1], b[0] - 1)
+    if op == "floordiv" and b[0] == b[1] and b[0] > 0:  # monotonic in a
+        return a[0] // b[0], a[1] // b[0]
+    if op == "floormod" and b[0] == b[1] and b[0] > 0:  # the divisor's sign: never negative
+        return (a[0], a[1]) if a[0] >= 0 and a[1] < b[0] else (0, b[0] - 1)
+    if op == "bitand" and (a[0] >= 0 or b[0] >= 0):  # below every non-negative operand
+        return 0, min(x[1] for x in (a, b) if x[0] >= 0)
+    if op in ("bitor", "bitxor") and a[0] >= 0 and b[0] >= 0:  # no bit above the wider one's
+        return 0, (1 << max(a[1], b[1]).bit_length()) - 1
     return None
+
+
+def _shift(op: str, a: Interval, s: Interval, width: int) -> Interval | None:
+    """`a << s` / `a >> s` for counts proven inside [0, width) (only then does the generated
+    code shift unchecked; a checked shift that faults returns 0, which need not lie in here):
+    monotonic in each operand, so the corners bound it. Values beyond int64 are unknown (int64
+    `<<` wraps there)."""
+    if s[0] < 0 or s[1] >= width:
+        return None
+    corners = [(x << y) if op == "shl" else (x >> y) for x in a for y in s]
+    lo, hi = min(corners), max(corners)
+    return (lo, hi) if -(2**63) <= lo and hi < 2**63 else None
 
 
 def loop_range(start, stop, step: int, env) -> Interval | None:

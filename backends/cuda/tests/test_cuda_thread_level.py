@@ -96,3 +96,48 @@ def test_roles_with_tile_operations_compile_for_sm90a(tmp_path):
     assert "__syncthreads()" in src  # the mbarrier initialization only
     assert re.search(r"bar\.sync (8|9), 128", src)
     _nvcc(src, tmp_path)
+
+
+def reg_budgets():
+    """TileLang's warp-specialized register budgets: each role's branch sets its own first."""
+    @T.prim_func
+    def k(A: T.Tensor((512,), "float32"), B: T.Tensor((512,), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            tx = T.get_thread_binding()
+            S = T.alloc_shared((2, 128), "float32")
+            full = T.alloc_barrier([128, 128])
+            empty = T.alloc_barrier([128, 128])
+            if tx < 128:
+                T.set_max_nreg(240, 1)
+                for it in T.serial(4):
+                    T.barrier_wait(full[it % 2], (it // 2) % 2)
+                    B[it * 128 + tx] = S[it % 2, 127 - tx]
+                    T.barrier_arrive(empty[it % 2])
+            else:
+                T.set_max_nreg(40, 0)
+                for it in T.serial(4):
+                    T.barrier_wait(empty[it % 2], (it // 2 + 1) % 2)
+                    S[it % 2, tx - 128] = A[it * 128 + tx - 128]
+                    T.barrier_arrive(full[it % 2])
+    return k
+
+
+def test_set_max_nreg_is_setmaxnreg_on_sm90a_only(tmp_path):
+    """sm_90a: one `setmaxnreg` per branch, first in it, as TileLang writes it; sm_90 (no
+    setmaxnreg in its PTX) drops them with a warning naming each line."""
+    from tilecore.errors import TileConfigWarning
+
+    src = tilecore.compile(reg_budgets(), target="cuda:sm_90a").get_kernel_source()
+    inc = 'asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");'
+    dec = 'asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");'
+    assert src.count(inc) == 1 and src.count(dec) == 1
+    lines = [ln.strip() for ln in src.splitlines()]
+    assert lines[lines.index(inc) - 1].startswith("if (") and lines[lines.index(dec) - 1] == "} else {"
+    if nvcc_path():
+        _nvcc(src, tmp_path)
+    with pytest.warns(TileConfigWarning) as rec:
+        old = tilecore.compile(reg_budgets(), target="cuda:sm_90").get_kernel_source()
+    told = sorted(str(r.message).split(" is accepted")[0] for r in rec)
+    assert told == ["T.set_max_nreg(240, 1)", "T.set_max_nreg(40, 0)"], told
+    assert all("not applied on cuda:sm_90:" in str(r.message) for r in rec)
+    assert "setmaxnreg" not in old

@@ -12,6 +12,7 @@ are aligned to 1024 bytes, since the hardware swizzles on absolute shared addres
 from __future__ import annotations
 
 from tilecore.errors import TileInternalError
+from tilecore.ir.reg_budget import SetMaxNReg
 from tilecore.ir.thread import MbarrierArrive, MbarrierInit, MbarrierWait, OperandRef, TmaLoad, TmaStore
 from tilecore.ir.visit import walk
 
@@ -169,16 +170,21 @@ class AsyncRenderMixin:
         self.emit(f"if ({tx} >= {s.split}) {{  // producer warpgroup")
         self.depth += 1
         if s.producer_regs:
-            self.emit(f'asm volatile("setmaxnreg.dec.sync.aligned.u32 {s.producer_regs};");')
+            self.stmt_SetMaxNReg(SetMaxNReg(s.producer_regs, False))
         self.stmt(s.producer)
         self.depth -= 1
         self.emit("} else {  // consumers")
         self.depth += 1
         if s.consumer_regs:
-            self.emit(f'asm volatile("setmaxnreg.inc.sync.aligned.u32 {s.consumer_regs};");')
+            self.stmt_SetMaxNReg(SetMaxNReg(s.consumer_regs, True))
         self.stmt(s.consumer)
         self.depth -= 1
         self.emit("}")
+
+    def stmt_SetMaxNReg(self, s) -> None:
+        """`setmaxnreg.inc` / `.dec` (sm_90a): the warpgroup's register budget, from
+        `T.set_max_nreg` or a warp-specialized node's producer/consumer budgets."""
+        self.emit(f'asm volatile("{s.ptx}");')
 
     def stmt_AsyncFence(self, s) -> None:
         """`fence.proxy.async.shared::cta` / `fence.mbarrier_init.release.cluster` /

@@ -83,3 +83,34 @@ def test_backward_with_bulk_dq(causal, early):
     got = flash_attention_bwd.backward(q, k, v, o, do, lse, causal, "emu:sm_90", **tiles)
     for g, w in zip(got, flash_attention_bwd.gradients64(q, k, v, do, causal)):
         np.testing.assert_allclose(np.asarray(g, np.float32), w, **flash_attention_bwd.TOLERANCE)
+
+
+@pytest.mark.parametrize("disabled", [False, True])
+def test_staging_stores_exchange_registers_to_be_conflict_free(disabled):
+    """A float32 accumulator stores 8 bytes per lane (four 32-byte rows per phase), and in the
+    staging tile's 128-byte swizzle panels rows r and r ^ 1 share banks (2-way). `store_swap`
+    has half the lanes store a partner register run in place of each run, so every phase fills
+    the line: the lowered stores, tabulated on their own (tilecore.lower.banks), are
+    conflict-free, with the same panels and boxes, and the sums are unchanged.
+    `tilecore.disable_staged_swizzle` keeps the plain order."""
+    from tilecore.ir.thread import find_kernel
+    from tilecore.lower.banks import shared_accesses
+    from tilecore.lower.smem import BankModel
+
+    rows, passes, blocks = 100, 2, 2
+    a, b, want = _inputs(rows)
+    configs = {"tilecore.disable_staged_swizzle": True} if disabled else None
+    kern = tilecore.compile(_program(rows, passes, blocks), target="emu:sm_90", pass_configs=configs)
+    k = find_kernel(kern.stages[-1][1].func.body)
+    stage = next(x for x in k.shared if x.name.endswith("_tma_stage"))
+    degrees = {x.degree for x in shared_accesses(k, BankModel(4, 32, 16))
+               if x.buffer == stage.name and x.kind == "vector store"}
+    assert stage.layout.panel * 4 == 128
+    assert degrees == ({2} if disabled else {1})
+    src = kern.get_kernel_source()
+    assert src.count("tma_reduce_add") == 2  # one per panel either way
+    assert ("T.if_then_else(tx" in src) != disabled  # the exchanged registers
+    out = np.zeros((rows, 2, 64), np.float32)
+    kern(a, b, out)
+    np.testing.assert_allclose(out, np.repeat((passes * blocks * want)[:, None, :], 2, axis=1),
+                               rtol=1e-4, atol=1e-3)

@@ -284,6 +284,121 @@ def test_transposed_fragment_update_is_staged():
     both(k, ints(np.random.default_rng(9), (32, 32), "float16", -3, 4))
 
 
+@pytest.mark.parametrize("inner", ["unroll", "serial"])
+def test_inner_loop_writes_whole_fragment_rows(inner):
+    """`for i, j in T.Parallel(a, b): for k in T.unroll(c): F[i, j, k] = ...`: the thread running
+    iteration (i, j) holds the row F[i, j, :] (TileLang's rule), read back in place, written
+    transposed into a second fragment, then reduced and copied out. Before the fix the lowering
+    guarded each iteration with `k == <coordinate>` before the loop binding k."""
+    a, b, c = 4, 8, 3  # c = 3: a strided layout of (a, b, c) would split the rows over threads
+    loop = T.unroll if inner == "unroll" else T.serial
+
+    @T.prim_func
+    def k(A: T.Tensor((a, b, c), "float32"), O: T.Tensor((a, b, c), "float32"),
+          S: T.Tensor((b, a), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            F = T.alloc_fragment((a, b, c), "float32")
+            G = T.alloc_fragment((c, b, a), "float32")
+            s = T.alloc_fragment((b, a), "float32")
+            for i, j in T.Parallel(a, b):
+                for kk in loop(c):
+                    F[i, j, kk] = A[i, j, kk] * 2.0 + kk
+            for i, j in T.Parallel(a, b):
+                for kk in loop(c):
+                    F[i, j, kk] = F[i, j, kk] - j
+                    G[kk, j, i] = F[i, j, kk] * F[i, j, kk]
+            T.reduce_sum(G, s, dim=0)
+            T.copy(F, O[0, 0, 0])
+            T.copy(s, S[0, 0])
+
+    x = ints(np.random.default_rng(14), (a, b, c))
+    o, s = both(k, x, out_idx=(-2, -1))(x)
+    want = x * 2 + np.arange(c) - np.arange(b)[None, :, None]
+    np.testing.assert_array_equal(o, want)
+    np.testing.assert_array_equal(s, (want ** 2).sum(axis=2).T)
+
+
+def test_inner_loop_rows_take_the_layout_their_loop_gets_later():
+    """The loop writing F's rows is distributed by G, which has no layout until a default is
+    picked; F, also read by a larger loop over all its dimensions, must not take a default of its
+    own first (it would spread the rows over threads)."""
+    a, b, c = 4, 8, 3
+
+    @T.prim_func
+    def k(A: T.Tensor((a, b), "float32"), O: T.Tensor((a, b, c), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            F = T.alloc_fragment((a, b, c), "float32")
+            G = T.alloc_fragment((a, b), "float32")
+            for i, j in T.Parallel(a, b):
+                G[i, j] = A[i, j] * 2.0
+                for kk in T.serial(c):
+                    F[i, j, kk] = G[i, j] + kk
+            for i, j, kk in T.Parallel(a, b, c):
+                O[i, j, kk] = F[i, j, kk] + 1.0
+
+    x = ints(np.random.default_rng(15), (a, b))
+    np.testing.assert_array_equal(both(k, x)(x), x[:, :, None] * 2 + np.arange(c) + 1)
+
+
+@pytest.mark.parametrize("inner", ["unroll", "serial"])
+def test_inner_loop_splitting_a_loop_index_owns_the_split_elements(inner):
+    """Dequantization's `F[i, j * E + v]` (a loop variable split by an inner loop inside one
+    index): iteration (i, j) holds F[i, j*E : j*E + E]; written from packed 2-bit fields, updated
+    in place with the operands in the other order (`v + E * j`), then read by a loop over all of
+    F's dimensions and reduced. Before the rule each store was a layout conflict."""
+    a, b, E = 16, 8, 4
+    loop = T.unroll if inner == "unroll" else T.serial
+
+    @T.prim_func
+    def k(A: T.Tensor((a, b), "int8"), S: T.Tensor((a,), "float32"), O: T.Tensor((a, b * E), "float32"),
+          R: T.Tensor((a,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            F = T.alloc_fragment((a, b * E), "float32")
+            r = T.alloc_fragment((a,), "float32")
+            for i, j in T.Parallel(a, b):
+                for v in loop(E):
+                    F[i, j * E + v] = T.Cast("float32", (A[i, j] >> (v * 2)) & 3) * S[i]
+            for i, j in T.Parallel(a, b):
+                for v in loop(E):
+                    F[i, v + E * j] = F[i, v + E * j] - v
+            for i, n in T.Parallel(a, b * E):
+                O[i, n] = F[i, n] * 2.0
+            T.reduce_sum(F, r, dim=1)
+            T.copy(r, R[0])
+
+    rng = np.random.default_rng(16)
+    x = rng.integers(-128, 128, (a, b)).astype(np.int8)
+    sc = ints(rng, (a,))
+    o, red = both(k, x, sc, out_idx=(-2, -1))(x, sc)
+    fields = (x[:, :, None].astype(np.int32) >> (np.arange(E) * 2)) & 3
+    want = (fields * sc[:, None, None] - np.arange(E)).reshape(a, b * E).astype(np.float32)
+    np.testing.assert_array_equal(o, want * 2)
+    np.testing.assert_array_equal(red, want.sum(axis=1))
+
+
+def test_inner_loop_rows_of_a_gemm_accumulator_are_a_located_conflict():
+    """A tensor-core accumulator spreads each row over several threads, so a loop that writes
+    whole rows of it through an inner loop cannot own them: a located layout conflict."""
+
+    @T.prim_func
+    def k(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            a_s = T.alloc_shared((16, 16), "float16")
+            c = T.alloc_fragment((16, 16), "float32")
+            T.copy(A[0, 0], a_s)
+            T.gemm(a_s, a_s, c, clear_accum=True)
+            for i in T.Parallel(16):
+                for kk in T.serial(16):
+                    c[i, kk] = c[i, kk] + kk
+            T.copy(c, C[0, 0])
+
+    with pytest.raises(TileError) as err:
+        tilecore.jit(k, out_idx=[-1], target=EMU)
+    msg = str(err.value)
+    assert "layout conflict" in msg and "T.gemm at" in msg and "through an inner loop" in msg
+    assert "c[i, kk] = c[i, kk] + kk" in msg
+
+
 @emu_only
 def test_out_of_bounds_global_store_names_the_line():
     n = T.dynamic("n")  # symbolic, so only the run can see it (constant shapes fail to compile)

@@ -169,6 +169,52 @@ def test_unsupported_layout_objects_and_unswizzlable_tiles_are_errors():
         tilecore.compile(annotated("explicit", layout=Swizzled(32, 64, 3, 3, 3)), out_idx=[2], target=EMU)
 
 
+def self_staged(M=96, N=80, K=72):
+    """A GEMM whose epilogue stages its accumulator itself, as FlashAttention's O_shared: the
+    fragment copied into a shared tile, the tile copied out (ragged: edge tiles too)."""
+    @T.prim_func
+    def g(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, 64), T.ceildiv(M, 64), threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_s = T.alloc_shared((64, 64), "float16")
+            C_l = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(T.ceildiv(K, 32), num_stages=2):
+                T.copy(A[by * 64, k * 32], A_s)
+                T.copy(B[k * 32, bx * 64], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C_s)
+            T.copy(C_s, C[by * 64, bx * 64])
+
+    return g
+
+
+@pytest.mark.parametrize("disabled", [False, True])
+def test_a_tile_the_kernel_stages_itself_is_swizzled(disabled):
+    # 64 fp16 columns are 128 bytes: row-major, the accumulator's writes (8 rows of 16 bytes
+    # per phase) all hit the same 4 banks; the staged-tile swizzle makes them conflict-free
+    # and the vector reads stay conflict-free through the same layout
+    func = self_staged()
+    rng = np.random.default_rng(3)
+    a = rng.integers(-3, 4, (96, 72)).astype(np.float16)
+    b = rng.integers(-3, 4, (72, 80)).astype(np.float16)
+    want = tilecore.jit(func, out_idx=[2], target="interp")(a, b)
+    configs = {"tilecore.disable_staged_swizzle": True} if disabled else None
+    kernel = tilecore.jit(func, out_idx=[2], target=EMU, pass_configs=configs)
+    np.testing.assert_array_equal(kernel(a, b), want)  # small integers: exact in any order
+    k = lowered(kernel)
+    c_s = next(b for b in k.shared if b.name == "C_s")
+    got = {(x.kind, x.degree) for x in shared_accesses(k, BANKS) if x.buffer == "C_s"}
+    if disabled:
+        assert c_s.layout == RowMajor(64, 64)
+        assert ("vector store", 8) in got
+    else:
+        assert isinstance(c_s.layout, Swizzled), c_s.layout
+        assert {kind for kind, _ in got} == {"vector store", "vector load"}
+        assert all(degree == 1 for _, degree in got), got
+
+
 # --------------------------------------------------------------------------- use_swizzle
 
 
