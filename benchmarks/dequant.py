@@ -1,7 +1,7 @@
 """W4A16 dequantizing GEMV on the GPU (examples/dequant_gemv_w4a16.py) beside torch, in one process.
 
 Run on a CUDA machine (the lent H200):  python benchmarks/dequant.py [--out results.json]
-(the figures in BENCHMARKS.md: benchmarks/dequant_h200.json, the second run of the session)
+(the figures in BENCHMARKS.md, "the streaming kernel": benchmarks/dequant_h200.json is its call 2)
     [--configs '[{"threads": 256, "rows": 8, "num_stages": 3}, ...]']
 
 Peers, at M = 1 and 16 with N = K = 4096 and at M = 1, N = 14336, K = 4096 (group size 128,
@@ -44,9 +44,9 @@ GROUP = 128
 SHAPES = [(1, 4096, 4096), (16, 4096, 4096), (1, 14336, 4096)]
 # every M = 1 config on both M = 1 shapes (threads x rows x stages: a tile of threads / 2 * rows
 # packed rows of a 32-column strip, 16-byte cp.async); the first is the example's default
-CONFIGS = [dict(threads=256, rows=8, num_stages=3),
+CONFIGS = [dict(threads=256, rows=8, num_stages=2),
            dict(threads=256, rows=4, num_stages=3),
-           dict(threads=256, rows=8, num_stages=2),
+           dict(threads=256, rows=8, num_stages=3),
            dict(threads=256, rows=4, num_stages=4),
            dict(threads=512, rows=4, num_stages=2),
            dict(threads=512, rows=2, num_stages=4),

@@ -72,7 +72,7 @@ def _x(X, row, k, M: int, K: int, exact: bool):
 STRIP = 32  # columns per strip of the weight format and per block
 
 
-def program(M=1, N=4096, K=4096, group_size=128, threads=256, rows=8, num_stages=3, dtype="bfloat16",
+def program(M=1, N=4096, K=4096, group_size=128, threads=256, rows=8, num_stages=2, dtype="bfloat16",
             unpack="bits", block_M=1):
     """Y = X @ dequant(Wq, S) (module docstring). Each T.Pipelined tile (`num_stages` in
     flight) holds threads / 2 * `rows` packed rows of a strip (two threads per row, 16 bytes
