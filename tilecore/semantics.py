@@ -12,6 +12,10 @@ and the host-side launch-extent evaluator all compute through this module; compi
   ints under 32 bits (they wrap to their own width only when stored or cast), the dtype itself
   for int32, uint32 and int64. Division and remainder truncate toward zero (`c_div`, `c_mod`);
   a zero divisor raises ZeroDivisionError (callers turn it into a TileRuntimeError).
+  Overflow wraps there too: `INT64_MIN / -1` is INT64_MIN, its remainder 0 (C leaves it
+  undefined and x86 traps; every target computes the wrapped value).
+- **Masked lanes** (`active_divisor`, `active_shift_count`): a lane a condition masks off is
+  not executed, so its divisor or shift count cannot fault; only an active lane's does.
 - **Floor division** (`floor_div`, `floor_mod`; `T.floordiv` / `T.floormod`, TIR's meaning):
   the quotient rounds toward negative infinity and the remainder takes the divisor's sign
   (`a == floor_div(a, b) * b + floor_mod(a, b)`); a zero divisor raises like `c_div`.
@@ -235,6 +239,36 @@ class ShiftCountError(ArithmeticError):
     """A shift count outside [0, the operation's C compute width): undefined in C."""
 
 
+def active_divisor(b, mask):
+    """Divisor(s) `b` of a division evaluated for the lanes `mask` marks active (None: all):
+    raises ZeroDivisionError when an active lane divides by zero; an inactive lane's zero becomes
+    1, so the lanes a condition masks off (never executed) do not fault. Their quotients are
+    discarded by the caller."""
+    if mask is None:
+        return b
+    zero = np.asarray(b) == 0
+    if not zero.any():
+        return b
+    if np.any(zero & mask):
+        raise ZeroDivisionError
+    return 1 if zero.ndim == 0 else np.where(zero, 1, b)
+
+
+def active_shift_count(s, mask, width: int):
+    """Shift count(s) `s` at a compute width of `width` bits, evaluated for the lanes `mask`
+    marks active (None: all): raises ShiftCountError when an active lane's count lies outside
+    [0, width); an inactive lane's becomes 0 (like `active_divisor`)."""
+    a = np.asarray(s)
+    bad = (a < 0) | (a >= width)
+    if not bad.any():
+        return s
+    hit = bad if mask is None else bad & mask
+    if np.any(hit):
+        count = int(np.broadcast_to(a, np.shape(hit))[hit].flat[0]) if a.ndim else int(a)
+        raise ShiftCountError(f"shift count {count} is outside [0, {width})")
+    return 0 if a.ndim == 0 else np.where(bad, 0, s)
+
+
 def _shift(left: bool, width: int):
     """`a << s` or `a >> s` at a compute width of `width` bits; the caller wraps the result.
     Values are two's complement Python ints / int64 (unsigned ones non-negative), so Python's
@@ -301,6 +335,7 @@ INT_BITWISE = {"bitand": _i(lambda a, b: a & b), "bitor": _i(lambda a, b: a | b)
                "bitxor": _i(lambda a, b: a ^ b)}
 INT_BINARY.update(INT_BITWISE)
 SHIFT_OPS = ("shl", "shr")
+DIVISIONS = ("div", "mod", "floordiv", "floormod")  # the operations a zero divisor faults
 
 
 _INT_OPERATIONS: dict[tuple[str, str], object] = {}  # (op, dtype name) -> int_operation's answer
