@@ -115,3 +115,54 @@ def test_only_active_lanes_divide(target, data):
         b[data.draw(st.integers(0, n - 1), label="zero lane")] = 0
         with pytest.raises(TileRuntimeError, match="division by zero"):
             f(a, b, sh, n)
+
+
+# --------------------------------------------------------------------------- int64 extremes
+
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+_EDGES64 = [I64_MIN, I64_MIN + 1, -(2**62), -3, -2, -1, 1, 2, 3, 2**62, I64_MAX - 1, I64_MAX]
+
+
+def _exact64(x: int, y: int) -> list[int]:
+    """C division, C remainder, floor division, floor remainder of int64s, wrapped like C's
+    `-fwrapv` arithmetic (INT64_MIN / -1 is INT64_MIN)."""
+    return [wrap(v, 64) for v in (c_div(x, y), c_mod(x, y), x // y, x % y)]
+
+
+def test_the_semantics_divide_int64_extremes_exactly():
+    """Array and scalar paths of c_div / c_mod / floor_div / floor_mod on every pair of int64
+    edge values (the array path once took abs(INT64_MIN), which overflows:
+    (2**63 - 2) // -2**63 was 1, INT64_MIN // 2 was +2**62)."""
+    from tilecore import dtypes as dt
+    from tilecore import semantics as S
+
+    pairs = [(x, y) for x in _EDGES64 + [0] for y in _EDGES64]
+    a = np.array([x for x, _ in pairs], np.int64)
+    b = np.array([y for _, y in pairs], np.int64)
+    want = np.array([_exact64(x, y) for x, y in pairs], np.int64).T
+    with np.errstate(all="raise"):  # no NumPy overflow on the way either
+        for row, op in enumerate(("div", "mod", "floordiv", "floormod")):
+            np.testing.assert_array_equal(S.int_binop(op, a, b, dt.int64), want[row], err_msg=op)
+            got = [S.int_binop(op, x, y, dt.int64) for x, y in pairs]
+            assert got == want[row].tolist(), op
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_int64_division_by_extremes_on_every_target(target):
+    @T.prim_func
+    def div64(A: T.Tensor((len(_EDGES64) + 1, len(_EDGES64)), "int64"),
+              B: T.Tensor((len(_EDGES64) + 1, len(_EDGES64)), "int64"),
+              C: T.Tensor((4, len(_EDGES64) + 1, len(_EDGES64)), "int64")):
+        with T.Kernel(1, threads=32) as _:
+            for i, j in T.Parallel(len(_EDGES64) + 1, len(_EDGES64)):
+                C[0, i, j] = A[i, j] // B[i, j]
+                C[1, i, j] = A[i, j] % B[i, j]
+                C[2, i, j] = T.floordiv(A[i, j], B[i, j])
+                C[3, i, j] = T.floormod(A[i, j], B[i, j])
+
+    xs = _EDGES64 + [0]
+    a = np.array([[x] * len(_EDGES64) for x in xs], np.int64)
+    b = np.array([_EDGES64] * len(xs), np.int64)
+    want = np.array([[_exact64(x, y) for y in _EDGES64] for x in xs], np.int64).transpose(2, 0, 1)
+    out = tilecore.jit(div64, out_idx=[-1], target=target)(a, b)
+    np.testing.assert_array_equal(out, want)

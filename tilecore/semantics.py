@@ -187,8 +187,13 @@ def c_div(a, b):
         return a // b  # the common index arithmetic (`i // W`): floor is truncation here
     if np.any(b == 0):
         raise ZeroDivisionError
-    q = np.abs(a) // np.abs(b)
-    return np.where((a >= 0) == (b >= 0), q, -q)
+    # Not |a| // |b|: abs(INT64_MIN) overflows. C's remainder (np.fmod, exact) makes a - r an
+    # exact multiple of b, whose floor quotient is the truncated one; b == -1 is -a, wrapping
+    # for INT64_MIN (floor_divide would overflow there).
+    neg1 = b == -1
+    bs = np.where(neg1, 1, b)
+    q = (a - np.fmod(a, bs)) // bs
+    return np.where(neg1, np.negative(a), q)  # NumPy's array negation wraps silently
 
 
 def c_mod(a, b):
@@ -218,7 +223,10 @@ def floor_div(a, b):
     a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
     if np.any(b == 0):
         raise ZeroDivisionError
-    return np.floor_divide(a, b)
+    neg1 = b == -1  # a // -1 is -a, wrapping for INT64_MIN (floor_divide would overflow)
+    if not neg1.any():
+        return np.floor_divide(a, b)
+    return np.where(neg1, np.negative(a), np.floor_divide(a, np.where(neg1, 1, b)))
 
 
 def floor_mod(a, b):
