@@ -10,10 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from optional_backends import target_params
+from test_cstyle_semantics import _run_c, needs_cc
 
 import tilecore
 import tilecore.language as T
+from tilecore import dtypes as dt
+from tilecore import semantics as S
+from tilecore.codegen.cstyle import CStyleRenderer
 from tilecore.errors import TileRuntimeError
+from tilecore.ir.expr import Var, binop
 
 TARGETS = target_params("interp", "cpu", "emu:sm_80")
 
@@ -133,9 +138,6 @@ def test_the_semantics_divide_int64_extremes_exactly():
     """Array and scalar paths of c_div / c_mod / floor_div / floor_mod on every pair of int64
     edge values (the array path once took abs(INT64_MIN), which overflows:
     (2**63 - 2) // -2**63 was 1, INT64_MIN // 2 was +2**62)."""
-    from tilecore import dtypes as dt
-    from tilecore import semantics as S
-
     pairs = [(x, y) for x in _EDGES64 + [0] for y in _EDGES64]
     a = np.array([x for x, _ in pairs], np.int64)
     b = np.array([y for _, y in pairs], np.int64)
@@ -166,3 +168,78 @@ def test_int64_division_by_extremes_on_every_target(target):
     want = np.array([[_exact64(x, y) for y in _EDGES64] for x in xs], np.int64).transpose(2, 0, 1)
     out = tilecore.jit(div64, out_idx=[-1], target=target)(a, b)
     np.testing.assert_array_equal(out, want)
+
+
+# --------------------------------------------------------------------------- negative constants
+
+_U32 = np.array([0, 1, 2, 5, 7, 2**31 - 1, 2**31, 2**32 - 3, 2**32 - 2, 2**32 - 1] + [9] * 22,
+                np.uint32)
+
+
+def _negative_constants(dtype: str):
+    """Negative Python literals against an unsigned operand, in arithmetic and comparisons."""
+    @T.prim_func
+    def negc(A: T.Tensor((32,), dtype), C: T.Tensor((9, 32), dtype), D: T.Tensor((2, 32), "bool")):
+        with T.Kernel(1, threads=32) as _:
+            for i in T.Parallel(32):
+                C[0, i] = A[i] // -1
+                C[1, i] = T.floordiv(A[i], -1)
+                C[2, i] = A[i] % -3
+                C[3, i] = T.floormod(A[i], -3)
+                C[4, i] = T.min(A[i], -1)
+                C[5, i] = T.max(A[i], -2)
+                # `A[i] * 1`, an expression: with the element reference itself the select
+                # is typed int32 (select() types the literal before it unwraps a reference)
+                C[6, i] = T.if_then_else(A[i] > 5, A[i] * 1, -1) // 7
+                C[7, i] = -2 // A[i] if A[i] != 0 else 3
+                C[8, i] = A[i] + -1
+                D[0, i] = A[i] <= -1  # comparisons compare values: never true on unsigned
+                D[1, i] = A[i] > -3
+    return negc
+
+
+def _negative_reference(a: np.ndarray, bits: int):
+    """C's meaning: uint32 arithmetic converts a negative literal to uint32 (`-1` is
+    4294967295u); narrower unsigned ints compute in `int`, where it stays -1."""
+    def k(v: int) -> int:  # the literal at the operation's C compute width
+        return v % 2**32 if bits == 32 else v
+
+    out, cmp = [], []
+    for x in (int(v) for v in a):
+        y = x if x > 5 else k(-1)
+        row = [c_div(x, k(-1)), x // k(-1), c_mod(x, k(-3)), x % k(-3), min(x, k(-1)),
+               max(x, k(-2)), c_div(y, 7), c_div(k(-2), x) if x else 3, x - 1]
+        out.append([wrap(v, bits, signed=False) for v in row])
+        cmp.append([False, True])
+    return np.array(out, np.int64).T.astype(a.dtype), np.array(cmp).T
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["uint32", "uint8"])
+def test_negative_constants_against_unsigned_operands(target, dtype):
+    """`x // -1` on uint32 is C's `x / 4294967295u` on every target (interp once computed -x);
+    on uint8 the operation computes in C's `int`, where -1 stays -1; comparisons compare values."""
+    bits = int(dtype[4:])
+    a = (_U32.astype(np.int64) % 2**bits).astype(dtype)
+    c, d = tilecore.jit(_negative_constants(dtype), out_idx=[1, 2], target=target)(a)
+    want_c, want_d = _negative_reference(a, bits)
+    np.testing.assert_array_equal(c, want_c)
+    np.testing.assert_array_equal(d, want_d)
+
+
+@needs_cc
+def test_the_c_renderer_converts_negative_uint32_literals_like_c():
+    """The C renderers (cuda, hip, metal share it) compute what the IR means, checked by gcc."""
+    r = CStyleRenderer()
+    x = Var("opnd_x", dt.uint32)
+    cases = [binop(op, x, c) for op in ("div", "mod", "floordiv", "floormod", "min", "max")
+             for c in (-1, -3)]
+    decls, exprs, want = [], [], []
+    for k, v in enumerate([0, 1, 7, 2**31, 2**32 - 3, 2**32 - 1]):
+        decls.append(f"unsigned int x{k} = {v}u;")
+        for e in cases:
+            exprs.append(("unsigned int", r.expr(e).replace(r.name_of(x), f"x{k}")))
+            c = int(e.b.value) % 2**32
+            want.append({"div": v // c, "mod": v % c, "floordiv": v // c, "floormod": v % c,
+                         "min": min(v, c), "max": max(v, c)}[e.op])
+    assert [int(s) for s in _run_c(decls, exprs, prelude=tuple(r.prelude()))] == want

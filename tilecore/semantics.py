@@ -12,8 +12,11 @@ and the host-side launch-extent evaluator all compute through this module; compi
   ints under 32 bits (they wrap to their own width only when stored or cast), the dtype itself
   for int32, uint32 and int64. Division and remainder truncate toward zero (`c_div`, `c_mod`);
   a zero divisor raises ZeroDivisionError (callers turn it into a TileRuntimeError).
-  Overflow wraps there too: `INT64_MIN / -1` is INT64_MIN, its remainder 0 (C leaves it
-  undefined and x86 traps; every target computes the wrapped value).
+  Operands are values of the compute width: a negative uint32 constant in arithmetic is
+  its uint32 value (`x // -1` is `x / 4294967295u`; `ir.expr.as_operand`), while comparisons
+  compare values (`x <= -1` never holds on an unsigned `x`). Division overflow wraps too:
+  `INT64_MIN / -1` is INT64_MIN, its remainder 0 (undefined in C, a trap on x86: interp, emu
+  and cpu compute the wrapped value; the C renderers' `/` leaves it to the hardware).
 - **Masked lanes** (`active_divisor`, `active_shift_count`): a lane a condition masks off is
   not executed, so its divisor or shift count cannot fault; only an active lane's does.
 - **Floor division** (`floor_div`, `floor_mod`; `T.floordiv` / `T.floormod`, TIR's meaning):
