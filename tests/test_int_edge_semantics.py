@@ -170,6 +170,35 @@ def test_int64_division_by_extremes_on_every_target(target):
     np.testing.assert_array_equal(out, want)
 
 
+@needs_cc
+@pytest.mark.parametrize("bits", [32, 64])
+def test_the_c_renderer_divides_int_extremes_like_the_semantics(bits):
+    """gcc runs the rendered `/`, `%`, T.floordiv and T.floormod (cuda, hip and metal share the
+    renderer) on the extremes, INT_MIN / -1 included: once a SIGFPE on the host (and an
+    unspecified value on GPUs); it wraps, as the semantics say."""
+    d = dt.as_dtype(f"int{bits}")
+    lo, hi = -(2**(bits - 1)), 2**(bits - 1) - 1
+    edges = [lo, lo + 1, -3, -1, 1, 2, 3, hi]
+    sfx = "LL" if bits == 64 else ""
+
+    def lit(v: int) -> str:  # INT_MIN has no literal: `-2147483648` negates a wider constant
+        return f"({v + 1}{sfx} - 1)" if v == lo else f"{v}{sfx}"
+    r = CStyleRenderer()
+    x, y = Var("opnd_x", d), Var("opnd_y", d)
+    cases = [binop(op, x, y) for op in ("div", "mod", "floordiv", "floormod")]
+    ctype = "int" if bits == 32 else "long long"
+    decls, exprs, want = [], [], []
+    for k, (u, v) in enumerate((u, v) for u in edges + [0] for v in edges):
+        # through volatiles: gcc would fold constant operands, INT_MIN / -1 included
+        decls.append(f"volatile {ctype} vx{k} = {lit(u)}, vy{k} = {lit(v)}; "
+                     f"{ctype} x{k} = vx{k}, y{k} = vy{k};")
+        for e, w in zip(cases, (c_div(u, v), c_mod(u, v), u // v, u % v)):
+            text = r.expr(e).replace(r.name_of(x), f"x{k}").replace(r.name_of(y), f"y{k}")
+            exprs.append((ctype, text))
+            want.append(wrap(w, bits))
+    assert [int(s) for s in _run_c(decls, exprs, prelude=tuple(r.prelude()))] == want
+
+
 # --------------------------------------------------------------------------- negative constants
 
 _U32 = np.array([0, 1, 2, 5, 7, 2**31 - 1, 2**31, 2**32 - 3, 2**32 - 2, 2**32 - 1] + [9] * 22,

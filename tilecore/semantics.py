@@ -15,8 +15,8 @@ and the host-side launch-extent evaluator all compute through this module; compi
   Operands are values of the compute width: a negative uint32 constant in arithmetic is
   its uint32 value (`x // -1` is `x / 4294967295u`; `ir.expr.as_operand`), while comparisons
   compare values (`x <= -1` never holds on an unsigned `x`). Division overflow wraps too:
-  `INT64_MIN / -1` is INT64_MIN, its remainder 0 (undefined in C, a trap on x86: interp, emu
-  and cpu compute the wrapped value; the C renderers' `/` leaves it to the hardware).
+  `INT64_MIN / -1` is INT64_MIN, its remainder 0 (undefined in C, a trap on x86; the C
+  renderers call a guarded helper where the divisor may be -1: `cexpr.checked_division`).
 - **Masked lanes** (`active_divisor`, `active_shift_count`): a lane a condition masks off is
   not executed, so its divisor or shift count cannot fault; only an active lane's does.
 - **Floor division** (`floor_div`, `floor_mod`; `T.floordiv` / `T.floormod`, TIR's meaning):
