@@ -255,7 +255,7 @@ def active_divisor(b, mask):
     raises ZeroDivisionError when an active lane divides by zero; an inactive lane's zero becomes
     1, so the lanes a condition masks off (never executed) do not fault. Their quotients are
     discarded by the caller."""
-    if mask is None:
+    if mask is None or (type(b) is int and b != 0):
         return b
     zero = np.asarray(b) == 0
     if not zero.any():

@@ -223,6 +223,9 @@ def _compile_binop(e: BinOp, slots, loc):
     guard = (S.active_divisor if op in S.DIVISIONS
              else (lambda b, mask: S.active_shift_count(b, mask, width)) if op in S.SHIFT_OPS
              else None)
+    if isinstance(e.b, Const) and (int(e.b.value) != 0 if op in S.DIVISIONS
+                                   else 0 <= int(e.b.value) < width):
+        guard = None  # a constant divisor or count: the same, valid, in every lane
 
     def int_op(env, mask):
         try:
