@@ -16,7 +16,8 @@ Steps:
   (do_bench of a 1-element torch add) first, so a straight line through time against bytes
   splits each config's time into a fixed part and a streaming rate. A config with
   `"kv_layout": "hnd"` reads the [b, kv_heads, s, d] tensors cuDNN is given, the others the
-  [b, s, kv_heads, d] ones (same values).
+  [b, s, kv_heads, d] ones (same values). A `"fuse_combine": true` config is one launch with
+  its workspaces (flash_decoding.workspace_shapes; the counters checked back at zero).
 - ["decode_read", [kv_len, ...], [cfg, ...]]: the same with L2 left clean before every timed
   run (256 MB read, `gpu_paired.bench_pair(read_flush=True)`, `gpu.bench_read_flushed`)
   instead of do_bench's zeroing flush, which leaves it full of dirty lines.
@@ -192,8 +193,15 @@ def _decode_one(torch, arch, base, cfg, tensors, ref, sdpa, mb, runs, i, bench, 
     kern = cases.build("decode", dict(base, **cfg), arch)
     out = torch.empty(b, h, d, device="cuda", dtype=torch.bfloat16)
     kk, vv = (kt, vt) if cfg.get("kv_layout") == "hnd" else (k, v)
+    counts = None
     if cfg.get("direct"):
         run = _bind(kern, q, kk, vv, out)
+    elif cfg.get("fuse_combine"):  # one launch: the workspaces (counters zero) then the output
+        work = [torch.zeros(shape, device="cuda", dtype=getattr(torch, dt)) for shape, dt in
+                cases.flash_decoding.workspace_shapes(batch=b, heads=h, kv_heads=base["kv_heads"],
+                                                      num_split=cfg["num_split"], dim=d)]
+        counts = work[-1]
+        run = _bind(kern, q, kk, vv, *work, out)
     else:
         merge = cases.build("combine", dict(batch=b, heads=h, num_split=cfg["num_split"], dim=d,
                                             dtype="bfloat16"), arch)
@@ -208,6 +216,7 @@ def _decode_one(torch, arch, base, cfg, tensors, ref, sdpa, mb, runs, i, bench, 
     run()
     err = gpu.rel_err(out, ref)
     assert err < 2e-2, f"{cfg}: relative error {err:.3e}"
+    assert counts is None or int(counts.abs().sum()) == 0, f"{cfg}: counters not reset"
     ms = bench(run)
     vs = _pair(torch, run, sdpa, ms, read_flush)
     line = (f"  cfg{i} {json.dumps(cfg)}: do_bench {ms * 1e3:.1f} us ({mb / ms:.0f} GB/s) | "
@@ -239,7 +248,7 @@ def build_jobs(plan) -> list:
             else:
                 todo = [("decode", dict(batch=32, heads=32, kv_heads=8, seq_kv=kv, dim=128, dtype="bfloat16",
                                         **cfg)) for kv in args]
-                if not cfg.get("direct"):
+                if not cfg.get("direct") and not cfg.get("fuse_combine"):
                     todo.append(("combine", dict(batch=32, heads=32, num_split=cfg["num_split"], dim=128,
                                                  dtype="bfloat16")))
             for job in todo:

@@ -277,6 +277,11 @@ def case_decode(torch, arch, configs, kv_len, paged):
         out = torch.empty(b, h, d, device="cuda", dtype=torch.bfloat16)
         if cfg.get("direct"):  # one launch writing the output (num_split=1, no combine)
             return (lambda: split(*args, out)), [out], (lambda: out)
+        if cfg.get("fuse_combine"):  # one launch, the last split block of each group merges
+            work = [torch.zeros(shape, device="cuda", dtype=getattr(torch, dt)) for shape, dt in
+                    flash_decoding.workspace_shapes(batch=b, heads=h, kv_heads=hk, num_split=cfg["num_split"],
+                                                    dim=d)]
+            return (lambda: split(*args, *work, out)), [out], (lambda: out)
         merge = build(
             "combine", dict(batch=b, heads=h, num_split=cfg["num_split"], dim=d, dtype="bfloat16"), arch
         )

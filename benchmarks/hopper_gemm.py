@@ -16,7 +16,8 @@ Run on the lent GPU:  python benchmarks/hopper_gemm.py [--out results.json] [--q
 - gemv: examples/gemv.py (B streamed through registers, no tensor cores) at M = 1, every
   config of GEMV_CONFIGS, against torch.matmul of the same shapes, with GB/s;
 - fp8: the fp8 example (e4m3 x e4m3 -> fp32 -> bf16) at 8192^3 against torch._scaled_mm;
-- ragged: a ragged GEMM (M, N, K not tile multiples) and a ragged fp8 GEMM for correctness;
+- ragged: a ragged GEMM (M, N, K not tile multiples) and a ragged fp8 GEMM for correctness, and
+  stream-K against the plain kernel on the same inputs (bit-identical repeat calls);
 - host: host microseconds per call of a TMA GEMM (prepared launch with its tensor-map slots,
   against the general launch path that encodes every map per call) beside torch.matmul.
 Times are `triton.testing.do_bench` medians (L2 flushed before each repetition, see gpu.py).
@@ -34,7 +35,9 @@ staged epilogue instead of TMA stores, tilecore/lower/tma_store.py: an A/B of th
 threads=128: two consumer warpgroups on alternate tiles); "suspend_hint": true with
 `tilecore.mbarrier_suspend_hint` (mbarrier waits parked by a suspend-time hint); "scale_d":
 false with `tilecore.disable_wgmma_scale_d` (accumulators zeroed by stores before the k loop
-instead of wgmma's scale-d 0 on the first k step, tilecore/lower/accum_zero.py); "programmatic":
+instead of wgmma's scale-d 0 on the first k step, tilecore/lower/accum_zero.py); "stream_k": true
+(examples/gemm.py / gemm_fp8.py `program(stream_k=True)`) passes the program its W and Flags
+(`stream_k_shapes`; NaN W, Flags zeroed once); "programmatic":
 true with `tilecore.programmatic_launch` (griddepcontrol.wait first, launched as a programmatic
 dependent of the previous kernel in the stream).
 """
@@ -183,6 +186,7 @@ def _cfg_str(c: dict) -> str:
         (f" p{c['panel']}" if c.get("panel") else "") + \
         (f" split{c['split_k']}" if c.get("split_k", 1) > 1 else "") + \
         (" ws" if c.get("split_reduce") == "workspace" else "") + \
+        (" stream-K" if c.get("stream_k") else "") + \
         (" ef" if c.get("b_eviction") else "") + ("" if c.get("tma_store", True) else " no-tma-store") + \
         (" pingpong" if c.get("pingpong") else "") + (" hint" if c.get("suspend_hint") else "")
 
@@ -294,6 +298,13 @@ def main():
 
             def call():
                 kern(a, b, w, cnt, c)
+        elif cfg.get("stream_k"):  # W needs no initialization, the counters zero once
+            (ws, _), (fs, _) = example.stream_k_shapes(m, n, **cfg)
+            w = torch.full(ws, float("nan"), device="cuda", dtype=torch.float32)
+            flags = torch.zeros(fs, device="cuda", dtype=torch.int32)
+
+            def call():
+                kern(a, b, w, flags, c)
         elif cfg.get("split_k", 1) > 1:  # the blocks add into C: zeroing it is part of every call
             def call():
                 c.zero_()
@@ -315,6 +326,32 @@ def main():
                          f"{mc * 1e3:.1f} us ({nb / mc / 1e6:.0f} GB/s), torch.matmul {tc * 1e3:.1f} us "
                          f"({nb / tc / 1e6:.0f} GB/s), ratio {tc / mc:.3f}")
         return ms, t_torch, err, extra
+
+    def stream_k_check(m, n, k, dtype_name="bfloat16") -> str:
+        """Stream-K against the same kernel without it, on the same inputs: two stream-K calls
+        bit-identical (the partials are summed in block order), the error of both against a
+        float32 torch reference, and the largest difference between them."""
+        base = dict(gemm.LARGE_CONFIG)
+        dtype = getattr(torch, dtype_name)
+        a = torch.randn(m, k, device="cuda", dtype=dtype)
+        b = torch.randn(k, n, device="cuda", dtype=dtype)
+        kb = tilecore.compile(gemm.program(M=m, N=n, K=k, dtype=dtype_name, **base), target=f"cuda:{arch}")
+        ks = tilecore.compile(gemm.program(M=m, N=n, K=k, dtype=dtype_name, stream_k=True, **base),
+                              target=f"cuda:{arch}")
+        (ws, _), (fs, _) = gemm.stream_k_shapes(m, n, **base)
+        w = torch.full(ws, float("nan"), device="cuda", dtype=torch.float32)
+        flags = torch.zeros(fs, device="cuda", dtype=torch.int32)
+        outs = [torch.full((m, n), float("nan"), device="cuda", dtype=dtype) for _ in range(3)]
+        kb(a, b, outs[0])
+        ks(a, b, w, flags, outs[1])
+        ks(a, b, w, flags, outs[2])
+        ref = torch.matmul(a.float(), b.float())
+        same = bool(torch.equal(outs[1], outs[2]))
+        diff = (outs[1].float() - outs[0].float()).abs().max().item()
+        errs = rel_err(outs[1], ref), rel_err(outs[0], ref)
+        return (f"stream-K check {dtype_name} {m}x{n}x{k}: bit-identical across calls {same}, flags left "
+                f"zero {not bool(flags.any())}, err {errs[0]:.2e} (no stream-K {errs[1]:.2e}), "
+                f"max |stream-K - no stream-K| {diff:.3g}")
 
     def paired(ours, theirs, ms, t_theirs) -> dict:
         """The interleaved ratio and both kernels' sustained clock / power (module docstring)."""
@@ -413,6 +450,8 @@ def main():
                 ms, tt, err, _ = gemm_case(4000, 4000, 1000, "float16", big)
                 notes.append(f"ragged gemm fp16 4000x4000x1000 (128x256 s{st} t256 p16, persistent: "
                              f"512 tiles on 132 blocks): err {err:.2e}")
+            for m, n, k in ((4000, 4000, 1000), (4096, 4096, 4096)):
+                notes.append(stream_k_check(m, n, k))
             for small in (dict(block_M=16, block_N=64, block_K=256, num_stages=4, threads=128),
                           dict(block_M=16, block_N=64, block_K=128, num_stages=4, threads=128, split_k=3,
                                b_eviction="evict_first"),
@@ -431,6 +470,12 @@ def main():
         kern = tilecore.compile(gemm_fp8.program(M=m, N=n, K=k, **prog_args), target=f"cuda:{arch}",
                                 pass_configs=configs)
         y = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        if cfg.get("stream_k"):
+            (ws, _), (fs, _) = gemm_fp8.stream_k_shapes(m, n, **cfg)
+            w = torch.full(ws, float("nan"), device="cuda", dtype=torch.float32)
+            flags = torch.zeros(fs, device="cuda", dtype=torch.int32)
+            plain = kern
+            kern = lambda a, b, y: plain(a, b, w, flags, y)  # noqa: E731
         kern(a, b, y)
         ref = a.float() @ b.float().t()  # the example's scales multiply to 1
         one = torch.ones((), device="cuda")

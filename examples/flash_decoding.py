@@ -6,7 +6,9 @@ share every K/V tile), padded to `block_H` rows for the matrix instructions. Q i
 dim]. The split kernel (`program`) writes each split's normalized partial output O_partial
 [batch, heads, num_split, dim] and its base-2 log-sum-exp LSE_partial [batch, heads, num_split]
 (float32; -inf for a split with no keys); `combine_program` turns them into Output [batch,
-heads, dim]. Two cache layouts:
+heads, dim]; with `fuse_combine=True` the split kernel merges them itself (the last block of each
+(sequence, KV head) to finish, counted on a global counter: one launch, `workspace_shapes`).
+Two cache layouts:
 
 - contiguous: K, V [batch, seq_kv, kv_heads, dim] (`kv_layout="nhd"`, the default) or [batch,
   kv_heads, seq_kv, dim] (`kv_layout="hnd"`: each KV head's keys contiguous, the layout torch's
@@ -38,7 +40,7 @@ LOG2E = 1.4426950408889634
 
 def program(batch=32, heads=32, kv_heads=8, seq_kv=4096, dim=128, num_split=8, block_N=64, block_H=16,
             num_stages=2, threads=128, dtype="float16", paged=False, page_size=64, num_pages=None,
-            sm_scale=None, direct=False, kv_eviction=None, kv_layout="nhd"):
+            sm_scale=None, direct=False, kv_eviction=None, kv_layout="nhd", fuse_combine=False):
     """The split kernel: one block per (split, KV head, sequence). `seq_kv` is the cache length
     (contiguous) or the longest sequence (paged: max_pages = ceil(seq_kv / page_size));
     `num_pages` defaults to batch * max_pages. `direct=True` (with num_split=1) writes the
@@ -47,7 +49,15 @@ def program(batch=32, heads=32, kv_heads=8, seq_kv=4096, dim=128, num_split=8, b
     batch 32 with 8 KV heads); call it with out_idx=[-1]. `kv_eviction` is the L2 eviction policy
     of the K/V tile reads ("evict_first": the cache is read once; honoured where the pipeline
     stages the tiles by TMA, i.e. block_H=64 on sm_90, ignored elsewhere). `kv_layout` (contiguous
-    caches): "nhd" K/V [batch, seq_kv, kv_heads, dim], "hnd" [batch, kv_heads, seq_kv, dim]."""
+    caches): "nhd" K/V [batch, seq_kv, kv_heads, dim], "hnd" [batch, kv_heads, seq_kv, dim].
+    `fuse_combine=True` (num_split > 1): one launch writing Output [batch, heads, dim] with the
+    combine done by the last split block of each (sequence, KV head) to finish; the program is
+    (Q, K, V[, BlockTable, SeqLens], O_partial, LSE_partial, Counts, Output) with the
+    workspaces of `workspace_shapes` (Counts zero before the first call; the kernel leaves them
+    so; calls that may overlap need workspaces of their own); call it with out_idx=[-1]."""
+    if fuse_combine and (direct or num_split < 2):
+        raise ValueError(f"fuse_combine=True merges splits: num_split must be > 1 (not {num_split}) and "
+                         "direct False")
     if direct and num_split != 1:
         raise ValueError(f"direct=True writes the output of one split: num_split must be 1, not {num_split}")
     if heads % kv_heads:
@@ -145,14 +155,22 @@ def program(batch=32, heads=32, kv_heads=8, seq_kv=4096, dim=128, num_split=8, b
             # a split past the end of a short sequence has no keys: LSE -inf, output 0
             for i in T.Parallel(block_H):
                 if i < groups:
-                    LSE_partial[bz, by * groups + i, bx] = T.if_then_else(
-                        logsum[i] > 0, scores_max[i] * scale + T.log2(logsum[i]), -T.infinity(accum))
+                    if fuse_combine:  # [batch, kv_heads, lse_pad]: split-major within the group
+                        LSE_partial[bz, by, bx * groups + i] = T.if_then_else(
+                            logsum[i] > 0, scores_max[i] * scale + T.log2(logsum[i]), -T.infinity(accum))
+                    else:
+                        LSE_partial[bz, by * groups + i, bx] = T.if_then_else(
+                            logsum[i] > 0, scores_max[i] * scale + T.log2(logsum[i]), -T.infinity(accum))
                 logsum[i] = T.if_then_else(logsum[i] > 0, 1.0 / logsum[i], 0)
             for i, j in T.Parallel(block_H, dim):
                 if i < groups:
                     O_partial[bz, by * groups + i, bx, j] = acc_o[i, j] * logsum[i]
 
     part_shapes = ((batch, heads, num_split, dim), (batch, heads, num_split))
+    if fuse_combine:
+        return _fused_kernel(split_kv, batch=batch, heads=heads, kv_heads=kv_heads, num_split=num_split,
+                             dim=dim, dtype=dtype, kv_shape=kv_shape, max_pages=max_pages, seq_kv=seq_kv,
+                             threads=threads, paged=paged)
     if direct:
         return _direct_kernel(split_kv, batch, heads, dim, dtype, kv_shape, max_pages, seq_kv, kv_heads,
                               threads, paged)
@@ -202,6 +220,88 @@ def _direct_kernel(split_kv, batch, heads, dim, dtype, kv_shape, max_pages, seq_
             split_kv(Q, K, V, Output, None, seq_kv, None, bx, by, bz)
 
     return flash_decoding_direct
+
+
+def workspace_shapes(batch=32, heads=32, kv_heads=8, num_split=8, dim=128, **_) -> list:
+    """[(shape, dtype)] of `program(fuse_combine=True)`'s workspaces: O_partial [batch, heads,
+    num_split, dim] and LSE_partial [batch, kv_heads, lse_pad] (float32; a group's splits x query
+    heads, split-major, padded to 32 floats: one 128-byte line per (sequence, KV head), so no
+    block's L1 holds a line that another group's splits are still writing), and Counts
+    [batch * kv_heads] (int32, zeros). Other config keys are ignored."""
+    lse_pad = -(-(heads // kv_heads) * num_split // 32) * 32
+    return [((batch, heads, num_split, dim), "float32"), ((batch, kv_heads, lse_pad), "float32"),
+            ((batch * kv_heads,), "int32")]
+
+
+def _fused_kernel(split_kv, *, batch, heads, kv_heads, num_split, dim, dtype, kv_shape, max_pages, seq_kv,
+                  threads, paged):
+    """The prim_func of `program(fuse_combine=True)`: the split kernel, then each block counts
+    itself in on its (sequence, KV head) counter (acq_rel: its partials are visible to whoever
+    counts after it) and the group's last block merges the num_split partials into Output (the
+    combine of `combine_program`, for the group's query heads) and resets the counter."""
+    accum = "float32"
+    groups = heads // kv_heads
+    (op_shape, _), (lse_shape, _), (cnt_shape, _) = workspace_shapes(batch, heads, kv_heads, num_split, dim)
+
+    @T.macro
+    def merge(O_partial, LSE_partial, Counts, Output, tx, by, bz):
+        arrived = T.alloc_shared((1,), "int32")  # the group's count before this block's
+        T.sync_threads()  # every thread's partial is stored before the count publishes them
+        if tx == 0:
+            arrived[0] = T.atomic_add(Counts[bz * kv_heads + by], 1, memory_order="acq_rel", return_prev=True)
+        T.sync_threads()
+        if arrived[0] == num_split - 1:  # the group's last block: every partial is written
+            lse_max = T.alloc_fragment((groups, dim), accum)
+            weight = T.alloc_fragment((groups, dim), accum)
+            total = T.alloc_fragment((groups, dim), accum)
+            out = T.alloc_fragment((groups, dim), accum)
+            T.fill(lse_max, -T.infinity(accum))
+            T.clear(total)
+            T.clear(out)
+            # each element reads its head's num_split LSEs itself: no cross-thread reduction
+            for s in T.serial(num_split):
+                for i, j in T.Parallel(groups, dim):
+                    lse_max[i, j] = T.max(lse_max[i, j], LSE_partial[bz, by, s * groups + i])
+            for s in T.serial(num_split):
+                for i, j in T.Parallel(groups, dim):
+                    # a split without keys (LSE -inf) weighs 0, also when every split is empty
+                    lse = LSE_partial[bz, by, s * groups + i]
+                    weight[i, j] = T.if_then_else(lse == -T.infinity(accum), 0, T.exp2(lse - lse_max[i, j]))
+                    total[i, j] += weight[i, j]
+                    out[i, j] += weight[i, j] * O_partial[bz, by * groups + i, s, j]
+            for i, j in T.Parallel(groups, dim):
+                Output[bz, by * groups + i, j] = T.if_then_else(total[i, j] > 0, out[i, j] / total[i, j], 0)
+            if tx == 0:
+                Counts[bz * kv_heads + by] = 0  # ready for the next call
+
+    if paged:
+        @T.prim_func
+        def flash_decoding_paged_fused(Q: T.Tensor((batch, heads, dim), dtype), K: T.Tensor(kv_shape, dtype),
+                                       V: T.Tensor(kv_shape, dtype),
+                                       BlockTable: T.Tensor((batch, max_pages), "int32"),
+                                       SeqLens: T.Tensor((batch,), "int32"),
+                                       O_partial: T.Tensor(op_shape, accum),
+                                       LSE_partial: T.Tensor(lse_shape, accum),
+                                       Counts: T.Tensor(cnt_shape, "int32"),
+                                       Output: T.Tensor((batch, heads, dim), dtype)):
+            with T.Kernel(num_split, kv_heads, batch, threads=threads) as (bx, by, bz):
+                tx = T.get_thread_binding()
+                split_kv(Q, K, V, O_partial, LSE_partial, SeqLens[bz], BlockTable, bx, by, bz)
+                merge(O_partial, LSE_partial, Counts, Output, tx, by, bz)
+
+        return flash_decoding_paged_fused
+
+    @T.prim_func
+    def flash_decoding_fused(Q: T.Tensor((batch, heads, dim), dtype), K: T.Tensor(kv_shape, dtype),
+                             V: T.Tensor(kv_shape, dtype), O_partial: T.Tensor(op_shape, accum),
+                             LSE_partial: T.Tensor(lse_shape, accum), Counts: T.Tensor(cnt_shape, "int32"),
+                             Output: T.Tensor((batch, heads, dim), dtype)):
+        with T.Kernel(num_split, kv_heads, batch, threads=threads) as (bx, by, bz):
+            tx = T.get_thread_binding()
+            split_kv(Q, K, V, O_partial, LSE_partial, seq_kv, None, bx, by, bz)
+            merge(O_partial, LSE_partial, Counts, Output, tx, by, bz)
+
+    return flash_decoding_fused
 
 
 def combine_program(batch=32, heads=32, num_split=8, dim=128, dtype="float16", threads=128):
@@ -305,8 +405,13 @@ def reference(q, k, v, *paged_args, seq_kv=4096, num_split=8, block_N=64, sm_sca
 
 
 def decode(target, inputs, **sizes):
-    """Split kernel then combine on `target` (one kernel when sizes say direct=True): the
-    attention output [batch, heads, dim]."""
+    """Split kernel then combine on `target` (one kernel when sizes say direct=True or
+    fuse_combine=True: then with fresh workspaces, O_partial NaN so that a partial read before
+    it is written shows): the attention output [batch, heads, dim]."""
+    if sizes.get("fuse_combine"):
+        work = [np.full(shape, np.nan if dt == "float32" else 0, dt)
+                for shape, dt in workspace_shapes(**sizes_for(workspace_shapes, sizes))]
+        return tilecore.jit(program(**sizes_for(program, sizes)), out_idx=[-1], target=target)(*inputs, *work)
     if sizes.get("direct"):
         return tilecore.jit(program(**sizes_for(program, sizes)), out_idx=[-1], target=target)(*inputs)
     split = tilecore.jit(program(**sizes_for(program, sizes)), out_idx=OUT_IDX, target=target)

@@ -17,7 +17,7 @@ TOLERANCE = dict(rtol=1e-2, atol=1e-2)
 
 def program(M=1024, N=1024, K=1024, block_M=128, block_N=128, block_K=32, dtype="float16",
             accum_dtype="float32", num_stages=3, threads=128, panel=0, out_dtype=None, split_k=1,
-            b_eviction=None, split_reduce="atomic"):
+            b_eviction=None, split_reduce="atomic", stream_k=False):
     """C = A @ B with a block per (block_M, block_N) output tile; `panel` > 0 runs the blocks in
     panels of that many grid rows (T.use_swizzle), so neighbouring blocks share A and B in L2.
     C has `out_dtype` (default: the inputs' dtype).
@@ -35,7 +35,13 @@ def program(M=1024, N=1024, K=1024, block_M=128, block_N=128, block_K=32, dtype=
     before the first call and the kernel leaves them so. Calls that may run at the same time
     (other streams) need workspaces of their own.
     `b_eviction` is B's T.copy eviction_policy ("evict_first": B is streamed once, so its lines
-    are the ones L2 drops first)."""
+    are the ones L2 drops first).
+    `stream_k=True` (large GEMMs whose tiles leave a partial last wave on a persistent grid):
+    the program is `(A, B, W, Flags, C)` (shapes from `stream_k_shapes`) and calls
+    `T.stream_k(W, Flags)`: the compiler splits the k steps of the last wave's tiles over every
+    multiprocessor, handing partial tiles over through W and the per-tile counters in Flags
+    (zeros before the first call; each call leaves them zero). Calls that may run at the same
+    time need workspaces of their own."""
     out_dtype = out_dtype or dtype
     if split_k < 1 or (split_k > 1 and panel):
         raise ValueError(f"split_k={split_k} with panel={panel}: split_k must be >= 1, and the "
@@ -109,6 +115,30 @@ def program(M=1024, N=1024, K=1024, block_M=128, block_N=128, block_K=32, dtype=
                 if tx == 0:
                     Counts[by * n_tiles + bx] = 0  # ready for the next call
 
+    w_len, f_len = (shape[0] for shape, _ in stream_k_shapes(M, N, block_M, block_N))
+
+    @T.prim_func
+    def gemm_stream_k(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype),
+                      W: T.Tensor((w_len,), "float32"), Flags: T.Tensor((f_len,), "int32"),
+                      C: T.Tensor((M, N), out_dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            if panel:
+                T.use_swizzle(panel)
+            T.stream_k(W, Flags)
+            A_shared = T.alloc_shared((block_M, block_K), dtype)
+            B_shared = T.alloc_shared((block_K, block_N), dtype)
+            C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
+            T.clear(C_local)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.copy(A[by * block_M, k * block_K], A_shared)
+                T.copy(B[k * block_K, bx * block_N], B_shared, eviction_policy=b_eviction)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C[by * block_M, bx * block_N])
+
+    if stream_k:
+        if split_k > 1:
+            raise ValueError("stream_k=True with split_k > 1: choose one")
+        return gemm_stream_k
     if split_k == 1:
         return gemm
     return gemm_split_k if split_reduce == "atomic" else gemm_split_k_workspace
@@ -120,6 +150,14 @@ def workspace_shapes(M: int, N: int, block_M: int, block_N: int, split_k: int, *
     program's third and fourth arguments; other config keys are ignored."""
     m_pad, n_pad = -(-M // block_M) * block_M, -(-N // block_N) * block_N
     return [((split_k, m_pad, n_pad), "float32"), ((m_pad // block_M * (n_pad // block_N),), "int32")]
+
+
+def stream_k_shapes(M: int, N: int, block_M: int, block_N: int, sms: int = 132, **_) -> list:
+    """[(shape, dtype)] of `program(stream_k=True)`'s W (one float32 tile accumulator per
+    multiprocessor) and Flags (one int32 per output tile, zeros), its third and fourth
+    arguments; other config keys are ignored."""
+    tiles = -(-M // block_M) * -(-N // block_N)
+    return [((sms * block_M * block_N,), "float32"), ((tiles,), "int32")]
 
 
 def small_m_config(M: int, N: int, K: int, sms: int = 132) -> dict:
@@ -165,10 +203,31 @@ LARGE_CONFIG = dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=
 
 def config(M: int, N: int, K: int, sms: int = 132) -> dict:
     """The `program` config for an M x N x K GEMM on `sms` multiprocessors, chosen by shape:
-    `small_m_config` for M <= 64 (bandwidth-bound: B streamed once), else LARGE_CONFIG."""
+    `small_m_config` for M <= 64 (bandwidth-bound: B streamed once), else LARGE_CONFIG, with
+    `stream_k=True` where `stream_k_pays` (a partial last wave whose split saves more than the
+    fix-up costs: 8192^3, the LLM shapes; not 4096^3, whose 64 k steps a tile save only 7.8),
+    so the program is then `(A, B, W, Flags, C)` (`stream_k_shapes`)."""
     if M <= 64:
         return small_m_config(M, N, K, sms)
-    return dict(LARGE_CONFIG)
+    cfg = dict(LARGE_CONFIG)
+    if stream_k_pays(M, N, K, cfg["block_M"], cfg["block_N"], cfg["block_K"], sms):
+        cfg["stream_k"] = True
+    return cfg
+
+
+# k steps a stream-K schedule must save per block before it is chosen: its fix-up (a 128 KB
+# float32 partial tile stored by a contributor, read back by the finisher) cost about 13 k steps
+# of a 128x256x64 tile on the H200 (4096^3, BENCHMARKS.md "stream-K": 7.8 saved, 2% slower)
+STREAM_K_MIN_SAVED = 16
+
+
+def stream_k_pays(M: int, N: int, K: int, block_M: int, block_N: int, block_K: int, sms: int = 132) -> bool:
+    """Whether stream-K is chosen: the tiles run persistently (more than `sms`) with a partial
+    last wave of r tiles, and splitting it saves each block at least STREAM_K_MIN_SAVED k steps
+    ((1 - r / sms) x the k steps of a tile: the idle share of the last wave)."""
+    tiles = -(-M // block_M) * -(-N // block_N)
+    r = tiles % sms
+    return tiles > sms and r > 0 and (1 - r / sms) * -(-K // block_K) >= STREAM_K_MIN_SAVED
 
 
 def make_inputs(rng, M=1024, N=1024, K=1024, dtype="float16"):

@@ -25,8 +25,13 @@ class GemmQuery:
 
     Fields: the operand dtypes, the block tile `m` x `n` x `k`, the transposes, where A and B
     live (`"shared"` or `"fragment"`), the block's thread count, the target's warp size and the
-    user's `T.GemmWarpPolicy` name (`"square"`, `"full_row"`, `"full_col"`). Hashable: the
-    target description keys its answers by query."""
+    user's `T.GemmWarpPolicy` name (`"square"`, `"full_row"`, `"full_col"`), and
+    `fixed_layouts`: the shared operands (`"A"`, `"B"`) whose `T.annotate_layout` placement is
+    not the canonical swizzled layout (`tilecore.ir.smem_layout.canonical_layout`), the only one
+    an instruction reading shared memory through matrix descriptors (wgmma) can take; lowering
+    honours the user's placement, so such an operand needs an instruction that reads shared
+    memory by address (ldmatrix, loads). Hashable: the target description keys its answers by
+    query."""
 
     a_dtype: DType
     b_dtype: DType
@@ -41,6 +46,7 @@ class GemmQuery:
     threads: int
     warp_size: int
     policy: str
+    fixed_layouts: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -48,11 +54,15 @@ class MmaPlan:
     """A backend's tensorization: `mma` (an `Intrinsic` of kind "mma") applied by a `warps` =
     (wm, wn) grid of warps, each owning an (M / wm) x (N / wn) sub-tile; `loaders` are candidate
     operand loaders (kind "ldmatrix"): lowering uses one whose lane map, placed on the operand,
-    equals the mma operand's map, and falls back to per-element shared loads otherwise."""
+    equals the mma operand's map, and falls back to per-element shared loads otherwise.
+    `note`: when the backend answers with a slower instruction than it has because of the query
+    (an operand in `fixed_layouts`), why, in words; the core tells the user once
+    (TilePerformanceWarning at the `T.annotate_layout` line, with the fix)."""
 
     mma: object  # tilecore.ir.intrinsic.Intrinsic
     warps: tuple
     loaders: tuple = ()
+    note: str = ""
 
 
 @dataclass(frozen=True)

@@ -115,9 +115,11 @@ def tile_gemm_tensorize(target, query):
 
     :param target: the lowering target.
     :param query: a :class:`tilecore.contract.GemmQuery` (operand dtypes and scopes, the block
-        tile M x N x K, transposes, thread count, warp size and the user's ``policy``).
+        tile M x N x K, transposes, thread count, warp size, the user's ``policy``, and
+        ``fixed_layouts``: the shared operands whose annotated layout no matrix descriptor reads).
     :return: a :class:`tilecore.contract.MmaPlan` (the mma intrinsic, the warp grid, candidate
-        operand loaders such as ``ldmatrix``); or a :class:`tilecore.contract.Declined` with the
+        operand loaders such as ``ldmatrix``, and a ``note`` when ``fixed_layouts`` made it a
+        slower instruction than the target has); or a :class:`tilecore.contract.Declined` with the
         reason no instruction fits (dtype, shape, warp count), which the user is told in a
         one-time ``TilePerformanceWarning`` and in ``Kernel.get_ir()``; or None for a target
         that is not yours.

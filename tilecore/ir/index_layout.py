@@ -1,27 +1,31 @@
 """A shared-memory layout given as an index map: TileLang's `T.Layout(shape, lambda i, j: ...)`.
 
 The user's forward function is called once, at build time, on index variables; the outputs are
-index expressions (`+ * // % ^ >> &`, `T.floordiv`, ...) whose output shape is the physical
-extent, flattened row-major into the buffer's flat storage. The map is tabulated on the whole
-tile with NumPy (tiles are small), which proves it injective into that extent, and gives the
-table every NumPy consumer reads (`offset_np`: the bank model, layout pictures) and the exact
-contiguity test of vector accesses (`contiguous`: ldmatrix rows, 16-byte copies).
+index expressions (`+ * // % ^ >> &`, `T.floordiv`, comparisons, `T.if_then_else`, ...) whose
+output shape is the physical extent, flattened row-major into the buffer's flat storage (a
+Python `if` on an index cannot run on variables: a located error says to use T.if_then_else).
+The map is tabulated on the whole tile with NumPy (tiles are small; `T.if_then_else` is
+`np.where`), which proves it injective into that extent, and gives the table every NumPy
+consumer reads (`offset_np`: the bank model, layout pictures) and the exact contiguity test of
+vector accesses (`contiguous`: ldmatrix rows, 16-byte copies).
 
 `index_layout` first looks for a structural layout with the same placement (row-major, an XOR
 swizzle, the panelled wgmma/TMA canonical layout) and returns that: the consumers that
 need a swizzle pattern (TMA boxes, wgmma descriptors) then accept it. Otherwise the result is an
 `IndexMapped` layout, read through its expressions by every address computation; TMA and wgmma
-do not take it (the copy stays cp.async; a wgmma operand is a located error in the planner).
+do not take it (the copy stays cp.async; a gemm reading it gets an instruction that reads shared
+memory by address, mma.sync on Hopper: `GemmQuery.fixed_layouts`).
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from .expr import Expr, Var, as_expr, const
+from .expr import NO_TRUTH_VALUE, Expr, Var, as_expr, const, index_map_scope
 from .smem_layout import Panelled, RowMajor, SharedLayout, Swizzled
 from .visit import substitute
 
@@ -34,10 +38,20 @@ def build_map(shape: tuple, fn) -> tuple[tuple[Var, ...], tuple[Expr, ...]]:
     """(index variables, output expressions) of `fn` applied to one variable per dimension."""
     params = tuple(Var(f"i{k}") for k in range(len(shape)))
     try:
-        out = fn(*params)
+        inspect.signature(fn).bind(*params)
     except TypeError as e:
         raise IndexMapError(f"the map could not be applied to {len(shape)} indices: {e}") from None
+    except ValueError:  # no signature to read (a builtin): the call below tells
+        pass
+    try:
+        with index_map_scope():  # `<` `<=` `>` `>=` on indices build comparisons, as in TileLang
+            out = fn(*params)
     except Exception as e:  # noqa: BLE001 - the user's function failed on index variables
+        if getattr(e, "message", None) == NO_TRUTH_VALUE:
+            raise IndexMapError("the map branches on an index in Python (`if`, `and`/`or`, `min`/"
+                                "`max`, or `a if cond else b`), which runs once, on index "
+                                "variables; write the choice as T.if_then_else(cond, a, b) (or "
+                                "T.min / T.max)") from None
         raise IndexMapError(f"the map raised {type(e).__name__} on index variables: "
                             f"{getattr(e, 'message', e)}") from None
     out = list(out) if isinstance(out, (tuple, list)) else [out]
@@ -68,6 +82,45 @@ def tabulate(shape: tuple, params: tuple, exprs: tuple) -> np.ndarray:
     except NotNumeric as e:
         raise IndexMapError(f"the map uses {e}, which is not integer index arithmetic of the "
                             f"indices") from None
+
+
+def _sample(shape: tuple) -> list[tuple]:
+    """Elements to check a map on: all of a small tile, else the first and last rows' worth, the
+    powers of two and an even spread (a few hundred calls of the user's function)."""
+    size = math.prod(shape)
+    if size <= 1024:
+        flat = np.arange(size)
+    else:
+        pow2 = [1 << k for k in range(size.bit_length()) if 1 << k < size]
+        flat = np.unique(np.concatenate([np.arange(256), np.arange(size - 64, size), pow2,
+                                         np.linspace(0, size - 1, 512).astype(np.int64)]))
+    return [tuple(int(x) for x in ix) for ix in zip(*np.unravel_index(flat, shape))]
+
+
+def check_on_integers(shape: tuple, fn, table: np.ndarray, extra: tuple = ()) -> None:
+    """Call `fn` on Python ints at sample elements and compare with `table` (outputs x shape),
+    its tabulation on index variables. They differ where the map uses `==` / `!=` on an index
+    (on expressions that is Python's structural equality, False, not a comparison) or `//` /
+    `%` of a negative value (Python floors, tilecore's index arithmetic truncates): an
+    IndexMapError naming the element. A map that does not run on ints is not checked."""
+    from ..lower.indexing import evaluate
+
+    for idx in _sample(shape):
+        try:
+            got = fn(*idx, *extra)
+            got = list(got) if isinstance(got, (tuple, list)) else [got]
+            vals = [g if type(g) is int else int(evaluate(as_expr(g), {})) for g in got]
+        except Exception:  # noqa: BLE001 - the map runs on variables only (NotNumeric too)
+            return
+        want = [int(x) for x in table[(slice(None),) + idx]]
+        if vals != want:
+            raise IndexMapError(
+                f"the map gives element {idx} {vals} on integers but {want} on index variables "
+                f"(which the kernel uses): it compares an index with `==` or `!=`, which on index "
+                f"expressions is Python's structural equality (False), not a comparison; or it "
+                f"takes `//` or `%` of a negative value (tilecore truncates toward zero). Write "
+                f"the test with `<`, `<=`, `>`, `>=` (`i % 2 == 0` as `i % 2 < 1`) and use "
+                f"T.floordiv / T.floormod for floor semantics")
 
 
 def _flat(outs: np.ndarray, out_shape: tuple) -> np.ndarray:
@@ -190,6 +243,7 @@ def index_layout(shape: tuple, fn) -> SharedLayout:
     shape = tuple(int(s) for s in shape)
     params, exprs = build_map(shape, fn)
     outs = tabulate(shape, params, exprs)
+    check_on_integers(shape, fn, outs)
     if outs.size and outs.min() < 0:
         where = np.unravel_index(int(np.argmin(outs.min(axis=0))), shape)
         raise IndexMapError(f"the map sends element {tuple(map(int, where))} to "
@@ -274,6 +328,9 @@ def fragment_map(shape: tuple, thread_fn, index_fn, replicate: int = 1) -> Fragm
     thread = np.stack(threads)
     ienv = {id(p): g for p, g in zip(iparams, grids)}
     parts = np.stack([_evaluated(e, ienv, shape) for e in iexprs])
+    for r in range(replicate):
+        check_on_integers(shape, thread_fn, thread[r:r + 1], (r,) if replicate > 1 else ())
+    check_on_integers(shape, index_fn, parts)
     for what, t in (("thread", thread), ("register", parts)):
         if t.size and t.min() < 0:
             where = np.unravel_index(int(np.argmin(t.reshape(-1, *shape).min(axis=0))), shape)

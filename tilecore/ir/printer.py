@@ -119,15 +119,17 @@ class Printer:
         self.lines.append("    " * depth + text)
 
     def launch_annotations(self, s: KernelLaunch, depth: int) -> None:
-        """`T.use_swizzle` / `T.annotate_layout` calls recorded on a launch (explicit layout
-        objects, which have no source spelling, print as comments)."""
+        """`T.use_swizzle` / `T.stream_k` / `T.annotate_layout` calls recorded on a launch
+        (explicit layout objects, which have no source spelling, print as comments)."""
         from .index_layout import FRAGMENT_ANNOTATION
-        from .smem_layout import LAYOUT_ANNOTATION, RASTER_ANNOTATION, LayoutRequest
+        from .smem_layout import LAYOUT_ANNOTATION, RASTER_ANNOTATION, STREAM_K_ANNOTATION, LayoutRequest
 
         for key, value in s.annotations:
             if key == RASTER_ANNOTATION:
                 panel, order, _ = value
                 self.emit(depth, f"T.use_swizzle({panel}, {order!r})")
+            elif key == STREAM_K_ANNOTATION:
+                self.emit(depth, f"T.stream_k({self.name(value[0])}, {self.name(value[1])})")
             elif key == LAYOUT_ANNOTATION:
                 items = []
                 for buf, lay, _ in value:

@@ -22,12 +22,13 @@ computes the same numbers with NumPy (tests, the bank-conflict model, future des
 - `IndexMapped` (`tilecore.ir.index_layout`): a user's `T.Layout` index map that no layout
   above equals, read through its own expressions and a tabulated NumPy table.
 
-The thread IR has no bitwise operators, so the XOR is written bit by bit on the chunk index
-`c`: chunk bit i becomes `((c // 2**i) % 2 + (c // 2**(shift + i)) % 2) % 2` (the parity of
-the sum of two bits is their XOR). Every term is a division or remainder by a power of two of
-a non-negative value, which C compilers turn into shifts and masks, and which the lowering's
-range-aware simplifier folds (a chunk-aligned column plus k < chunk keeps the same chunk
-expression, so vector accesses stay provably contiguous).
+The IR has bitwise operators (`^ & >>`, which index maps use), but the lowering's range-aware
+simplifier reasons about divisions and remainders, not about them, so `Swizzled.offset` writes the
+XOR bit by bit on the chunk index `c`: chunk bit i becomes `((c // 2**i) % 2 + (c // 2**(shift
++ i)) % 2) % 2` (the parity of the sum of two bits is their XOR). Every term is a division or
+remainder by a power of two of a non-negative value, which C compilers turn into shifts and
+masks, and which the simplifier folds (a chunk-aligned column plus k < chunk keeps the same
+chunk expression, so vector accesses stay provably contiguous).
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ SWIZZLE_SPANS = (128, 64, 32)
 # (panel_size, order, loc).
 LAYOUT_ANNOTATION = "smem_layout"
 RASTER_ANNOTATION = "rasterize"
+# T.stream_k(W, Flags): (W, Flags, loc), the workspace of a stream-K persistent GEMM
+# (tilecore.lower.stream_k)
+STREAM_K_ANNOTATION = "stream_k"
 
 
 def _int(x) -> Expr:

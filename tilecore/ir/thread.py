@@ -142,6 +142,9 @@ class ThreadKernel(Stmt):
     # tilecore.lower.smem_plan.SharedPlan: byte offsets where buffers with disjoint live ranges
     # share storage; None lays the buffers out one after another
     shared_plan: object = None
+    # T.stream_k's (workspace, flags, source location), read by the async-pipeline pass's persistent
+    # schedule (tilecore.lower.stream_k); () without the call
+    stream_k: tuple = ()
 
     def __post_init__(self):
         if len(self.grid) != len(self.block_vars):

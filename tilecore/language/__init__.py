@@ -58,6 +58,7 @@ from .layout_ops import (
     make_padded_layout,
     make_row_major_layout,
     make_swizzled_layout,
+    stream_k,
     use_swizzle,
 )
 from .layouts import Fragment, Layout
@@ -182,7 +183,7 @@ __all__ = [
     "region", "round", "rsqrt", "serial",
     "sigmoid", "sin", "sqrt", "symbolic", "sync_threads", "tanh", "trunc", "uint8", "uint16", "uint32",
     "uint64",
-    "unroll", "use_swizzle", "vectorized", "half", "float",
+    "unroll", "use_swizzle", "stream_k", "vectorized", "half", "float",
     "const", "empty", "floordiv", "floormod", "shift_left", "shift_right", "bitwise_and",
     "bitwise_or", "bitwise_xor", "bitwise_not", "print", "print_format", "device_assert",
     "Layout", "Fragment",

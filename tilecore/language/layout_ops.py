@@ -9,10 +9,13 @@
   fragment layouts are inferred from the program (gemm, loops).
 - `T.use_swizzle(panel_size, order)` runs the blocks of a 2-D grid in panels of `panel_size`
   rows (or columns) of the grid, so blocks close in launch order share operand tiles in L2.
+- `T.stream_k(W, Flags)` lets a persistent warp-specialized GEMM split the k loop of its last,
+  partial wave of tiles over every block, with `W` (float32) and `Flags` (int32, zeros) as the
+  workspace of the partial tiles (`tilecore.lower.stream_k`).
 
-Both are recorded as annotations of the enclosing `KernelLaunch` and honoured by the thread
-lowering (`tilecore.lower.smem`, `tilecore.lower.raster`); the interpreter ignores them, since
-neither changes a value.
+All are recorded as annotations of the enclosing `KernelLaunch` and honoured by the thread
+lowering (`tilecore.lower.smem`, `tilecore.lower.raster`, `tilecore.lower.stream_k`); the
+interpreter ignores them, since none changes a value.
 """
 
 from __future__ import annotations
@@ -20,7 +23,13 @@ from __future__ import annotations
 from ..errors import TileSyntaxError, TileTypeError
 from ..ir.buffer import Buffer
 from ..ir.index_layout import FRAGMENT_ANNOTATION
-from ..ir.smem_layout import LAYOUT_ANNOTATION, RASTER_ANNOTATION, LayoutRequest, SharedLayout
+from ..ir.smem_layout import (
+    LAYOUT_ANNOTATION,
+    RASTER_ANNOTATION,
+    STREAM_K_ANNOTATION,
+    LayoutRequest,
+    SharedLayout,
+)
 from .builder import builtin, current
 
 RASTER_ORDERS = {"row": "row", "col": "col", "column": "col"}
@@ -229,3 +238,30 @@ def use_swizzle(panel_size=8, order="row", enable=True):
                               hint="keep one call")
     if enable:
         b.kernel.annotations.append((RASTER_ANNOTATION, (panel_size, RASTER_ORDERS[order], b.loc)))
+
+
+@builtin
+def stream_k(workspace, flags):
+    """Stream-K for the kernel's persistent tile schedule: where the tiles leave a partial last
+    wave on the machine's multiprocessors, the k steps of that wave's tiles are split evenly over
+    every block, and blocks that computed part of a tile hand their float32 partial accumulator
+    over through `workspace` and a per-tile counter in `flags` (tilecore.lower.stream_k).
+
+    `workspace`: a float32 global tensor of at least multiprocessors x block_M x block_N
+    elements (one tile's accumulator per block; its contents need no initialization);
+    `flags`: an int32 global tensor of at least one element per output tile, zeros before the
+    first call (every call leaves them zero). Calls that may run at the same time (other
+    streams) need workspaces of their own. Where the kernel is not a persistent GEMM or its
+    tiles fill whole waves, the two tensors are not touched. A block waits only for blocks of
+    lower id, which the GPU must have resident (the persistent grid is one block per
+    multiprocessor of the target's `multiprocessors` fact)."""
+    b = _kernel_frame("T.stream_k")
+    for buf, want, what in ((workspace, "float32", "workspace"), (flags, "int32", "flags")):
+        if not isinstance(buf, Buffer) or buf.scope != "global" or buf.dtype.name != want:
+            got = f"{buf.name} is {buf.scope} {buf.dtype.name}" if isinstance(buf, Buffer) else f"got {buf!r}"
+            got = got.replace(" global ", " ")
+            raise TileTypeError(f"T.stream_k {what} must be a {want} tensor parameter; {got}",
+                                hint=f"declare it in the signature, e.g. W: T.Tensor((n,), {want!r})")
+    if any(k == STREAM_K_ANNOTATION for k, _ in b.kernel.annotations):
+        raise TileSyntaxError("T.stream_k is given twice in this kernel", b.loc, hint="keep one call")
+    b.kernel.annotations.append((STREAM_K_ANNOTATION, (workspace, flags, b.loc)))

@@ -46,7 +46,7 @@ from .prefetch import prefetch
 from .proxy_fences import prune_proxy_fences
 from .reducers import reducer_partials
 from .smem_plan import plan_kernel
-from .tensorize import gemm_answer
+from .tensorize import gemm_answer, layout_notes
 from .threads import lower_launch
 from .wg_turns import warpgroup_turns
 from .wgmma_async import place_async_waits
@@ -100,7 +100,7 @@ def _simt_notes(launch: KernelLaunch, desc: TargetDesc, layouts: LayoutMap) -> l
     for g in walk(launch.body):
         if not isinstance(g, Gemm):
             continue
-        answer = gemm_answer(g, launch.num_threads, desc)
+        answer = gemm_answer(g, launch, desc)
         what = f"T.gemm({g.a.buffer.name}, {g.b.buffer.name}, {g.c.buffer.name})"
         if isinstance(answer, MmaPlan):
             lay = layouts.get(g.c.buffer)
@@ -118,13 +118,16 @@ def _simt_notes(launch: KernelLaunch, desc: TargetDesc, layouts: LayoutMap) -> l
 def lower_threads(module: Module, desc: TargetDesc) -> Module:
     """Invariant: no tile-level op, KernelLaunch or T.Parallel loop remains; the function body
     holds ThreadKernels whose memory accesses are flat MemLoad/MemStore/VecMove/Atomic nodes.
-    Every gemm lowered without tensor cores adds a "performance" Diagnostic saying why."""
+    Every gemm lowered without tensor cores adds a "performance" Diagnostic saying why, and so
+    does every shared operand whose annotated layout made the backend pick a slower instruction
+    (`tensorize.layout_notes`)."""
     notes: list[Diagnostic] = []
 
     def fn(n):
         if isinstance(n, KernelLaunch):
             layouts = stored_layouts(n, desc)
             notes.extend(_simt_notes(n, desc, layouts))
+            notes.extend(layout_notes(n, desc))  # a slower instruction for a user's layout
             forget_simplified()  # the simplifier's memo holds one kernel's expressions at a time
             return lower_launch(n, LowerCtx(n, desc, layouts, plan_gemms(n, desc)))
         return None

@@ -353,6 +353,15 @@ def _ws_loop(loop: For, plan: _Plan, ring: TmaRing, rest: list, stages: int, nam
     relaxed = relax_wgmma_wait(rest)
     ws.relaxed.append(relaxed is not None)
     ws.trips.append(simp(loop.stop - loop.start))
+    shift = None
+    sk = ws.sk
+    if sk is not None and not sk.used and relaxed is not None and isinstance(loop.start, Const) \
+            and loop.start.value == 0 and isinstance(ws.trips[-1], Const):
+        # stream-K (tilecore.lower.stream_k): the loop runs a unit's k_count steps from its
+        # k_first; the persistent schedule binds both (a whole tile where it cuts none)
+        sk.used = True
+        loop = replace(loop, stop=sk.k_count)
+        shift = sk.k_first
     after: list[Stmt] = []
     if relaxed is None:
         body = [_retarget(s, plan, read_stage) for s in rest] + [ring.release(read_stage)]
@@ -368,7 +377,8 @@ def _ws_loop(loop: For, plan: _Plan, ring: TmaRing, rest: list, stages: int, nam
     annotations = tuple(a for a in loop.annotations if a[0] != TILE_COPIES) + (
         ("async_stages", stages), ("tma_stages", tuple(b.name for b in plan.old.values())),
         ("warp_specialized", True))
-    ws.producers.append(ring.producer(loop, lambda name: _fresh(name, names), simp, ws.producer_thread, base))
+    ws.producers.append(ring.producer(loop, lambda name: _fresh(name, names), simp, ws.producer_thread, base,
+                                      shift))
     replaced.update({id(b): plan.new[key] for key, b in plan.old.items()})
     added.append((ring.buffers, ring.init()))
     new_loop = For(k, loop.start, loop.stop, loop.step, loop.kind, SeqStmt(tuple(head + body), loc),

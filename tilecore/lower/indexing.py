@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from .. import semantics as S
-from ..ir.expr import COMPOSITE, BinOp, Cast, Const, Expr, Var, cast, linear
+from ..ir.expr import COMPOSITE, BinOp, Cast, Const, Expr, Select, Unary, Var, cast, linear
 from ..ir.thread import LaneTable
 from ..ir.visit import rewrite
 
@@ -243,6 +243,14 @@ def _evaluate(e, env: dict, memo: dict):
         if e.op in ("div", "mod"):
             b = np.where(b == 0, 1, b)  # a lane that divides by zero never runs that access
         out = S.binop(e.op, a, b, e.a.dtype)
+    elif cls is Unary and (e.a.dtype.is_int or e.a.dtype.is_bool):
+        out = S.unary(e.op, np.asarray(_evaluate(e.a, env, memo), dtype=np.int64 if e.a.dtype.is_int
+                                       else bool), e.a.dtype)
+    elif cls is Select and (e.dtype.is_int or e.dtype.is_bool):
+        # both sides at every index (NumPy): index arithmetic has no loads to keep safe, and a
+        # division by zero on the side not taken is guarded as above
+        out = np.where(np.asarray(_evaluate(e.cond, env, memo), dtype=bool),
+                       _evaluate(e.true_value, env, memo), _evaluate(e.false_value, env, memo))
     else:
         raise NotNumeric(type(e).__name__)
     if keyed:

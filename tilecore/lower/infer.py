@@ -83,7 +83,7 @@ def plan_gemms(launch: KernelLaunch, desc) -> dict:
     plans = {}
     for n in walk(launch.body):
         if isinstance(n, Gemm):
-            answer = gemm_answer(n, launch.num_threads, desc)
+            answer = gemm_answer(n, launch, desc)
             if isinstance(answer, MmaPlan):
                 plans[id(n)] = answer
     return plans

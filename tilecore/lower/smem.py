@@ -22,7 +22,9 @@ shift>` with 16-byte (vector-width) chunks, then padding one chunk per row — a
 the fewest conflicts (then the fewest padding bytes) wins, checked by tabulating the phases
 with the layout's NumPy definition. Buffers only touched element-wise stay row-major.
 `T.annotate_layout` overrides the choice (`LayoutRequest`, or an explicit `SharedLayout`, a
-`T.Layout`'s `IndexMapped` included); a wgmma operand takes only the canonical placement.
+`T.Layout`'s `IndexMapped` included); a wgmma operand takes only the canonical placement, so a
+gemm whose shared operand is annotated otherwise is offered to the backend with that operand in
+`GemmQuery.fixed_layouts` (`descriptor_readable`), and the CUDA backend answers with mma.sync.
 """
 
 from __future__ import annotations
@@ -199,6 +201,31 @@ def choose(rows: int, cols: int, itemsize: int, model: BankModel | None, pattern
     return best
 
 
+def layout_requests(launch) -> dict:
+    """id(shared buffer) -> (the layout `T.annotate_layout` gives it, the annotation's location),
+    from the annotations of `launch` (a KernelLaunch)."""
+    out: dict = {}
+    for key, value in launch.annotations:
+        if key == LAYOUT_ANNOTATION:
+            for buf, req, loc in value:
+                out[id(buf)] = (req, loc)
+    return out
+
+
+def descriptor_readable(buf: Buffer, req) -> bool:
+    """Whether the layout `req` that `T.annotate_layout` gives shared `buf` is one a matrix
+    descriptor (wgmma) reads: `T.make_swizzled_layout` (made the canonical layout for such an
+    operand) or a layout with the canonical placement (`canonical_layout`)."""
+    if isinstance(req, LayoutRequest):
+        return req.kind == "swizzled"
+    try:
+        rows, cols = tile_view(buf)
+    except ValueError:  # a symbolic shape: no canonical layout to compare with
+        return False
+    want = canonical_layout(rows, cols, buf.dtype.itemsize)
+    return want is not None and same_placement(req, want)
+
+
 def same_placement(a, b: SharedLayout) -> bool:
     """True when layout `a` (any annotation value) stores every element of the tile where `b`
     does, in as many elements (a one-panel `Panelled` is a `Swizzled`; an index map may be
@@ -247,10 +274,7 @@ class SmemPlanner:
                     # a tile the kernel stages itself (FlashAttention's O_shared): the fragment
                     # writes it in the accumulator's column pattern, as an epilogue staging tile
                     self._use(n.dst.buffer, "stage")
-        for key, value in ctx.launch.annotations:
-            if key == LAYOUT_ANNOTATION:
-                for buf, req, loc in value:
-                    self.requests[id(buf)] = (req, loc)
+        self.requests.update(layout_requests(ctx.launch))
 
     def _use(self, buf: Buffer, kind: str) -> None:
         self.uses.setdefault(id(buf), set()).add(kind)
@@ -313,8 +337,10 @@ class SmemPlanner:
         item = buf.dtype.itemsize
         target = self.ctx.facts.target
         if "wgmma" in self.uses.get(id(buf), set()):
+            # the gemm query named such an operand (GemmQuery.fixed_layouts), and a backend
+            # with another instruction answers with it: this is reached only when none has
             want = self._canonical(buf, rows, cols)
-            if isinstance(req, LayoutRequest) and req.kind == "swizzled" or same_placement(req, want):
+            if descriptor_readable(buf, req):
                 return want
             asked = req.describe() if isinstance(req, SharedLayout) else f"T.make_{req.kind}_layout"
             raise SmemLayoutError(

@@ -12,14 +12,27 @@ from ..contract import Declined, GemmQuery, MmaPlan
 from ..ir.stmt import Gemm, KernelLaunch
 from ..ir.visit import walk
 
-__all__ = ["Declined", "GemmQuery", "MmaPlan", "gemm_answer", "gemm_queries", "gemm_query", "warp_grid"]
+__all__ = ["Declined", "GemmQuery", "MmaPlan", "fixed_layouts", "gemm_answer", "gemm_queries",
+           "gemm_query", "layout_notes", "warp_grid"]
 
 
-def gemm_query(g: Gemm, threads: int, warp_size: int) -> GemmQuery:
-    """The tensorization question for one gemm of a block of `threads` threads."""
+def gemm_query(g: Gemm, threads: int, warp_size: int, requests: dict | None = None) -> GemmQuery:
+    """The tensorization question for one gemm of a block of `threads` threads; `requests` are
+    the launch's `T.annotate_layout` layouts (`smem.layout_requests`), which name the operands a
+    descriptor cannot read (`GemmQuery.fixed_layouts`)."""
     m, n, k = g.mnk
     return GemmQuery(g.a.buffer.dtype, g.b.buffer.dtype, g.c.buffer.dtype, m, n, k, g.transpose_a,
-                     g.transpose_b, g.a.buffer.scope, g.b.buffer.scope, threads, warp_size, g.policy)
+                     g.transpose_b, g.a.buffer.scope, g.b.buffer.scope, threads, warp_size, g.policy,
+                     fixed_layouts(g, requests or {}))
+
+
+def fixed_layouts(g: Gemm, requests: dict) -> tuple:
+    """The shared operands ("A", "B") of `g` whose annotated layout no matrix descriptor reads."""
+    from .smem import descriptor_readable
+
+    return tuple(name for name, r in (("A", g.a), ("B", g.b))
+                 if r.buffer.scope == "shared" and id(r.buffer) in requests
+                 and not descriptor_readable(r.buffer, requests[id(r.buffer)][0]))
 
 
 def core_decline(g: Gemm) -> Declined | None:
@@ -36,28 +49,33 @@ def core_decline(g: Gemm) -> Declined | None:
 
 def gemm_queries(func, warp_size: int) -> list[GemmQuery]:
     """The query of every gemm of `func` (a PrimFunc) the core would offer to a backend."""
+    from .smem import layout_requests
+
     out = []
     for launch in walk(func.body):
         if isinstance(launch, KernelLaunch):
             for g in walk(launch.body):
                 if isinstance(g, Gemm) and core_decline(g) is None:
-                    out.append(gemm_query(g, launch.num_threads, warp_size))
+                    out.append(gemm_query(g, launch.num_threads, warp_size, layout_requests(launch)))
     return out
 
 
 _WGMMA_WARNED: set = set()
 
 
-def gemm_answer(g: Gemm, threads: int, desc) -> MmaPlan | Declined:
-    """How `g` (in a block of `threads` threads) is lowered on `desc` (a TargetDesc): a plan from
-    the answers asked before the pipeline, or the reason it is not tensorized.
+def gemm_answer(g: Gemm, launch: KernelLaunch, desc) -> MmaPlan | Declined:
+    """How `g` (in `launch`) is lowered on `desc` (a TargetDesc): a plan from the answers asked
+    before the pipeline, or the reason it is not tensorized.
 
     `tl.disable_wgmma` (Options.disable_wgmma) cannot pick another instruction here: the
     backend answered the query before the pipeline, without the options. A wgmma answer under
     that option is therefore kept with a TileConfigWarning (once per target) rather than
     silently dropping the user's setting; `tl.disable_tma_lower` / `disable_warp_specialized`
     are honoured by the pipeline."""
-    answer = core_decline(g) or desc.tensorize(gemm_query(g, threads, desc.facts.warp_size))
+    from .smem import layout_requests
+
+    answer = core_decline(g) or desc.tensorize(
+        gemm_query(g, launch.num_threads, desc.facts.warp_size, layout_requests(launch)))
     options = getattr(desc, "options", None)
     if getattr(options, "disable_wgmma", False) and isinstance(answer, MmaPlan) \
             and answer.mma.kind == "wgmma" and str(desc.target) not in _WGMMA_WARNED:
@@ -72,6 +90,37 @@ def gemm_answer(g: Gemm, threads: int, desc) -> MmaPlan | Declined:
             "tensorizes this gemm with wgmma (compile for cuda:sm_80 for mma.sync)",
             TileConfigWarning, loc.file if loc else "<tilecore>", loc.line if loc else 0)
     return answer
+
+
+def layout_notes(launch: KernelLaunch, desc) -> list:
+    """A "performance" Diagnostic, at the `T.annotate_layout` line, for every shared operand whose
+    annotated layout made the backend answer a gemm of `launch` with a slower instruction than
+    it has (`MmaPlan.note`): the buffer, the gemm's line, and the fix."""
+    from ..contract import Diagnostic
+    from ..ir.smem_layout import LayoutRequest
+    from .smem import layout_requests
+
+    requests = layout_requests(launch)
+    out = []
+    for g in walk(launch.body):
+        if not isinstance(g, Gemm):
+            continue
+        answer = gemm_answer(g, launch, desc)
+        if not isinstance(answer, MmaPlan) or not answer.note:
+            continue
+        for name in fixed_layouts(g, requests):
+            buf = (g.a if name == "A" else g.b).buffer
+            req, loc = requests[id(buf)]
+            asked = (f"T.make_{req.kind}_layout({buf.name})" if isinstance(req, LayoutRequest)
+                     else req.describe())
+            at = f" (line {g.loc.line})" if g.loc is not None else ""
+            out.append(Diagnostic(
+                "performance",
+                f"T.annotate_layout gives {buf.name} {asked}: T.gemm({g.a.buffer.name}, "
+                f"{g.b.buffer.name}, {g.c.buffer.name}){at} runs on {answer.mma.name} on "
+                f"{desc.target}, reading {buf.name} through that layout, because {answer.note}; "
+                f"use T.make_swizzled_layout({buf.name}) or drop the annotation", loc))
+    return out
 
 
 def warp_grid(policy: str, num_warps: int, m: int, n: int, tile_m: int, tile_n: int) -> tuple | None:

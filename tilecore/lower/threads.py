@@ -11,6 +11,7 @@ from ..ir.expr import Expr, const_int
 from ..ir.grid_sync import GridSync
 from ..ir.loops import While
 from ..ir.reg_budget import SetMaxNReg
+from ..ir.smem_layout import STREAM_K_ANNOTATION
 from ..ir.stmt import (
     AtomicAdd,
     AtomicAddRegion,
@@ -136,8 +137,9 @@ def lower_launch(launch: KernelLaunch, ctx: LowerCtx) -> ThreadKernel:
     ctx.gemm_uses = gemm_uses(body)  # accum_zero.py rewrites only gemms that occur once
     body = lower_block(ctx, body)
     grid = tuple(g if isinstance(g, Expr) else g for g in launch.grid)
+    sk = next((v for k, v in launch.annotations if k == STREAM_K_ANNOTATION), ())
     kernel = ThreadKernel(grid, tuple(launch.block_vars), ctx.tx, ctx.threads, ctx.warp_size,
-                          tuple(ctx.shared_list), tuple(ctx.reg_list), body, launch.loc)
+                          tuple(ctx.shared_list), tuple(ctx.reg_list), body, launch.loc, stream_k=sk)
     used = planned_bytes(kernel)  # buffers with disjoint live ranges share bytes (smem_plan.py)
     limit = ctx.facts.shared_memory_bytes
     if limit and used > limit:

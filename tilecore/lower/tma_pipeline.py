@@ -201,12 +201,14 @@ class TmaRing:
         """Every consumer thread is done reading stage `stage` (warp-specialized loops)."""
         return MbarrierArrive(self.empty, stage, 0, self.loc)
 
-    def producer(self, loop: For, names_fresh, simp, thread: int, base: Expr | None = None) -> Stmt:
+    def producer(self, loop: For, names_fresh, simp, thread: int, base: Expr | None = None,
+                 shift: Expr | None = None) -> Stmt:
         """The producer side of `loop`: thread `thread` waits until the consumers released
         stage `i % stages` (parity `(i // stages + 1) % 2`, which a fresh mbarrier passes at
         once), then arms it and issues tile i. Its own loop variable, so the emulator's two
         thread groups never share one. `base`: tiles the ring counted before this loop started
-        (a persistent block's earlier tiles), added to i."""
+        (a persistent block's earlier tiles), added to i; `shift`: the first k tile of a
+        stream-K unit (tilecore.lower.stream_k), added to the tile the copies read."""
         kp = Var(names_fresh(f"{loop.var.name}_produce"), loop.var.dtype)
         stage = Var(names_fresh("stage_fill"))
         i = kp - loop.start if base is None else simp(base + (kp - loop.start))
@@ -214,7 +216,7 @@ class TmaRing:
         body = SeqStmt((
             LetStmt(stage, simp(binop("mod", i, const(self.stages))), self.loc),
             MbarrierWait(self.empty, stage, free, self.loc),
-            *self.arm(loop.var, kp, stage, simp),
+            *self.arm(loop.var, kp if shift is None else kp + shift, stage, simp),
         ), self.loc)
         produce = For(kp, loop.start, loop.stop, 1, "serial", body, (), self.loc)
         return IfThenElse(binop("eq", self.tx, thread), produce, None, self.loc)

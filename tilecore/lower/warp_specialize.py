@@ -34,6 +34,7 @@ from ..ir.stmt import For, LetStmt, SeqStmt, Stmt
 from ..ir.thread import LaneTable, MemLoad, Shuffle, ThreadKernel, WarpSpecialized
 from ..ir.visit import substitute, walk
 from .prefetch import flat_stmts
+from .stream_k import applies, build, stream_k_for
 
 PRODUCER_THREADS = 128  # one warpgroup: setmaxnreg works per warpgroup
 DEFAULT_MULTIPROCESSORS = 132  # H100 SXM / H200: the persistent grid where facts do not say
@@ -65,6 +66,7 @@ class WsPlan:
         self.persistent = persistent_grid(kernel, facts)
         self.base = Var("tile_base") if self.persistent else None
         self.persistent_any = persistent_any  # option ws_persistent_any: any body (_persistent)
+        self.sk = stream_k_for(kernel, self.persistent)  # T.stream_k: tilecore.lower.stream_k
 
 
 def persistent_grid(kernel: ThreadKernel, facts) -> int | None:
@@ -132,16 +134,21 @@ def assemble(kernel: ThreadKernel, plan: WsPlan, body: Stmt, inits: list,
     regs = register_split(plan.hints, plan.split) if plan.setmaxnreg else (0, 0)
     consumer = SeqStmt(tuple(rest), kernel.loc)
     grid, block_vars = kernel.grid, kernel.block_vars
+    registers = tuple(kernel.registers)
     tiled = _persistent(kernel, plan, hoist, producer, consumer)
     if tiled is not None:
-        grid, block_vars, producer, consumer = tiled
+        grid, block_vars, producer, consumer, extra = tiled
+        registers += extra
         hoist = []
-    elif plan.base is not None:  # rings written for a tile count: this block runs one tile
-        hoist = [LetStmt(plan.base, const(0), kernel.loc)] + hoist
+    else:
+        if plan.sk is not None:  # T.stream_k where the schedule is not built: whole tiles
+            producer, consumer = (plan.sk.plain(x, plan.trips[0]) for x in (producer, consumer))
+        if plan.base is not None:  # rings written for a tile count: this block runs one tile
+            hoist = [LetStmt(plan.base, const(0), kernel.loc)] + hoist
     ws = WarpSpecialized(plan.split, producer, consumer, regs[0], regs[1], kernel.loc)
     new_body = SeqStmt(tuple(inits) + tuple(hoist) + (ws,), kernel.loc)
     return ThreadKernel(grid, block_vars, kernel.thread_var, plan.split + PRODUCER_THREADS,
-                        kernel.warp_size, shared, kernel.registers, new_body, kernel.loc)
+                        kernel.warp_size, shared, registers, new_body, kernel.loc)
 
 
 def register_split(hints: RegHints | None, consumers: int) -> tuple[int, int]:
@@ -202,11 +209,22 @@ def _persistent(kernel: ThreadKernel, plan: WsPlan, hoist: list, producer: Stmt,
     pid = Var("block_id")
     t = Var("tile")
     loc = kernel.loc
-    lets: list = []
-    rest = t
-    for v, d in zip(kernel.block_vars, dims):
-        lets.append(LetStmt(v, binop("mod", rest, const(d)), loc))
-        rest = binop("div", rest, const(d))
+
+    def lets_of(t: Var) -> list:  # the original block indices of tile t, in launch order
+        out, rest = [], t
+        for v, d in zip(kernel.block_vars, dims):
+            out.append(LetStmt(v, binop("mod", rest, const(d)), loc))
+            rest = binop("div", rest, const(d))
+        return out
+
+    if applies(plan.sk, tiles, sms, trips):
+        built = build(kernel, plan.sk, plan.split, plan.base, lets_of, hoist, producer, consumer, tiles,
+                      sms, trips, pid)
+        if built is not None:
+            return (const(sms),), (pid,), *built
+    if plan.sk is not None:
+        producer, consumer = plan.sk.plain(producer, trips), plan.sk.plain(consumer, trips)
+    lets = lets_of(t)
     lets.append(LetStmt(plan.base, binop("mul", binop("div", binop("sub", t, pid), const(sms)), trips), loc))
 
     def tile_loop(body: Stmt) -> Stmt:
@@ -217,4 +235,4 @@ def _persistent(kernel: ThreadKernel, plan: WsPlan, hoist: list, producer: Stmt,
     # emulator's two tasks share one environment), each walking its own tile
     mine = [t, plan.base, *kernel.block_vars] + [h.var for h in hoist]
     fresh = {v: Var(f"{v.name}_produce", v.dtype) for v in mine}
-    return (const(sms),), (pid,), substitute(tile_loop(producer), fresh), tile_loop(consumer)
+    return (const(sms),), (pid,), substitute(tile_loop(producer), fresh), tile_loop(consumer), ()

@@ -63,7 +63,14 @@ def test_fast_math_softmax_exp2_is_one_instruction(tmp_path):
     ("flash_attention_bwd", dict(batch=1, heads=16, seq_len=4096, dim=128, **_HOPPER[("bwd", False)])),
     ("flash_decoding", dict(batch=32, heads=32, kv_heads=8, seq_kv=1024, dim=128,
                             **_HOPPER[("decode", "short")])),
-], ids=["bwd", "decode-paged", "mla", "tuned-fwd-d64", "tuned-bwd", "tuned-decode-short"])
+    # the combine fused into the split kernel (a counter per group, the last block merges)
+    ("flash_decoding", dict(batch=32, heads=32, kv_heads=8, seq_kv=1024, dim=128,
+                            **dict(_HOPPER[("decode", "short")], num_split=2, direct=False,
+                                   fuse_combine=True))),
+    ("flash_decoding", dict(batch=32, heads=32, kv_heads=8, seq_kv=16384, dim=128, num_split=2, block_N=64,
+                            fuse_combine=True)),
+], ids=["bwd", "decode-paged", "mla", "tuned-fwd-d64", "tuned-bwd", "tuned-decode-short", "decode-fused-tma",
+        "decode-fused-16k"])
 def test_benchmark_configs_have_no_local_memory(name, params, tmp_path):
     import importlib
 

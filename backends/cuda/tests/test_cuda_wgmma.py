@@ -90,6 +90,25 @@ def test_sm_90a_gemm_sass_has_hgmma_and_no_spills(block_N, block_K, threads, tmp
 
 @needs_nvcc
 @needs_cuobjdump
+def test_stream_k_gemm_keeps_one_wgmma_group_in_flight(tmp_path):
+    """The stream-K 8192^3 kernel (tilecore.lower.stream_k): both copies of the main loop (the
+    data-parallel tiles and the stream-K units) wait with one group in flight, and nothing
+    else waits for the tensor cores (a vector access of the accumulator registers in the
+    partial-tile hand-over once made ptxas wait after every HGMMA: 15-22% slower on the H200)."""
+    gemm = importlib.import_module("gemm")
+    cfg = gemm.config(8192, 8192, 8192)
+    assert cfg["stream_k"]
+    src = tilecore.compile(gemm.program(M=8192, N=8192, K=8192, dtype="bfloat16", **cfg),
+                           target="cuda:sm_90a").get_kernel_source()
+    log, sass = _compile(src, tmp_path)
+    assert "0 bytes spill stores" in log
+    assert sass.count("HGMMA.64x256x16") == 8  # 4 k16 steps a 64-deep k tile, two loops
+    assert sass.count("WARPGROUP.DEPBAR.LE gsb0, 0x1") == 2  # in each loop
+    assert sass.count("WARPGROUP.DEPBAR.LE gsb0, 0x0") == 2  # after each loop
+
+
+@needs_nvcc
+@needs_cuobjdump
 def test_fp8_gemm_sass_has_qgmma(tmp_path):
     fp8 = importlib.import_module("gemm_fp8")
     src = tilecore.compile(fp8.program(M=1024, N=1024, K=1024), out_idx=fp8.OUT_IDX,

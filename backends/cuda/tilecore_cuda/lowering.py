@@ -60,10 +60,13 @@ def tile_target_facts(target):
 @hookimpl
 def tile_gemm_tensorize(target, query):
     """`mma.sync` m16n8k16 (f16/bf16 in, f32 accumulate) on sm_80+, loaded with `ldmatrix`; the
-    warp grid follows the gemm's policy. Declined (with the reason) for other dtypes and shapes;
-    None for other targets."""
+    warp grid follows the gemm's policy. On Hopper wgmma first (`wgmma_plan`); a 16-bit gemm it
+    declines gets mma.sync, with `MmaPlan.note` saying why when only a user's shared layout kept
+    it off wgmma. Declined (with the reason) for other dtypes and shapes; None for other targets."""
     if target.kind != "cuda":
         return None
+    from dataclasses import replace
+
     from tilecore import dtypes as dt
     from tilecore.contract import Declined, MmaPlan
     from tilecore.lower.tensorize import warp_grid
@@ -73,10 +76,15 @@ def tile_gemm_tensorize(target, query):
     if _sm(target) < 80:
         return Declined(f"{target} predates the sm_80 tensor-core instructions tilecore uses")
     q = query
+    note = ""
     if has_wgmma(target):
         plan = wgmma_plan(q)
         if isinstance(plan, MmaPlan) or q.a_dtype.name in _FP8 or q.b_dtype.name in _FP8:
             return plan
+        if q.fixed_layouts and isinstance(wgmma_plan(replace(q, fixed_layouts=())), MmaPlan):
+            # only the user's layout keeps this gemm off wgmma: say so (the core warns once)
+            note = ("wgmma reads shared operands through matrix descriptors, which take only "
+                    "the canonical swizzled layout")
     if q.a_dtype != q.b_dtype or q.a_dtype.name not in _MMA_DTYPES:
         return Declined(f"the m16n8k16 tensor-core instruction needs float16 or bfloat16 A and B "
                         f"of one dtype, got {q.a_dtype} and {q.b_dtype}")
@@ -93,7 +101,7 @@ def tile_gemm_tensorize(target, query):
                         "instruction tiles (make M a multiple of 16 x warps-in-M and N of 8 x warps-in-N, "
                         "or use fewer threads)")
     loaders = tuple(ldmatrix(count, trans, q.a_dtype) for count in (4, 2) for trans in (False, True))
-    return MmaPlan(mma=mma_m16n8k16(q.a_dtype), warps=warps, loaders=loaders)
+    return MmaPlan(mma=mma_m16n8k16(q.a_dtype), warps=warps, loaders=loaders, note=note)
 
 
 def wgmma_plan(q: GemmQuery) -> MmaPlan | Declined:
@@ -101,13 +109,20 @@ def wgmma_plan(q: GemmQuery) -> MmaPlan | Declined:
     warpgroups split M (then N) into 64-row tiles, each issuing instructions of the widest n
     (<= 256) that divides its columns. B is read through a descriptor (K- or, for 16-bit
     types, MN-major); A too, or from registers when it is a fragment. Declined with the
-    reason when the gemm does not fit (the caller then offers mma.sync for 16-bit types)."""
+    reason when the gemm does not fit, or when T.annotate_layout gives a shared operand a layout
+    a descriptor cannot read (`GemmQuery.fixed_layouts`; the caller then offers mma.sync for
+    16-bit types, which reads shared memory through the user's layout)."""
     from tilecore import dtypes as dt
     from tilecore.contract import Declined, MmaPlan
     from tilecore.lower.tensorize import warp_grid
 
     from .intrinsics import WGMMA_LANES, WGMMA_M, WGMMA_NS, wgmma, wgmma_k
 
+    fixed = [o for o in q.fixed_layouts if o == "B" or q.a_scope == "shared"]
+    if fixed:
+        return Declined(f"wgmma reads shared operand{'s' * (len(fixed) > 1)} {' and '.join(fixed)} "
+                        "through matrix descriptors, which take only the canonical swizzled layout, "
+                        "and T.annotate_layout gives another (use T.make_swizzled_layout, or no annotation)")
     fp8 = q.a_dtype == q.b_dtype and q.a_dtype.name in _FP8
     if not fp8 and (q.a_dtype != q.b_dtype or q.a_dtype.name not in _MMA_DTYPES):
         return Declined(f"wgmma needs float16, bfloat16 or fp8 A and B of one dtype, got "

@@ -8,6 +8,7 @@ and that the lowered program's register r of thread t reads the element the map 
 
 import numpy as np
 import pytest
+from test_emu_index_layout import numpy_if_then_else
 from test_emu_smem import lowered
 
 import tilecore
@@ -75,6 +76,9 @@ CASES = {
     "replicated": (lambda i, j, rep: i % 8 * 4 + j % 4 + rep * 32, lambda i, j: i // 8 * 4 + j // 4, 64, 2),
     # a register index of two dimensions, flattened row-major
     "two_index": (lambda i, j: i % 8 * 4 + j % 4, lambda i, j: [i // 8, j // 4], 32, 1),
+    # the lower half's threads in reverse order: a branch, T.if_then_else (tabulated by np.where)
+    "branched": (lambda i, j: T.if_then_else(i < 8, (i * 16 + j) % 32, 31 - (i * 16 + j) % 32),
+                 lambda i, j: (i * 16 + j) // 32, 32, 1),
 }
 
 
@@ -89,7 +93,8 @@ def test_a_fragment_map_is_the_lowered_register_layout(name):
     np.testing.assert_array_equal(b, 2 * a)
     assert "# layout of F: T.Fragment((16, 16)" in f.script()
     i, j = np.indices((16, 16)).reshape(2, -1)
-    reps = [thread_fn(i, j) if rep == 1 else thread_fn(i, j, r) for r in range(rep)]
+    with numpy_if_then_else():
+        reps = [thread_fn(i, j) if rep == 1 else thread_fn(i, j, r) for r in range(rep)]
     reg = index_fn(i, j)
     reg = np.ravel_multi_index(reg, [int(x.max()) + 1 for x in reg]) if isinstance(reg, list) else reg
     want = {(int(t), int(r)): int(e) for th in reps for t, r, e in zip(th, reg, i * 16 + j)}

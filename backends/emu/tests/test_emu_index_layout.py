@@ -5,6 +5,8 @@ A layout never changes a value, so each test checks both that emu agrees with Nu
 that the lowered thread program stores every element where the map says (its shared offsets,
 evaluated for every thread), or reads it with the instruction the placement allows."""
 
+import contextlib
+
 import gemm  # noqa: F401 (test_emu_smem's kernels import it)
 import numpy as np
 import pytest
@@ -13,7 +15,7 @@ from test_emu_smem import annotated, lowered
 import tilecore
 import tilecore.language as T
 from tilecore.cuda.intrinsics.layout.mma_layout import get_swizzle_layout
-from tilecore.errors import TileLayoutError
+from tilecore.errors import TileLayoutError, TilePerformanceWarning
 from tilecore.ir.index_layout import IndexMapped
 from tilecore.ir.smem_layout import Panelled, Swizzled
 from tilecore.ir.thread import IntrinsicCall, MemLoad, MemStore, VecMove
@@ -31,6 +33,24 @@ def copy_through(shape, fn, threads=64):
             T.copy(S, B)
 
     return f
+
+
+@contextlib.contextmanager
+def numpy_if_then_else():
+    """T.if_then_else as np.where, for calling a user's map on NumPy index arrays (the tests'
+    reference, independent of tilecore's evaluation)."""
+    real = T.if_then_else
+    T.if_then_else = np.where
+    try:
+        yield
+    finally:
+        T.if_then_else = real
+
+
+def numpy_map(fn, shape):
+    """`fn` on NumPy index arrays of `shape`."""
+    with numpy_if_then_else():
+        return fn(*np.indices(shape))
 
 
 def shared_writes(k):
@@ -54,6 +74,8 @@ def shared_writes(k):
 
 @pytest.mark.parametrize("shape, fn, storage", [
     ((32, 32), lambda i, j: [j, i], 1024),  # transposed
+    # odd rows reversed, a branch as T.if_then_else (tabulated with np.where)
+    ((32, 32), lambda i, j: [i, T.if_then_else(i % 2 < 1, j, 31 - j)], 1024),
     ((32, 32), lambda i, j: i * 33 + j, 32 * 33 - 1),  # rows 33 apart, one output dimension
     ((2, 16, 32), lambda k, i, j: [1 - k, j, i ^ (j % 16)], 1024),  # 3-D, XOR
 ])
@@ -69,7 +91,7 @@ def test_an_index_map_is_where_the_lowered_copy_stores(shape, fn, storage):
     assert isinstance(s.layout, IndexMapped) and s.shape == (storage,)
     assert "index_map" in kernel.get_ir("final")
     # the map, evaluated by NumPy on the logical indices, against the program's offsets
-    outs = fn(*np.indices(shape))
+    outs = numpy_map(fn, shape)
     outs = [np.asarray(o) for o in (outs if isinstance(outs, list) else [outs])]
     ext = [int(o.max()) + 1 for o in outs]
     want = np.ravel_multi_index(outs, ext).reshape(-1)
@@ -110,12 +132,64 @@ def test_gemm_operands_read_an_index_map_as_its_placement_allows(target, fn, lay
         assert "wgmma" in reads_of(k, "A")
 
 
-def test_a_wgmma_operand_with_a_non_canonical_map_is_a_located_error():
-    func = annotated("explicit", layout=T.Layout((64, 32), lambda i, j: [63 - i, j]))
-    with pytest.raises(TileLayoutError, match="wgmma.*cannot read") as err:
-        tilecore.compile(func, out_idx=[2], target="emu:sm_90a")
-    assert "T.annotate_layout({A_s: layout})" in str(err.value)
-    assert "T.make_swizzled_layout" in str(err.value)
+def one_block_gemm(layout_of):
+    """C = A @ B for 64x64x64 fp16 in one block of one warpgroup, A staged in a shared tile
+    whose layout `layout_of(A_s)` gives (T.annotate_layout on this file's line below)."""
+
+    @T.prim_func
+    def g(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"),
+          C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_l = T.alloc_fragment((64, 64), "float32")
+            T.annotate_layout({A_s: layout_of(A_s)})  # the line the warning names
+            T.clear(C_l)
+            for k in T.Pipelined(2, num_stages=2):
+                T.copy(A[0, k * 32], A_s)
+                T.copy(B[k * 32, 0], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C)
+
+    return g
+
+
+@pytest.mark.parametrize("layout_of", [
+    lambda s: T.Layout(s.shape, lambda i, j: [i, j]),  # TileLang's make_swizzle_layout, unswizzled
+    lambda s: T.make_row_major_layout(s),
+    lambda s: T.Layout(s.shape, lambda i, j: [63 - i, j]),  # no structural layout equals it
+], ids=["identity", "row_major", "rows_reversed"])
+def test_a_wgmma_operand_with_a_non_canonical_layout_runs_on_mma_sync(layout_of):
+    func = one_block_gemm(layout_of)
+    rng = np.random.default_rng(2)
+    a = rng.integers(-3, 4, (64, 64)).astype(np.float16)
+    b = rng.integers(-3, 4, (64, 64)).astype(np.float16)
+    with pytest.warns(TilePerformanceWarning) as record:
+        kernel = tilecore.jit(func, out_idx=[2], target="emu:sm_90a")
+        tilecore.jit(func, out_idx=[2], target="emu:sm_90a")  # again: no second warning
+    (w,) = [x for x in record if "T.annotate_layout gives A_s" in str(x.message)]
+    msg = str(w.message)
+    assert w.filename == __file__ and "T.annotate_layout" in open(__file__).readlines()[w.lineno - 1]
+    assert "mma.sync" in msg and "descriptors" in msg
+    assert "T.make_swizzled_layout(A_s)" in msg and "drop the annotation" in msg
+    want = tilecore.jit(func, out_idx=[2], target="interp")(a, b)
+    np.testing.assert_array_equal(kernel(a, b), want)  # small integers: exact in any order
+    np.testing.assert_array_equal(want, a.astype(np.float32) @ b.astype(np.float32))
+    k = lowered(kernel)
+    assert "mma" in reads_of(k, "A") and "wgmma" not in reads_of(k, "A") | reads_of(k, "B")
+    # the CUDA source for sm_90a (rendered only: nvcc compiles sources in backends/cuda's CI)
+    src = tilecore.compile(func, out_idx=[2], target="cuda:sm_90a").get_kernel_source()
+    assert "mma.sync.aligned.m16n8k16" in src and "wgmma" not in src
+
+
+def test_a_canonical_layout_keeps_wgmma_without_a_warning():
+    import warnings
+
+    func = one_block_gemm(lambda s: T.make_swizzled_layout(s))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TilePerformanceWarning)
+        kernel = tilecore.jit(func, out_idx=[2], target="emu:sm_90a")
+    assert "wgmma" in reads_of(lowered(kernel), "A")
 
 
 @pytest.mark.parametrize("fn, what", [
@@ -123,6 +197,11 @@ def test_a_wgmma_operand_with_a_non_canonical_map_is_a_located_error():
     (lambda i, j: [i - 1, j], r"sends element \(0, 0\) to \[-1, 0\], a negative index"),
     (lambda i: [i], "could not be applied to 2 indices"),
     (lambda i, j: [i, j][2], "raised IndexError on index variables"),
+    (lambda i, j: [i, j if i < 4 else 7 - j], r"branches on an index in Python .* T\.if_then_else"),
+    # `==` on an expression is Python's equality (False): caught by running the map on ints
+    (lambda i, j: [i, T.if_then_else(i % 2 == 0, j, 7 - j)],
+     r"element \(0, 0\) \[0, 0\] on integers but \[0, 7\] on index variables.*`==`"),
+    (lambda i, j: [i, (j - i) % 8], r"\[1, 7\] on integers but \[1, -1\].*T\.floormod"),
 ])
 def test_a_map_that_cannot_be_a_layout_names_the_line(fn, what):
     with pytest.raises(TileLayoutError, match=what) as err:
