@@ -20,9 +20,10 @@ from ..ir.module import Module
 from ..ir.thread import find_kernel
 from ..target import TargetDesc
 from .base import Pass
+from .safe_memory import safe_memory
 from .simplify import simplify, verify_pass
 
-CORE_PASSES: list[Pass] = [verify_pass, simplify]
+CORE_PASSES: list[Pass] = [verify_pass, safe_memory, simplify]
 
 
 def _thread_level_pass() -> Pass:
