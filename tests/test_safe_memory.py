@@ -11,7 +11,7 @@ from optional_backends import isolated_cache, target_params  # noqa: F401 (isola
 
 import tilecore
 import tilecore.language as T
-from tilecore.errors import TileRuntimeError
+from tilecore.errors import TileRuntimeError, TileShapeError
 
 pytestmark = pytest.mark.usefixtures("isolated_cache")
 
@@ -153,3 +153,29 @@ def test_bounds_through_division_and_an_enclosing_select_need_no_guard():
     pad = np.pad(a, ((0, 0), (1, 1), (1, 1), (0, 0)))
     ref = np.stack([pad[:, y:y + 8, x:x + 8, :] for y in range(3) for x in range(3)], axis=3)
     np.testing.assert_array_equal(out, ref.reshape(128, 36))
+
+
+def test_an_enclosing_if_narrows_a_loop_range():
+    """`if i < groups:` bounds `by * groups + i` (flash decoding's per-head store): the store
+    needs no guard. Outside the `if` the store provably leaves the constant-shape tensor, which
+    stays a compile-time error (docs/tilelang.md)."""
+    def build(guarded: bool):
+        @T.prim_func
+        def k(A: T.Tensor((2, 8), "float32"), Out: T.Tensor((6,), "float32")):
+            with T.Kernel(2, threads=32) as by:
+                for i in T.Parallel(8):
+                    if guarded:
+                        if i < 3:
+                            Out[by * 3 + i] = A[by, i]
+                    else:
+                        Out[by * 3 + i] = A[by, i]
+        return k
+
+    assert "if " not in tilecore.compile(build(True), target="interp").get_ir("safe-memory").split(
+        "i < 3:")[1]
+    a = np.arange(16, dtype=np.float32).reshape(2, 8)
+    out = np.zeros(6, np.float32)
+    tilecore.jit(build(True), target="interp")(a, out)
+    np.testing.assert_array_equal(out, np.concatenate([a[0, :3], a[1, :3]]))
+    with pytest.raises(TileShapeError, match="reaches 10"):
+        tilecore.compile(build(False), target="interp")

@@ -104,22 +104,63 @@ def _stmt(s, ctx: _Ctx):
 
 
 def _with_facts(ctx: _Ctx, cond) -> _Ctx:
-    return dataclasses.replace(ctx, facts=ctx.facts | set(_conjuncts(cond)))
+    """`ctx` where `cond` holds: its conjuncts are facts, and a conjunct comparing a variable
+    with a constant (`if i < groups:`) narrows the variable's range."""
+    parts = _conjuncts(cond)
+    ranges = ctx.ranges
+    for c in parts:
+        r = _narrowed(c, ranges)
+        if r is not None:
+            ranges = {**ranges, id(r[0]): r[1]}
+    return dataclasses.replace(ctx, ranges=ranges, facts=ctx.facts | set(parts))
+
+
+_FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+
+
+def _narrowed(c, ranges: dict):
+    """(var, (lo, hi)) for a conjunct `var op constant` (either side) on a ranged variable."""
+    if not (isinstance(c, BinOp) and c.op in _FLIP):
+        return None
+    op, v, k = c.op, c.a, const_int(c.b)
+    if not isinstance(v, Var):
+        op, v, k = _FLIP[c.op], c.b, const_int(c.a)
+    if not isinstance(v, Var) or k is None or id(v) not in ranges:
+        return None
+    lo, hi = ranges[id(v)]
+    if op == "lt":
+        hi = min(hi, k - 1)
+    elif op == "le":
+        hi = min(hi, k)
+    elif op == "gt":
+        lo = max(lo, k + 1)
+    else:
+        lo = max(lo, k)
+    return (v, (lo, hi)) if lo <= hi else None
 
 
 def _leaf(s, ctx: _Ctx, skip: tuple = ()):
-    """Rewrite every global element access in `s` (fields in `skip` are left as they are)."""
+    """Rewrite every global element access in `s` (fields in `skip` are left as they are). The
+    value of a guarded store is evaluated only where the store runs, so its loads know the
+    store's bounds (`B[i] = A[i]` over one extent gets one test)."""
+    store = isinstance(s, (Store, AtomicAdd)) and _is_global(s.buffer)
     changes = {}
     for f in dataclasses.fields(s):
-        if f.name in skip or f.name == "loc":
+        if f.name in skip or f.name == "loc" or (store and f.name == "value"):
             continue
         v = getattr(s, f.name)
         nv = _field(v, ctx)
         if nv is not v:
             changes[f.name] = nv
     out = dataclasses.replace(s, **changes) if changes else s
-    guarded = _guard(out, ctx)
-    return out if guarded is None else guarded
+    if not store:
+        return out
+    cond = _condition(out.buffer, out.indices, ctx)
+    inner = ctx if cond is None else _with_facts(ctx, cond)
+    value = _expr(out.value, inner)
+    if value is not out.value:
+        out = dataclasses.replace(out, value=value)
+    return out if cond is None else IfThenElse(cond, out, None, out.loc)
 
 
 def _field(v, ctx: _Ctx):
