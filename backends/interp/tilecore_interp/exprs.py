@@ -34,6 +34,7 @@ class Slots:
         # integer operations may skip C's wrap-around (ranges.py)
         self.ranges: dict[int, tuple[int, int]] = {}
         self.intervals: dict[int, tuple[int, int] | None] = {}
+        self.cse = None  # the statement being compiled's common subexpressions (cse.py)
 
     def bind_range(self, var, e) -> None:
         """Record that `var` holds the values of integer expression / interval `e`."""
@@ -104,7 +105,16 @@ def check_bounds(arr, buf, idx: list, mask, loc, what="read"):
 
 
 def compile_expr(e, slots: Slots, loc: SourceLoc | None):
-    """A closure evaluating `e`; `loc` names the statement for runtime faults."""
+    """A closure evaluating `e`; `loc` names the statement for runtime faults. Inside a
+    statement compiled with `slots.cse` (cse.py), a repeated pure subexpression is one
+    closure evaluated once per execution of the statement."""
+    cse = slots.cse
+    if cse is not None and e in cse.repeated:
+        return cse.compiled(e, lambda: _compile(e, slots, loc))
+    return _compile(e, slots, loc)
+
+
+def _compile(e, slots: Slots, loc: SourceLoc | None):
     if isinstance(e, Const):
         if e.dtype.is_int:
             v = int(e.value)
@@ -217,10 +227,16 @@ def _compile_binop(e: BinOp, slots, loc):
             return lambda env, mask: fast(fa(env, mask), c)
         return lambda env, mask: fast(fa(env, mask), fb(env, mask))
     run = S.int_operation(op, dt.int32 if t.is_bool else t)  # bound once: index arithmetic
+    # an inactive lane's divisor / shift count is never used: inside `T.if_then_else(d != 0,
+    # x // d, ...)` only the lanes where d != 0 must not fault
+    neutral = {"div": 1, "mod": 1, "floordiv": 1, "floormod": 1, "shl": 0, "shr": 0}.get(op)
 
     def int_op(env, mask):
+        b = fb(env, mask)
+        if neutral is not None and mask is not None and np.ndim(b):
+            b = np.where(mask, b, neutral)
         try:
-            return run(fa(env, mask), fb(env, mask))
+            return run(fa(env, mask), b)
         except ZeroDivisionError:
             raise TileRuntimeError("integer division by zero", loc,
                                    hint="guard the division (`if d != 0:`) or check the divisor") from None

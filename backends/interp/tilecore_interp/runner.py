@@ -42,6 +42,7 @@ from tilecore.semantics import (
 )
 
 from . import aliases, blas, debug, pointers, ranges, roles, shadow
+from .cse import Cse
 from .exprs import Slots, check_bounds, compile_expr, proven_shape
 from .races import check_unique_writes
 
@@ -329,8 +330,12 @@ class Program:
         buf, loc = s.buffer, s.loc
         bslot = self.slots(buf)
         sh = self.slots.shadow.get(id(buf))
-        idx_fns = [compile_expr(i, self.slots, loc) for i in s.indices]
-        vf = compile_expr(s.value, self.slots, loc)
+        cse = self.slots.cse = Cse((*s.indices, s.value))  # indices and value share subexpressions
+        try:
+            idx_fns = [compile_expr(i, self.slots, loc) for i in s.indices]
+            vf = compile_expr(s.value, self.slots, loc)
+        finally:
+            self.slots.cse = None
         d = buf.dtype
 
         def to_storage(v):
@@ -402,7 +407,7 @@ class Program:
             if sh is not None:
                 env[sh][tuple(idx)] = True
 
-        return fast_store or store
+        return cse.each_run(fast_store or store)
 
     # ------------------------------------------------------------------ tile operations
     def s_Copy(self, s: Copy, vec):
