@@ -200,7 +200,7 @@ def _check_shared_budget(s: KernelLaunch) -> None:
             "CPU targets with `T.Kernel(..., is_cpu=True)`")
 
 
-def interval(e, ranges: dict, lets: dict, depth: int = 0) -> tuple[int, int] | None:
+def _interval(e, ranges: dict, lets: dict, depth: int = 0) -> tuple[int, int] | None:
     """Exact [min, max] of an affine integer expression over independent constant-range
     variables, or None when it is not provably bounded."""
     lin = linear(e)
@@ -212,7 +212,7 @@ def interval(e, ranges: dict, lets: dict, depth: int = 0) -> tuple[int, int] | N
         if isinstance(atom, Var) and id(atom) in ranges:
             a, b = ranges[id(atom)]
         elif isinstance(atom, Var) and id(atom) in lets:
-            r = interval(lets[id(atom)], ranges, lets, depth + 1)
+            r = _interval(lets[id(atom)], ranges, lets, depth + 1)
             if r is None:
                 return None
             a, b = r
@@ -233,7 +233,7 @@ def _check_access(buf: Buffer, indices, ranges: dict, lets: dict, loc, what: str
     for d, (i, n) in enumerate(zip(indices, buf.shape)):
         if not isinstance(n, int) or not isinstance(i, Expr):
             continue
-        r = interval(i, ranges, lets)
+        r = _interval(i, ranges, lets)
         if r is None:
             continue
         lo, hi = r
@@ -265,7 +265,7 @@ def _check_region(r, ranges: dict, lets: dict, loc) -> None:
     for d, (start, ext, n) in enumerate(zip(r.starts, r.extents, r.buffer.shape)):
         if not isinstance(n, int):
             continue
-        iv = interval(start, ranges, lets)
+        iv = _interval(start, ranges, lets)
         if iv is None:
             continue
         lo, hi = iv

@@ -11,10 +11,12 @@ rewriting the tile IR before any lowering:
     X[i, j]          ->  T.if_then_else(i < n, X[i, j], 0)          (the load is not evaluated)
     Y[i, j] = v      ->  if i < n: Y[i, j] = v                     (the store is dropped)
 
-A condition is added only for the bounds the pass cannot prove: indices affine in block indices
-of a constant grid, loop variables of constant range and let-bound such values, against a
-constant extent (`tilecore.ir.static_checks`'s interval rule, which already rejects accesses it
-proves to leave a constant-shape buffer), and a bound an enclosing `if` states as written.
+A condition is added only for the bounds the pass cannot prove: `tilecore.ir.ranges` (the
+oracle's interval arithmetic: block indices of a constant grid, loop variables of constant
+range, let-bound values, `//` and `%` by positive constants) against a constant extent, with
+a variable's range narrowed by an enclosing `if var < c:`, and a bound an enclosing `if`, a
+`T.if_then_else` or the guarded store itself states as written. (`tilecore.ir.static_checks`
+already rejects an affine access it proves to leave a constant-shape buffer.)
 Tile operations (`T.copy`, `T.atomic_add` of a tile, ...) are predicated at tensor edges by
 their own lowering and are not touched. With `tl.disable_safe_memory_legalize` the pass does
 nothing: such an access is undefined, and `interp`, `cpu` and `emu` report it as a located
@@ -25,11 +27,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..dtypes import DType, max_value, min_value
+from ..dtypes import DType
+from ..ir import ranges
 from ..ir.buffer import Buffer, Region
-from ..ir.expr import BinOp, Cast, Const, Expr, Load, Select, Var, binop, const, const_int
+from ..ir.expr import BinOp, Const, Expr, Load, Select, Var, binop, const, const_int
 from ..ir.module import Module
-from ..ir.static_checks import interval
 from ..ir.stmt import AtomicAdd, For, IfThenElse, KernelLaunch, LetStmt, SeqStmt, Store
 from ..ir.visit import rewrite, walk
 from ..target import TargetDesc
@@ -41,8 +43,7 @@ def safe_memory(module: Module, desc: TargetDesc) -> Module:
     """Invariant: every element load of a global buffer is inside the buffer or selects its safe
     value instead, and every element store / atomic to one is inside it or not executed."""
     func = module.func
-    ranges, lets = _ranges(func.body)
-    body = _stmt(func.body, _Ctx(ranges, lets, frozenset()))
+    body = _stmt(func.body, _Ctx(_ranges(func.body), {}, frozenset()))
     if body is func.body:
         return module
     return module.with_func(dataclasses.replace(func, body=body))
@@ -50,29 +51,30 @@ def safe_memory(module: Module, desc: TargetDesc) -> Module:
 
 @dataclasses.dataclass(frozen=True)
 class _Ctx:
-    ranges: dict  # id(Var) -> (lo, hi) of block and loop indices of constant range
-    lets: dict  # id(Var) -> the let-bound value
+    ranges: dict  # id(Var) -> (lo, hi): block and loop indices, let values (tilecore.ir.ranges)
+    memo: dict  # tilecore.ir.ranges' answers under `ranges`
     facts: frozenset  # conditions enclosing `if`s state (their `and`-conjuncts), as written
 
 
-def _ranges(body) -> tuple[dict, dict]:
-    """Constant ranges of block indices and loop variables, and let-bound values: IR variables
-    are distinct objects per binding, so one map serves the whole kernel."""
-    ranges: dict = {}
-    lets: dict = {}
+def _ranges(body) -> dict:
+    """Ranges of block indices of a constant grid, loop variables of constant bounds and
+    let-bound values (pre-order: a let's loops are bound before it). IR variables are distinct
+    objects per binding, so one map serves the whole kernel."""
+    rmap: dict = {}
+    memo: dict = {}
     for n in walk(body):
         if isinstance(n, KernelLaunch):
             for v, g in zip(n.block_vars, n.grid):
                 k = const_int(g)
                 if k is not None and k >= 1:
-                    ranges[id(v)] = (0, k - 1)
+                    ranges.bind(rmap, memo, v, (0, k - 1))
         elif isinstance(n, For):
             lo, hi = const_int(n.start), const_int(n.stop)
             if lo is not None and hi is not None and n.step == 1 and hi > lo:
-                ranges[id(n.var)] = (lo, hi - 1)
-        elif isinstance(n, LetStmt):
-            lets[id(n.var)] = n.value
-    return ranges, lets
+                ranges.bind(rmap, memo, n.var, (lo, hi - 1))
+        elif isinstance(n, LetStmt) and n.value.dtype.is_int:
+            ranges.bind(rmap, memo, n.var, ranges.interval(n.value, rmap, memo))
+    return rmap
 
 
 def _conjuncts(e) -> list:
@@ -107,27 +109,27 @@ def _with_facts(ctx: _Ctx, cond) -> _Ctx:
     """`ctx` where `cond` holds: its conjuncts are facts, and a conjunct comparing a variable
     with a constant (`if i < groups:`) narrows the variable's range."""
     parts = _conjuncts(cond)
-    ranges = ctx.ranges
+    rmap, memo = ctx.ranges, ctx.memo
     for c in parts:
-        r = _narrowed(c, ranges)
+        r = _narrowed(c, rmap)
         if r is not None:
-            ranges = {**ranges, id(r[0]): r[1]}
-    return dataclasses.replace(ctx, ranges=ranges, facts=ctx.facts | set(parts))
+            rmap, memo = {**rmap, id(r[0]): r[1]}, {}
+    return dataclasses.replace(ctx, ranges=rmap, memo=memo, facts=ctx.facts | set(parts))
 
 
 _FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
 
 
-def _narrowed(c, ranges: dict):
+def _narrowed(c, rmap: dict):
     """(var, (lo, hi)) for a conjunct `var op constant` (either side) on a ranged variable."""
     if not (isinstance(c, BinOp) and c.op in _FLIP):
         return None
     op, v, k = c.op, c.a, const_int(c.b)
     if not isinstance(v, Var):
         op, v, k = _FLIP[c.op], c.b, const_int(c.a)
-    if not isinstance(v, Var) or k is None or id(v) not in ranges:
+    if not isinstance(v, Var) or k is None or id(v) not in rmap:
         return None
-    lo, hi = ranges[id(v)]
+    lo, hi = rmap[id(v)]
     if op == "lt":
         hi = min(hi, k - 1)
     elif op == "le":
@@ -237,8 +239,8 @@ def _condition(buf: Buffer, indices, ctx: _Ctx) -> Expr | None:
     for i, n in zip(indices, buf.shape):
         if not isinstance(i, Expr) or isinstance(i, Const):
             continue
-        r = _bound(i, ctx, 0)
-        if not ((r is not None and r[0] >= 0) or i.dtype.kind == "uint"):
+        r = ranges.interval(i, ctx.ranges, ctx.memo) if i.dtype.is_int else None
+        if not (r is not None and r[0] >= 0):
             c = binop("ge", i, 0)
             if c not in ctx.facts:
                 conds.append(c)
@@ -252,51 +254,3 @@ def _condition(buf: Buffer, indices, ctx: _Ctx) -> Expr | None:
     for c in conds[1:]:
         out = binop("and", out, c)
     return out
-
-
-def _bound(e, ctx: _Ctx, depth: int) -> tuple[int, int] | None:
-    """[min, max] of an integer expression, or None when unknown: `static_checks.interval` for
-    affine forms, else interval arithmetic through division and remainder by positive
-    constants, min / max, casts and selects (the operations index arithmetic uses)."""
-    if depth > 12:
-        return None
-    r = interval(e, ctx.ranges, ctx.lets)
-    if r is not None:
-        return r
-    if isinstance(e, Var) and id(e) in ctx.lets:
-        return _bound(ctx.lets[id(e)], ctx, depth + 1)
-    if isinstance(e, Cast) and e.dtype.is_int and e.value.dtype.is_int:
-        r = _bound(e.value, ctx, depth + 1)
-        return r if r is not None and _fits(r, e.dtype) else None
-    if isinstance(e, Select):
-        a, b = _bound(e.true_value, ctx, depth + 1), _bound(e.false_value, ctx, depth + 1)
-        return (min(a[0], b[0]), max(a[1], b[1])) if a is not None and b is not None else None
-    if not (isinstance(e, BinOp) and e.dtype.is_int):
-        return None
-    a, b = _bound(e.a, ctx, depth + 1), _bound(e.b, ctx, depth + 1)
-    if a is None or b is None:
-        return None
-    op = e.op
-    if op == "add":
-        r = (a[0] + b[0], a[1] + b[1])
-    elif op == "sub":
-        r = (a[0] - b[1], a[1] - b[0])
-    elif op == "mul":
-        p = [x * y for x in a for y in b]
-        r = (min(p), max(p))
-    elif op == "min":
-        r = (min(a[0], b[0]), min(a[1], b[1]))
-    elif op == "max":
-        r = (max(a[0], b[0]), max(a[1], b[1]))
-    elif op in ("div", "floordiv") and b[0] > 0 and a[0] >= 0:
-        r = (a[0] // b[1], a[1] // b[0])  # truncation is flooring for these signs
-    elif op in ("mod", "floormod") and b[0] > 0 and (a[0] >= 0 or op == "floormod"):
-        r = (0, b[1] - 1) if a[0] < 0 or a[1] >= b[0] else a
-    else:
-        return None
-    return r if _fits(r, e.dtype) else None
-
-
-def _fits(r: tuple[int, int], dtype) -> bool:
-    """Whether the range lies inside `dtype` (beyond it the operation wraps: bound unknown)."""
-    return min_value(dtype) <= r[0] and r[1] <= max_value(dtype)

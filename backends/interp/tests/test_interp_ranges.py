@@ -1,14 +1,14 @@
-"""The oracle's unwrapped integer fast path (tilecore_interp/ranges.py): taken only where the
+"""The oracle's unwrapped integer fast path (tilecore/ir/ranges.py): taken only where the
 operands' ranges prove it exact, and the C results everywhere (wrap, truncation) unchanged."""
 
 import numpy as np
 import pytest
-from tilecore_interp import ranges
 
 import tilecore
 import tilecore.language as T
 from tilecore import dtypes as dt
 from tilecore.errors import TileRuntimeError
+from tilecore.ir import ranges
 from tilecore.ir.buffer import Buffer
 from tilecore.ir.expr import BinOp, Const, Load, Var
 

@@ -15,9 +15,10 @@ import numpy as np
 from tilecore import dtypes as dt
 from tilecore import semantics as S
 from tilecore.errors import SourceLoc, TileRuntimeError
+from tilecore.ir import ranges
 from tilecore.ir.expr import BinOp, Cast, Const, Load, Select, Unary, Var
 
-from . import ranges, shadow
+from . import shadow
 
 
 class Slots:

@@ -11,6 +11,7 @@ import random
 import numpy as np
 
 from tilecore.errors import TileRuntimeError
+from tilecore.ir import ranges
 from tilecore.ir.buffer import Region
 from tilecore.ir.expr import Load, const_int
 from tilecore.ir.grid_sync import phases as grid_phases
@@ -41,7 +42,7 @@ from tilecore.semantics import (
     wrap_int,
 )
 
-from . import aliases, blas, debug, pointers, ranges, roles, shadow
+from . import aliases, blas, debug, pointers, roles, shadow
 from .cse import Cse
 from .exprs import Slots, check_bounds, compile_expr, proven_shape
 from .races import check_unique_writes
