@@ -443,15 +443,16 @@ class Program:
         cnp = compute_np(acc)
 
         def gemm(env, mask):
-            a = ra(env).astype(cnp).reshape((k, m) if s.transpose_a else (m, k))
-            b = rb(env).astype(cnp).reshape((n, k) if s.transpose_b else (k, n))
+            # operands already in the compute dtype (float32 fragments) are read in place
+            a = ra(env).astype(cnp, copy=False).reshape((k, m) if s.transpose_a else (m, k))
+            b = rb(env).astype(cnp, copy=False).reshape((n, k) if s.transpose_b else (k, n))
             if s.transpose_a:
                 a = a.T
             if s.transpose_b:
                 b = b.T
             prod = a @ b
             if not s.clear_accum:
-                prod = rc(env).reshape(m, n).astype(prod.dtype) + prod
+                prod = rc(env).reshape(m, n).astype(prod.dtype, copy=False) + prod
             if exact_int:
                 prod = wrap_int(prod, cd)
             wc(env, prod.reshape(s.c.extents))
