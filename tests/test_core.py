@@ -91,7 +91,7 @@ def _kernel():
 
 def test_get_ir_stages_and_source():
     k = _kernel()
-    assert k.stage_names[:3] == ["input", "verify", "simplify"]
+    assert k.stage_names[:4] == ["input", "verify", "safe-memory", "simplify"]
     # a thread-lowering target runs the core's lowering passes, in order
     lowering = ["layout-inference", "lower-threads", "async-pipeline", "prefetch-pipelined",
                 "insert-barriers", "wide-offsets"]

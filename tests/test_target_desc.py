@@ -77,9 +77,10 @@ def test_lowering_runs_on_a_hand_made_description_without_plugins(no_manager):
     func = _gemm_func()
     stages = run_pipeline(Module(func, ModuleAttrs(target=TOY)), _desc(func))
     names = [n for n, _ in stages]
-    assert names == ["input", "verify", "simplify", "register-budget", "register-hints", "reducer-partials",
-                     "layout-inference", "lower-threads", "async-pipeline", "prefetch-pipelined",
-                     "insert-barriers", "fragment-pipeline", "wide-offsets", "plan-shared"]
+    assert names == ["input", "verify", "safe-memory", "simplify", "register-budget", "register-hints",
+                     "reducer-partials", "layout-inference", "lower-threads", "async-pipeline",
+                     "prefetch-pipelined", "insert-barriers", "fragment-pipeline", "wide-offsets",
+                     "plan-shared"]
     k = find_kernel(stages[-1][1].func.body)
     assert isinstance(k, ThreadKernel) and k.warp_size == 4 and k.num_threads == 16
     # the reason reached the module, with the user's line, and the printed IR

@@ -94,6 +94,10 @@ class Options:
       By default a buffer that may hold 2^31 elements or more gets int64 offsets; 64 gives them
       to every global buffer; 32 to none, so offsets past 2^31 wrap as int32 arithmetic does
       (the emulator reports such an access as out of bounds: tests/test_safety.py).
+    - ``disable_safe_memory`` (TileLang's ``tl.disable_safe_memory_legalize``, off): element
+      loads and stores of global tensors keep no bounds guards (tilecore.passes.safe_memory), so
+      one outside its tensor is undefined, and interp / cpu / emu report it; `T.copy` stays
+      predicated at tensor edges either way.
     """
 
     disable_tma_lower: bool = False
@@ -118,6 +122,7 @@ class Options:
     tma_l2_promotion: int = 128
     programmatic_launch: bool = False
     index_bitwidth: int = 0
+    disable_safe_memory: bool = False
 
 
 # TileLang pass-config key -> Options field
@@ -133,6 +138,7 @@ HONOURED = {
     "tirx.disable_vectorize": "disable_vectorize",
     "tir.disable_vectorize": "disable_vectorize",
     "tl.disable_thread_storage_sync": "disable_thread_storage_sync",
+    "tl.disable_safe_memory_legalize": "disable_safe_memory",
     "tl.config_index_bitwidth": "index_bitwidth",
     "tilecore.disable_fragment_pipeline": "disable_fragment_pipeline",
     "tilecore.disable_tma_store": "disable_tma_store",
@@ -151,7 +157,6 @@ HONOURED = {
 
 # TileLang keys accepted without effect, with why (told once per process).
 NOT_APPLIED = {
-    "tl.disable_safe_memory_legalize": "bounds predicates are part of T.copy's meaning and stay",
     "tl.disable_out_of_bound_warning": "tilecore has no out-of-bound warnings (accesses are "
                                        "predicated or raise on interp/emu)",
     "tl.Simplify": "tilecore's simplifier has no knobs",

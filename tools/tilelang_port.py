@@ -33,7 +33,8 @@ any other exception (an `assert` on the example's own sizes included), `timeout`
 --timeout. The runnable set is every example file with a kernel (`T.Kernel`) and a `__main__`
 block, except ones for other hardware (AMD, sm100/sm120, iket/analyze CUDA tooling), the
 deliberately buggy input of TileLang's delta debugger (`autodd/`), or needing packages absent
-here (triton, fla): see `excluded()`.
+here (triton, fla): see `excluded()`. The examples also import `einops` and `tqdm` (34 files);
+install them first (`pip install einops tqdm`), or those files count as errors at their imports.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@
   so `B[T.Ramp(i, 1, 4)] = A[T.Ramp(j, 1, 4)]` is a copy of four elements;
 - `T.annotate_safe_value({buf: v})`: the value TileLang's safe-memory pass gives loads outside
   a global tensor. tilecore's `T.copy` zero-fills outside a tensor and an element load outside
-  one is a located error, so v == 0 is what tilecore does already; any other value raises.
+  one reads 0 (tilecore.passes.safe_memory), so v == 0 is what tilecore does already; any other
+  value raises.
 """
 
 from __future__ import annotations
@@ -172,6 +173,6 @@ def annotate_safe_value(safe_value_map: dict) -> None:
         if not (isinstance(v, Const) and v.value == 0):
             raise TileShapeError(
                 f"T.annotate_safe_value({buf.name}: {value!r}) is not provided: tilecore's T.copy "
-                "fills elements outside a tensor with 0 (and an element load outside one is an error)",
+                "fills elements outside a tensor with 0 (and an element load outside one reads 0)",
                 current().loc, hint="pass 0, or replace the edge values after the copy "
                 "(T.if_then_else on the index) to get another one")

@@ -21,9 +21,10 @@ from ..ir.thread import find_kernel
 from ..target import TargetDesc
 from .base import Pass
 from .reg_budget import collect_register_hints, drop_register_budgets
+from .safe_memory import safe_memory
 from .simplify import simplify, verify_pass
 
-CORE_PASSES: list[Pass] = [verify_pass, simplify, drop_register_budgets, collect_register_hints]
+CORE_PASSES: list[Pass] = [verify_pass, safe_memory, simplify, drop_register_budgets, collect_register_hints]
 
 
 def _thread_level_pass() -> Pass:

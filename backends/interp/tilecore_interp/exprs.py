@@ -15,9 +15,10 @@ import numpy as np
 from tilecore import dtypes as dt
 from tilecore import semantics as S
 from tilecore.errors import SourceLoc, TileRuntimeError
+from tilecore.ir import ranges
 from tilecore.ir.expr import BinOp, Cast, Const, Load, Select, Unary, Var
 
-from . import ranges, shadow
+from . import shadow
 
 
 class Slots:
@@ -34,6 +35,7 @@ class Slots:
         # integer operations may skip C's wrap-around (ranges.py)
         self.ranges: dict[int, tuple[int, int]] = {}
         self.intervals: dict[int, tuple[int, int] | None] = {}
+        self.cse = None  # the statement being compiled's common subexpressions (cse.py)
 
     def bind_range(self, var, e) -> None:
         """Record that `var` holds the values of integer expression / interval `e`."""
@@ -104,7 +106,16 @@ def check_bounds(arr, buf, idx: list, mask, loc, what="read"):
 
 
 def compile_expr(e, slots: Slots, loc: SourceLoc | None):
-    """A closure evaluating `e`; `loc` names the statement for runtime faults."""
+    """A closure evaluating `e`; `loc` names the statement for runtime faults. Inside a
+    statement compiled with `slots.cse` (cse.py), a repeated pure subexpression is one
+    closure evaluated once per execution of the statement."""
+    cse = slots.cse
+    if cse is not None and e in cse.repeated:
+        return cse.compiled(e, lambda: _compile(e, slots, loc))
+    return _compile(e, slots, loc)
+
+
+def _compile(e, slots: Slots, loc: SourceLoc | None):
     if isinstance(e, Const):
         if e.dtype.is_int:
             v = int(e.value)

@@ -11,6 +11,7 @@ import random
 import numpy as np
 
 from tilecore.errors import TileRuntimeError
+from tilecore.ir import ranges
 from tilecore.ir.buffer import Region
 from tilecore.ir.expr import Load, const_int
 from tilecore.ir.grid_sync import phases as grid_phases
@@ -41,7 +42,8 @@ from tilecore.semantics import (
     wrap_int,
 )
 
-from . import aliases, blas, debug, pointers, ranges, roles, shadow
+from . import aliases, blas, debug, pointers, roles, shadow
+from .cse import Cse
 from .exprs import Slots, check_bounds, compile_expr, proven_shape
 from .races import check_unique_writes
 
@@ -329,8 +331,12 @@ class Program:
         buf, loc = s.buffer, s.loc
         bslot = self.slots(buf)
         sh = self.slots.shadow.get(id(buf))
-        idx_fns = [compile_expr(i, self.slots, loc) for i in s.indices]
-        vf = compile_expr(s.value, self.slots, loc)
+        cse = self.slots.cse = Cse((*s.indices, s.value))  # indices and value share subexpressions
+        try:
+            idx_fns = [compile_expr(i, self.slots, loc) for i in s.indices]
+            vf = compile_expr(s.value, self.slots, loc)
+        finally:
+            self.slots.cse = None
         d = buf.dtype
 
         def to_storage(v):
@@ -402,7 +408,7 @@ class Program:
             if sh is not None:
                 env[sh][tuple(idx)] = True
 
-        return fast_store or store
+        return cse.each_run(fast_store or store)
 
     # ------------------------------------------------------------------ tile operations
     def s_Copy(self, s: Copy, vec):
@@ -437,15 +443,16 @@ class Program:
         cnp = compute_np(acc)
 
         def gemm(env, mask):
-            a = ra(env).astype(cnp).reshape((k, m) if s.transpose_a else (m, k))
-            b = rb(env).astype(cnp).reshape((n, k) if s.transpose_b else (k, n))
+            # operands already in the compute dtype (float32 fragments) are read in place
+            a = ra(env).astype(cnp, copy=False).reshape((k, m) if s.transpose_a else (m, k))
+            b = rb(env).astype(cnp, copy=False).reshape((n, k) if s.transpose_b else (k, n))
             if s.transpose_a:
                 a = a.T
             if s.transpose_b:
                 b = b.T
             prod = a @ b
             if not s.clear_accum:
-                prod = rc(env).reshape(m, n).astype(prod.dtype) + prod
+                prod = rc(env).reshape(m, n).astype(prod.dtype, copy=False) + prod
             if exact_int:
                 prod = wrap_int(prod, cd)
             wc(env, prod.reshape(s.c.extents))

@@ -8,7 +8,9 @@ never comes near the width's ends and divides non-negative values by positive co
 the operands' ranges prove that, the plain NumPy / Python operation is the same value, so
 `exprs.py` compiles it without the wrap: results are identical, only the cost changes.
 
-Ranges come from the program (`Slots.ranges`, filled by the runner): block indices of a
+The `safe-memory` pass (tilecore.passes.safe_memory) asks the same question to decide which
+bounds of a global access need a guard. Ranges come from the program (the interpreter's
+`Slots.ranges`, filled by its runner): block indices of a
 constant grid, loop variables of constant bounds, let-bound values. Anything else falls back
 to what its dtype guarantees (a load of int32 holds an int32 value; an operation's result lies
 in its compute width), so every answer is sound, never a guess.
