@@ -181,8 +181,31 @@ class Swizzled(SharedLayout):
             src, k = (binop("div", lin, self.chunk) if self.base else lin), j
         return binop("mod", binop("div", src, 1 << k) if k else src, 2)
 
+    def _row_chunk_fields(self) -> int | None:
+        """log2(chunks per row) when the XORed fields split cleanly: a row holds a power of two
+        of chunks, the low field [0, bits) of the chunk index lies in the column's chunk and the
+        high one [shift, shift + bits) in the row. None otherwise."""
+        cpr = self.cols // self.chunk
+        if cpr & (cpr - 1):
+            return None
+        low = cpr.bit_length() - 1
+        return low if self.bits <= low <= self.shift else None
+
     def offset(self, row: Expr, col: Expr) -> Expr:
         row, col = _int(row), _int(col)
+        low = self._row_chunk_fields()
+        if low is not None:
+            # one XOR of the column's chunk with the row's field: each access costs one LOP3
+            # on a per-thread row term, where the bit-by-bit form below gave every constant
+            # chunk its own long-lived sum (FlashAttention's O_shared stores spilled at 128
+            # registers). The chunk and the field are plain div/mod terms the simplifier folds
+            # (the XOR is an atom to it, `indexing._atom_range` bounds it), so a chunk-aligned
+            # column plus k < chunk still differs by exactly k.
+            c = binop("div", col, self.chunk) if self.base else col
+            field = binop("div", row, 1 << (self.shift - low)) if self.shift > low else row
+            m = binop("mod", field, 1 << self.bits)
+            within = binop("mod", col, self.chunk) if self.base else const(0)
+            return row * self.cols + binop("bitxor", c, m) * self.chunk + within
         delta: Expr = const(0)
         for i in range(self.bits):
             z = self._bit(row, col, i)

@@ -53,6 +53,18 @@ def _atom_range(atom, bounds: dict):
         if atom.op == "mod":
             return (0, c - 1) if hi is None or hi >= c else (lo, hi)
         return lo // c, None if hi is None else hi // c
+    if isinstance(atom, BinOp) and atom.op in ("bitxor", "bitor", "bitand"):
+        # non-negative operands below 2**k give a result below 2**k (a swizzle's chunk XOR)
+        ranges = []
+        for x in (atom.a, atom.b):
+            lin = linear(x)
+            r = None if lin is None else _range(lin[0], lin[1], bounds)
+            if r is None or r[0] is None or r[0] < 0 or r[1] is None:
+                return None
+            ranges.append(r)
+        if atom.op == "bitand":
+            return 0, min(ranges[0][1], ranges[1][1])
+        return 0, (1 << max(r[1] for r in ranges).bit_length()) - 1
     return None
 
 
@@ -178,6 +190,12 @@ def simplify(e, bounds: dict):
             decided = _compare(n, bounds)
             if decided is not None:
                 return Const(decided, n.dtype)
+        if isinstance(n, BinOp) and n.op == "bitxor" and n.dtype.is_int:
+            for x, y in ((n.a, n.b), (n.b, n.a)):
+                if isinstance(x, Const) and isinstance(y, Const):
+                    return Const(S.binop("bitxor", int(x.value), int(y.value), n.dtype), n.dtype)
+                if isinstance(x, Const) and x.value == 0:
+                    return y
         if isinstance(n, BinOp) and n.op == "and":
             for x, y in ((n.a, n.b), (n.b, n.a)):
                 if isinstance(x, Const) and x.value is True:
