@@ -22,13 +22,21 @@ computes the same numbers with NumPy (tests, the bank-conflict model, future des
 - `IndexMapped` (`tilecore.ir.index_layout`): a user's `T.Layout` index map that no layout
   above equals, read through its own expressions and a tabulated NumPy table.
 
-The IR has bitwise operators (`^ & >>`, which index maps use), but the lowering's range-aware
-simplifier reasons about divisions and remainders, not about them, so `Swizzled.offset` writes the
-XOR bit by bit on the chunk index `c`: chunk bit i becomes `((c // 2**i) % 2 + (c // 2**(shift
-+ i)) % 2) % 2` (the parity of the sum of two bits is their XOR). Every term is a division or
-remainder by a power of two of a non-negative value, which C compilers turn into shifts and
-masks, and which the simplifier folds (a chunk-aligned column plus k < chunk keeps the same
-chunk expression, so vector accesses stay provably contiguous).
+The IR has bitwise operators (`^ & >>`, which index maps use); the lowering's range-aware
+simplifier reasons about divisions and remainders and treats a bit operation as an opaque atom
+it can bound (`tilecore.lower.indexing`), never look into. So `Swizzled.offset` keeps the XOR
+to one atom whose operands are divisions and remainders: when a row holds a power of two of
+chunks and the two XORed fields fall one in the column's chunk and one in the row (every
+panel of a canonical 32/64/128-byte layout, and the planner's swizzles of rows of 128 bytes or
+more), it is `row * cols + (c ^ f) *
+chunk + col % chunk` with `c = col // chunk` and `f` the row's field. The simplifier folds `c`
+(a constant in an unrolled fragment store), `f` (one per-thread term) and `col % chunk` (a
+chunk-aligned column plus k < chunk gives k, so vector accesses stay provably contiguous), and
+each access costs one XOR: FlashAttention's 8 fragment-store chunks of O_shared, written as
+sums of per-bit terms, each became a long-lived register sum and spilled at 128 registers.
+Other shapes write the XOR bit by bit on the chunk index `c`: chunk bit i becomes
+`((c // 2**i) % 2 + (c // 2**(shift + i)) % 2) % 2` (the parity of the sum of two bits is
+their XOR), every term a division or remainder by a power of two of a non-negative value.
 """
 
 from __future__ import annotations
@@ -195,12 +203,7 @@ class Swizzled(SharedLayout):
         row, col = _int(row), _int(col)
         low = self._row_chunk_fields()
         if low is not None:
-            # one XOR of the column's chunk with the row's field: each access costs one LOP3
-            # on a per-thread row term, where the bit-by-bit form below gave every constant
-            # chunk its own long-lived sum (FlashAttention's O_shared stores spilled at 128
-            # registers). The chunk and the field are plain div/mod terms the simplifier folds
-            # (the XOR is an atom to it, `indexing._atom_range` bounds it), so a chunk-aligned
-            # column plus k < chunk still differs by exactly k.
+            # one XOR of the column's chunk with the row's field (the module doc says why)
             c = binop("div", col, self.chunk) if self.base else col
             field = binop("div", row, 1 << (self.shift - low)) if self.shift > low else row
             m = binop("mod", field, 1 << self.bits)
