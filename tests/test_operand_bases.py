@@ -53,24 +53,3 @@ def test_offsets_of_other_variables_are_left_alone():
     bases = OperandBases(tx, 128, lambda v: "b", "b")
     assert bases.relative(tx * 2 + k * 64) is None
     assert bases.decls == []
-
-
-def test_stage_indexed_offsets_split_into_a_thread_part_and_the_rest():
-    # a pipelined operand's addresses are `loader offset + stage * stage bytes`: the thread part
-    # relates to the base of the other k steps, the stage term is added after
-    tx, offsets = _loader_offsets(Swizzled(64, 128, 3, 3, 4), 128, 8)
-    stage = Var("stage", dt.int32)
-    bases = OperandBases(tx, 128, lambda v: f"b{len(bases.vars)}", "b")
-    threads = np.arange(128)
-    for s_val in (0, 1, 2):
-        for off in offsets:
-            staged = off + stage * 16384 + 4096
-            assert bases.relative(staged) is None
-            mine, rest = bases.split(staged)
-            env = {id(tx): threads, id(stage): s_val}
-            np.testing.assert_array_equal(evaluate(mine, env) + evaluate(rest, env),
-                                          evaluate(staged, env))
-            assert evaluate(rest, {id(stage): s_val}) == s_val * 16384
-            assert bases.relative(mine) is not None
-    assert len(bases.decls) == 1
-    assert bases.split(stage * 64 + 8) is None  # nothing in the thread index to relate

@@ -350,17 +350,12 @@ class GPURenderer(CStyleRenderer):
             self.operand_bases = OperandBases(k.thread_var, k.num_threads, self.name_of,
                                               f"{self.smem_name}_off")
         rel = self.operand_bases.relative(nbytes)
-        rest = ""
         if rel is None:
-            parts = self.operand_bases.split(nbytes)  # a stage-indexed operand: base + stage
-            rel = None if parts is None else self.operand_bases.relative(parts[0])
-            if rel is None:
-                return f"({self.smem_name}_u32 + {self.expr(nbytes)})"
-            rest = f" + {self.expr(parts[1])}"
+            return f"({self.smem_name}_u32 + {self.expr(nbytes)})"
         # one base per family of loader addresses (see operand_bases.py: why XOR)
         name, op, k = rel
         rel_text = name if k == 0 else f"({name} {op} {k}u)"
-        return f"({self.smem_name}_u32 + {rel_text}{rest})"
+        return f"({self.smem_name}_u32 + {rel_text})"
 
     def late_decls(self) -> list[str]:
         """The bases of shared operand addresses (`shared_operand_address`)."""

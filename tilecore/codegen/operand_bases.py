@@ -10,10 +10,8 @@ bits are XORed with the row's, and XOR distributes), so they are rendered as `ba
 (one LOP3 with an immediate, cheap enough for ptxas to recompute in the loop instead of
 keeping it live), or `base + D` when they differ by a constant (folded into the load's
 immediate offset). The relation is checked by evaluating both offsets for every thread of
-the block, so it holds by construction for any layout. An offset that also depends on other
-variables (a pipeline stage: `stage * 16384`) is split first (`split`): its terms in the thread
-index alone are related to a base and the rest is added after, so a stage-indexed operand's k
-steps still share one base; offsets that cannot be split are rendered as before.
+the block, so it holds by construction for any layout; offsets that depend on anything but
+the thread index are rendered as before.
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import dtypes as dt
-from ..ir.expr import Expr, Var, const, linear
+from ..ir.expr import Expr, Var
 from ..lower.indexing import free_vars, try_evaluate
 
 
@@ -66,23 +64,3 @@ class OperandBases:
         self.bases.append((name, vals))
         self.decls.append((name, nbytes))
         return name, "+", 0
-
-    def split(self, nbytes: Expr) -> tuple[Expr, Expr] | None:
-        """(thread part, rest) with `nbytes == thread part + rest`: the affine terms of `nbytes`
-        in the thread index alone (and its constant) and the terms in other variables. None
-        when `nbytes` is not affine in such terms or one of the parts would be empty."""
-        lin = linear(nbytes)
-        if lin is None:
-            return None
-        terms, k = lin
-        mine: Expr = const(k, nbytes.dtype)
-        rest: Expr | None = None
-        for atom, c in terms.items():
-            term = atom * c if c != 1 else atom
-            if all(v is self.thread_var for v in free_vars(atom)):
-                mine = mine + term
-            else:
-                rest = term if rest is None else rest + term
-        if rest is None or not free_vars(mine):
-            return None
-        return mine, rest
