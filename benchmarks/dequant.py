@@ -1,8 +1,8 @@
 """W4A16 dequantizing GEMV on the GPU (examples/dequant_gemv_w4a16.py) beside torch, in one process.
 
 Run on a CUDA machine (the lent H200):  python benchmarks/dequant.py [--out results.json]
-(the figures in BENCHMARKS.md: benchmarks/dequant_h200.json, the second run of the session)
-    [--configs '[{"block_N": 32, ...}, ...]']
+(the figures in BENCHMARKS.md, "the streaming kernel": benchmarks/dequant_h200.json is its call 2)
+    [--configs '[{"threads": 256, "rows": 8, "num_stages": 3}, ...]']
 
 Peers, at M = 1 and 16 with N = K = 4096 and at M = 1, N = 14336, K = 4096 (group size 128,
 bfloat16 activations and scales, symmetric int4 codes with offset 8):
@@ -42,20 +42,19 @@ import tilecore  # noqa: E402
 
 GROUP = 128
 SHAPES = [(1, 4096, 4096), (16, 4096, 4096), (1, 14336, 4096)]
-# all on the first shape, the fastest on the others
-CONFIGS = [dict(block_N=16, block_K=512, threads=256, num_stages=3, unpack="bits"),  # run 1's best
-           dict(block_N=16, block_K=512, threads=512, num_stages=3, unpack="bits"),
-           dict(block_N=16, block_K=512, threads=512, num_stages=3, unpack="arith"),
-           dict(block_N=16, block_K=1024, threads=512, num_stages=3, unpack="bits"),
-           dict(block_N=16, block_K=1024, threads=1024, num_stages=2, unpack="bits"),
-           dict(block_N=16, block_K=1024, threads=1024, num_stages=2, unpack="arith"),
-           dict(block_N=32, block_K=1024, threads=512, num_stages=3, unpack="bits"),
-           dict(block_N=8, block_K=1024, threads=512, num_stages=3, unpack="bits"),
-           dict(block_N=8, block_K=2048, threads=1024, num_stages=2, unpack="bits")]
+# every M = 1 config on both M = 1 shapes (threads x rows x stages: a tile of threads / 2 * rows
+# packed rows of a 32-column strip, 16-byte cp.async); the first is the example's default
+CONFIGS = [dict(threads=256, rows=8, num_stages=2),
+           dict(threads=256, rows=4, num_stages=3),
+           dict(threads=256, rows=8, num_stages=3),
+           dict(threads=256, rows=4, num_stages=4),
+           dict(threads=512, rows=4, num_stages=2),
+           dict(threads=512, rows=2, num_stages=4),
+           dict(threads=128, rows=8, num_stages=3),
+           dict(threads=256, rows=16, num_stages=2)]
 
 # M > 1: the fastest M = 1 config with several rows of X per block (block_M)
-SMALL_M = [dict(block_M=16, block_K=128, threads=256), dict(block_M=16, block_K=256, threads=512),
-           dict(block_M=8, block_K=512, threads=512), dict(block_M=4, block_K=1024, threads=512)]
+SMALL_M = [dict(block_M=2), dict(block_M=4), dict(block_M=4, threads=128)]  # 8 and more spill
 
 
 def copy_bandwidth(torch) -> float:
@@ -72,7 +71,7 @@ def inputs(torch, M, N, K, seed=0):
     q = torch.randint(0, 16, (K, N), generator=g, dtype=torch.uint8)
     x = torch.randn(M, K, generator=g).to(torch.bfloat16)
     s = (torch.rand(K // GROUP, N, generator=g) * 0.02 + 0.005).to(torch.bfloat16)
-    wq = torch.from_numpy(ex.pack(q.numpy()))
+    wq = torch.from_numpy(ex.as_tiles(ex.pack(q.numpy())))  # the kernel's strips of int32 words
     w = (q.double() - 8) * s.double().repeat_interleave(GROUP, 0)
     ref = (x.double() @ w).cuda()
     return q, x.cuda(), wq.cuda(), s.cuda(), ref
@@ -161,9 +160,8 @@ def table_row(r: dict, bw: float) -> str:
         return f"| {r['M']}, {r['N']}, {r['K']} | failed: {r['tilecore']} |"
     b = r["best"]
     gbs = r["bytes"] / (b["ms"] * 1e-3) / 1e9
-    cfg = "x".join(str(b["cfg"][k]) for k in ("block_N", "block_K", "threads", "num_stages"))
+    cfg = "x".join(str(b["cfg"][k]) for k in ("threads", "rows", "num_stages"))
     cfg += f" M{b['cfg'].get('block_M', 1)}"
-    cfg += f" {b['cfg'].get('unpack', 'bits')}"
     i4 = ratio = "n/a"
     if "int4pack_ms" in r:
         i4 = f"{r['int4pack_ms'] * 1e3:.2f} ({r['int4pack_read_flushed_ms'] * 1e3:.2f})"
@@ -189,9 +187,10 @@ def main(argv=None):
     results = []
     best = None
     for si, (M, N, K) in enumerate(SHAPES):
-        if si > 0 and best is not None:  # the fastest on the first shape; rows of X per block at M > 1
-            configs = [best] if M == 1 else [best] + [{**best, **extra} for extra in SMALL_M]
-        row = one_shape(torch, M, N, K, configs)
+        cfgs = configs  # every config at M = 1; at M > 1 the first shape's fastest, rows of X per block
+        if M > 1 and best is not None:
+            cfgs = [best] + [{**best, **extra} for extra in SMALL_M]
+        row = one_shape(torch, M, N, K, cfgs)
         results.append(row)
         if si == 0 and "best" in row:
             best = row["best"]["cfg"]

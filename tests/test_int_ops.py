@@ -186,5 +186,5 @@ def test_rendered_int_ops_are_the_semantics(d):
             op = e.op
             v = S.int_unary(op, x, d) if op == "bitnot" else S.int_binop(op, x, y, d)
             want.append(S.wrap_int(v, d))
-    got = [int(v) for v in _run_c(decls, exprs)]
+    got = [int(v) for v in _run_c(decls, exprs, prelude=tuple(r.prelude()))]
     assert got == want

@@ -12,6 +12,13 @@ and the host-side launch-extent evaluator all compute through this module; compi
   ints under 32 bits (they wrap to their own width only when stored or cast), the dtype itself
   for int32, uint32 and int64. Division and remainder truncate toward zero (`c_div`, `c_mod`);
   a zero divisor raises ZeroDivisionError (callers turn it into a TileRuntimeError).
+  Operands are values of the compute width: a negative uint32 constant in arithmetic is
+  its uint32 value (`x // -1` is `x / 4294967295u`; `ir.expr.as_operand`), while comparisons
+  compare values (`x <= -1` never holds on an unsigned `x`). Division overflow wraps too:
+  `INT64_MIN / -1` is INT64_MIN, its remainder 0 (undefined in C, a trap on x86; the C
+  renderers call a guarded helper where the divisor may be -1: `cexpr.checked_division`).
+- **Masked lanes** (`active_divisor`, `active_shift_count`): a lane a condition masks off is
+  not executed, so its divisor or shift count cannot fault; only an active lane's does.
 - **Floor division** (`floor_div`, `floor_mod`; `T.floordiv` / `T.floormod`, TIR's meaning):
   the quotient rounds toward negative infinity and the remainder takes the divisor's sign
   (`a == floor_div(a, b) * b + floor_mod(a, b)`); a zero divisor raises like `c_div`.
@@ -183,8 +190,13 @@ def c_div(a, b):
         return a // b  # the common index arithmetic (`i // W`): floor is truncation here
     if np.any(b == 0):
         raise ZeroDivisionError
-    q = np.abs(a) // np.abs(b)
-    return np.where((a >= 0) == (b >= 0), q, -q)
+    # Not |a| // |b|: abs(INT64_MIN) overflows. C's remainder (np.fmod, exact) makes a - r an
+    # exact multiple of b, whose floor quotient is the truncated one; b == -1 is -a, wrapping
+    # for INT64_MIN (floor_divide would overflow there).
+    neg1 = b == -1
+    bs = np.where(neg1, 1, b)
+    q = (a - np.fmod(a, bs)) // bs
+    return np.where(neg1, np.negative(a), q)  # NumPy's array negation wraps silently
 
 
 def c_mod(a, b):
@@ -214,7 +226,10 @@ def floor_div(a, b):
     a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
     if np.any(b == 0):
         raise ZeroDivisionError
-    return np.floor_divide(a, b)
+    neg1 = b == -1  # a // -1 is -a, wrapping for INT64_MIN (floor_divide would overflow)
+    if not neg1.any():
+        return np.floor_divide(a, b)
+    return np.where(neg1, np.negative(a), np.floor_divide(a, np.where(neg1, 1, b)))
 
 
 def floor_mod(a, b):
@@ -233,6 +248,36 @@ def floor_mod(a, b):
 
 class ShiftCountError(ArithmeticError):
     """A shift count outside [0, the operation's C compute width): undefined in C."""
+
+
+def active_divisor(b, mask):
+    """Divisor(s) `b` of a division evaluated for the lanes `mask` marks active (None: all):
+    raises ZeroDivisionError when an active lane divides by zero; an inactive lane's zero becomes
+    1, so the lanes a condition masks off (never executed) do not fault. Their quotients are
+    discarded by the caller."""
+    if mask is None or (type(b) is int and b != 0):
+        return b
+    zero = np.asarray(b) == 0
+    if not zero.any():
+        return b
+    if np.any(zero & mask):
+        raise ZeroDivisionError
+    return 1 if zero.ndim == 0 else np.where(zero, 1, b)
+
+
+def active_shift_count(s, mask, width: int):
+    """Shift count(s) `s` at a compute width of `width` bits, evaluated for the lanes `mask`
+    marks active (None: all): raises ShiftCountError when an active lane's count lies outside
+    [0, width); an inactive lane's becomes 0 (like `active_divisor`)."""
+    a = np.asarray(s)
+    bad = (a < 0) | (a >= width)
+    if not bad.any():
+        return s
+    hit = bad if mask is None else bad & mask
+    if np.any(hit):
+        count = int(np.broadcast_to(a, np.shape(hit))[hit].flat[0]) if a.ndim else int(a)
+        raise ShiftCountError(f"shift count {count} is outside [0, {width})")
+    return 0 if a.ndim == 0 else np.where(bad, 0, s)
 
 
 def _shift(left: bool, width: int):
@@ -301,6 +346,7 @@ INT_BITWISE = {"bitand": _i(lambda a, b: a & b), "bitor": _i(lambda a, b: a | b)
                "bitxor": _i(lambda a, b: a ^ b)}
 INT_BINARY.update(INT_BITWISE)
 SHIFT_OPS = ("shl", "shr")
+DIVISIONS = ("div", "mod", "floordiv", "floormod")  # the operations a zero divisor faults
 
 
 _INT_OPERATIONS: dict[tuple[str, str], object] = {}  # (op, dtype name) -> int_operation's answer

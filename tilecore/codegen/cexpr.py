@@ -309,7 +309,23 @@ class CExprRenderer:
             return f"{fn}({a}, {b})"
         if e.op == "pow":
             return f"(({self.compute_type(t)})pow((double)({a}), (double)({b})))"
+        if e.op in ("div", "mod") and _may_overflow(e):
+            return f"{self.checked_division(e.op, t)}({a}, {b})"
         return f"({a} {_C_OPS[e.op]} {b})"
+
+    def checked_division(self, op: str, t: DType) -> str:
+        """The helper computing C's `/` or `%` ("div" / "mod") on signed `t` (32 or 64 bits)
+        as the semantics do where C does not define it: INT_MIN / -1 wraps to INT_MIN, its
+        remainder is 0 (x86 traps; GPUs give an unspecified value). A function, not an inline
+        `?:`, so each operand is evaluated once."""
+        ct = self.compute_type(t)
+        fn = f"tilecore_c{op}_{''.join(ch if ch.isalnum() else '_' for ch in ct)}"
+        if fn not in self.helpers:
+            # -a through the unsigned type: negating INT_MIN is undefined in C, not in unsigned
+            body = (f"(({ct})(0u - (unsigned {ct})a)) : a / b" if op == "div" else "0 : a % b")
+            self.helpers[fn] = (f"{self.helper_prefix()} {ct} {fn}({ct} a, {ct} b) "
+                                f"{{ return b == -1 ? {body}; }}")
+        return fn
 
     def expr_Unary(self, e: Unary) -> str:
         """Negation, not, abs and the float functions (FLOAT_FUNCS), computed like BinOp."""
@@ -375,11 +391,23 @@ class CExprRenderer:
             return f"(({ct})((unsigned {ct.replace('signed ', '')})({a}) << ({b})))"
         if not signed:
             return f"(({a}) {'/' if e.op == 'floordiv' else '%'} ({b}))"
-        r = f"(({a}) % ({b}))"
+        checked = _may_overflow(e)
+        r = f"{self.checked_division('mod', t)}({a}, {b})" if checked else f"(({a}) % ({b}))"
         fix = f"({r} != 0 && (({r} < 0) != (({b}) < 0)))"
         if e.op == "floordiv":
-            return f"((({a}) / ({b})) - {fix})"
+            q = f"{self.checked_division('div', t)}({a}, {b})" if checked else f"(({a}) / ({b}))"
+            return f"({q} - {fix})"
         return f"({r} + ({fix} ? ({b}) : 0))"
 
 
 _C_BIT_OPS = {"bitand": "&", "bitor": "|", "bitxor": "^"}
+
+
+def _may_overflow(e: BinOp) -> bool:
+    """Whether integer division `e` may compute INT_MIN / -1 (undefined in C): signed 32- or
+    64-bit operands (narrower ones compute in `int`, where it cannot overflow) and a divisor
+    that is not a constant other than -1."""
+    t = e.a.dtype
+    if t.kind != "int" or t.bits < 32:
+        return False
+    return not (isinstance(e.b, Const) and int(e.b.value) != -1)

@@ -352,10 +352,14 @@ class GPURenderer(CStyleRenderer):
         rel = self.operand_bases.relative(nbytes)
         if rel is None:
             return f"({self.smem_name}_u32 + {self.expr(nbytes)})"
-        # one base per family of loader addresses (see operand_bases.py: why XOR)
-        name, op, k = rel
-        rel_text = name if k == 0 else f"({name} {op} {k}u)"
-        return f"({self.smem_name}_u32 + {rel_text})"
+        # one base per family of loader addresses (see operand_bases.py: why XOR, why the
+        # addition and the rest are kept apart from it)
+        text = rel.name if rel.xor == 0 else f"({rel.name} ^ {rel.xor}u)"
+        if rel.add:
+            text = f"({text} + {rel.add}u)"
+        if rel.rest is not None:
+            text = f"({text} + {self.expr(rel.rest)})"
+        return f"({self.smem_name}_u32 + {text})"
 
     def late_decls(self) -> list[str]:
         """The bases of shared operand addresses (`shared_operand_address`)."""

@@ -28,7 +28,6 @@ from ..ir.thread import LaneTable, MemLoad, Shuffle
 
 _MISSING = object()
 _VARYING = object()  # a block-invariant node whose all-threads evaluation raised
-_DIVISIONS = ("div", "mod", "floordiv", "floormod")
 
 
 class Evaluator:
@@ -171,7 +170,6 @@ class Evaluator:
         blk = self.blk
         fa, fb = self.fn(e.a), self.fn(e.b)
         op, t = e.op, e.a.dtype
-        T = blk.T
         if op in S.COMPARE:
             cmp = S.COMPARE[op]
             return lambda mask: cmp(fa(mask), fb(mask))
@@ -182,18 +180,15 @@ class Evaluator:
         if not (t.is_int or t.is_bool):
             return lambda mask: S.float_binop(op, fa(mask), fb(mask), t)
         run = S.int_operation(op, dt.int32 if t.is_bool else t)
-        if op in _DIVISIONS:
+        if op in S.DIVISIONS:
             def divide(mask):
                 a, b = fa(mask), fb(mask)
-                zero = np.asarray(b) == 0
-                if zero.any():
-                    bz = lanes_of(zero, T) if mask is None else lanes_of(zero, T) & mask
-                    if bz.any():
-                        raise TileRuntimeError("integer division by zero", blk.loc,
-                                               hint="guard the division (`if d != 0:`) or check "
-                                               "the divisor")
-                    b = np.where(zero, 1, b)  # inactive lanes may divide by zero
-                return run(a, b)
+                try:  # inactive lanes may divide by zero (the semantics' masked lanes)
+                    return run(a, S.active_divisor(b, mask))
+                except ZeroDivisionError:
+                    raise TileRuntimeError("integer division by zero", blk.loc,
+                                           hint="guard the division (`if d != 0:`) or check "
+                                           "the divisor") from None
             return divide
         if op in S.SHIFT_OPS:
             width = S.int_compute_dtype(t).bits
@@ -229,13 +224,10 @@ def lanes_of(x, T: int) -> np.ndarray:
 
 
 def shift_count(blk, b, t, width: int, mask):
-    """Shift counts with inactive lanes' made valid; an active lane's count outside
-    [0, compute width) is a TileRuntimeError (undefined in C, see tilecore.semantics)."""
-    bad = (np.asarray(b) < 0) | (np.asarray(b) >= width)
-    if bad.any():
-        active = lanes_of(bad, blk.T) if mask is None else lanes_of(bad, blk.T) & mask
-        if active.any():
-            count = int(np.broadcast_to(np.asarray(b), (blk.T,))[active][0])
-            raise TileRuntimeError(f"shift count {count} is outside [0, {width}) for {t}", blk.loc,
-                                   hint="shift by a count in [0, bit width)")
-    return np.where(bad, 0, b)
+    """Shift counts with inactive lanes' made valid (`semantics.active_shift_count`); an active
+    lane's count outside [0, compute width) is a TileRuntimeError (undefined in C)."""
+    try:
+        return S.active_shift_count(b, mask, width)
+    except S.ShiftCountError as e:
+        raise TileRuntimeError(f"{e} for {t}", blk.loc,
+                               hint="shift by a count in [0, bit width)") from None

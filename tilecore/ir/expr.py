@@ -359,6 +359,18 @@ def as_expr(value: ExprLike, like: DType | None = None) -> Expr:
                         hint="kernel values are numbers, elements like A[i] and names bound to them")
 
 
+def as_operand(e: Expr, t: DType) -> Expr:
+    """`e` as an operand of arithmetic on dtype `t`: a negative constant of uint32 (a Python
+    literal against a uint32 value: `x // -1`) takes its uint32 value, 4294967295, as C's usual
+    arithmetic conversions give it (`x / -1` is `x / 4294967295u`), so the oracle, cpu and the
+    C renderers compute one thing (TIR cannot build `uint32(-1)` at all). Narrower unsigned
+    ints compute in C's `int`, where -1 stays -1; comparisons keep the value (they compare
+    values: `x <= -1` never holds on an unsigned `x`)."""
+    if type(e) is Const and e.value < 0 and t.kind == "uint" and t.bits == 32:
+        return Const(S.wrap_int(e.value, t), t)
+    return e
+
+
 def _fits(v: int, dtype: DType) -> bool:
     return dt.min_value(dtype) <= v <= dt.max_value(dtype)
 
@@ -399,6 +411,8 @@ def binop(op: str, a: ExprLike, b: ExprLike) -> Expr:
     if op in INT_OPS and not t.is_int:
         raise TileTypeError(f"T.{INT_OP_FUNCS[op]} needs integer operands, got {t}",
                             hint="cast the operands with T.cast(x, 'int32')")
+    if op not in CMP_OPS:
+        a, b = as_operand(a, t), as_operand(b, t)
     if isinstance(a, Const) and isinstance(b, Const) and t.is_int:
         r = _fold(op, a.value, b.value, t)
         if r is not None:
@@ -512,7 +526,7 @@ def select(cond: ExprLike, a: ExprLike, b: ExprLike) -> Expr:
         a = as_expr(a, b.dtype)
     a, b = as_expr(a), as_expr(b)
     t = dt.promote(a.dtype, b.dtype)
-    return Select(cond, cast(a, t), cast(b, t), t)
+    return Select(cond, as_operand(cast(a, t), t), as_operand(cast(b, t), t), t)
 
 
 def const_int(e) -> int | None:

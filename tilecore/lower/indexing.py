@@ -68,6 +68,15 @@ def _atom_range(atom, bounds: dict):
     return None
 
 
+def value_range(e, bounds: dict) -> tuple[int, int] | None:
+    """Inclusive (lo, hi) of the integer expression `e` under `bounds`, None when unbounded."""
+    lin = linear(e)
+    if lin is None:
+        return None
+    lo, hi = _range(lin[0], lin[1], bounds)
+    return None if lo is None or hi is None else (lo, hi)
+
+
 def _build(terms: dict, const: int, dtype) -> Expr:
     """The affine form `const + sum(c * atom)`, largest coefficients first. Atoms of `dtype`
     are combined into BinOps directly (what `+` and `*` would build, without their promotion

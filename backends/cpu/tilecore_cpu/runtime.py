@@ -344,8 +344,14 @@ def cdiv(a, b, err, code):
         if err[0] == 0:
             err[0] = code
         return a - a
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
+    if b == -1:  # INT64_MIN / -1 overflows (a hardware trap); the wrapped answer is -a
+        return -a
+    # not abs(a) // abs(b): abs(INT64_MIN) overflows. The floor quotient (numba's `//` is
+    # Python's) is the truncated one plus one where the division is inexact and the signs differ
+    q = a // b
+    if a % b != 0 and (a < 0) != (b < 0):
+        q += 1
+    return q
 
 
 @njit(**_JIT)
@@ -355,7 +361,12 @@ def cmod(a, b, err, code):
         if err[0] == 0:
             err[0] = code
         return a - a
-    return a - cdiv(a, b, err, code) * b
+    if b == -1:  # INT64_MIN % -1 is 0 (the product of cdiv's wrapped quotient would overflow)
+        return a - a
+    r = a % b  # the floor remainder (the divisor's sign): C's differs by b where signs differ
+    if r != 0 and (a < 0) != (b < 0):
+        r -= b
+    return r
 
 
 @njit(**_JIT)

@@ -257,7 +257,9 @@ def test_swizzled_loader_addresses_share_one_base_per_operand():
     bases = re.findall(r"const unsigned (tilecore_smem_off\w*) = ", src)
     assert len(bases) == 3
     addresses = re.findall(r'"r"\(\(tilecore_smem_u32 \+ ([^;]*)\)\);', src)
-    assert addresses and all(re.fullmatch(r"\(?(tilecore_smem_off\w*)( [\^+] \d+u\))?\)?", a)
+    # base, (base ^ X), (base + A) or ((base ^ X) + A): the X a k step's chunk bits, the A
+    # bits no thread's base has (an immediate offset of the load)
+    assert addresses and all(re.fullmatch(r"\(*tilecore_smem_off\w*( \^ \d+u\))?( \+ \d+u\))?\)?", a)
                              for a in addresses), addresses
     res = build.cubin_resources(build.compile_cuda(src, "sm_80", compiler="nvcc", use_cache=False))
     assert res["frame_bytes"] == 0, res

@@ -217,9 +217,20 @@ def _compile_binop(e: BinOp, slots, loc):
             return lambda env, mask: fast(fa(env, mask), c)
         return lambda env, mask: fast(fa(env, mask), fb(env, mask))
     run = S.int_operation(op, dt.int32 if t.is_bool else t)  # bound once: index arithmetic
+    width = S.int_compute_dtype(t).bits
+    # a lane masked off by a condition is not executed: only active lanes' divisors and shift
+    # counts may fault (the semantics' `active_divisor` / `active_shift_count`)
+    guard = (S.active_divisor if op in S.DIVISIONS
+             else (lambda b, mask: S.active_shift_count(b, mask, width)) if op in S.SHIFT_OPS
+             else None)
+    if isinstance(e.b, Const) and (int(e.b.value) != 0 if op in S.DIVISIONS
+                                   else 0 <= int(e.b.value) < width):
+        guard = None  # a constant divisor or count: the same, valid, in every lane
 
     def int_op(env, mask):
         try:
+            if guard is not None and mask is not None:
+                return run(fa(env, mask), guard(fb(env, mask), mask))
             return run(fa(env, mask), fb(env, mask))
         except ZeroDivisionError:
             raise TileRuntimeError("integer division by zero", loc,

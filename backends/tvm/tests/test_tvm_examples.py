@@ -19,8 +19,7 @@ from tilecore.example_protocol import as_outputs, assert_outputs_match
 EXAMPLES = [p.stem for p in example_files()]
 # examples WebGPU cannot hold, and the limit the refusal names
 REFUSED_ON_WEBGPU = {"flash_attention": "bytes of shared memory",
-                     "flash_attention_bwd": "bytes of shared memory", "gemm_fp8": "has no float8",
-                     "dequant_gemv_w4a16": "has no uint8"}
+                     "flash_attention_bwd": "bytes of shared memory", "gemm_fp8": "has no float8"}
 
 
 def cases(target, mark):
@@ -43,7 +42,6 @@ def test_example(target, name, sizes):
     except TileTargetError as e:
         # FlashAttention keeps Q, K, V, the scores (a reduction source) and their fp16 copy (a
         # gemm operand) in shared memory: 40 KiB and more, over WebGPU's 32 KiB; WGSL has no fp8
-        # and no 8-bit integers (the packed int4 weights of dequant_gemv_w4a16)
         assert target == "tvm:webgpu" and name in REFUSED_ON_WEBGPU, str(e)
         assert REFUSED_ON_WEBGPU[name] in str(e)
         return
