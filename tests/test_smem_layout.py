@@ -79,6 +79,67 @@ def test_vector_offsets_stay_provably_consecutive():
         assert diff == ({}, k)
 
 
+def _ops(e) -> list[str]:
+    from tilecore.ir.expr import BinOp
+    from tilecore.ir.visit import walk
+    return [n.op for n in walk(e) if isinstance(n, BinOp)]
+
+
+def test_fragment_store_chunks_cost_one_xor_on_a_per_thread_row_term():
+    # FlashAttention's O_shared (64 fp16 columns, Swizzle<3,3,3>) written from an mma
+    # accumulator: thread tx holds rows tx / 4 + 8 i and columns 8 j + 2 (tx % 4) + {0, 1}.
+    # Each chunk j must be one XOR of the constant j with the thread's row field, rows 8 apart
+    # one constant apart (the STS immediate), not a sum of per-bit terms (which spilled).
+    lay = Swizzled(64, 64, 3, 3, 3)
+    tx = Var("tx")
+    bounds = {id(tx): (0, 127)}
+    row0 = simplify(tx // 4, bounds)
+    for j in range(8):
+        col = simplify(8 * j + (tx % 4) * 2, bounds)
+        e0 = simplify(lay.offset(row0, col), bounds)
+        e1 = simplify(lay.offset(simplify(row0 + 8, bounds), col), bounds)
+        assert _ops(e0).count("bitxor") == (1 if j else 0) and "bitand" not in _ops(e0)
+        assert linear(e1 - e0) == ({}, 8 * 64)
+        assert linear(simplify(lay.offset(row0, col + 1), bounds) - e0) == ({}, 1)
+        T = np.arange(128)
+        want = lay.offset_np(T // 4, 8 * j + (T % 4) * 2)
+        np.testing.assert_array_equal(evaluate(e0, {id(tx): T}), want)
+
+
+def test_simplifier_bounds_bit_operations():
+    # a bit operation is an atom the simplifier bounds: (x ^ 5) < 8 for x < 8, so a division
+    # of a sum with it by 8 folds, and constant XORs fold
+    x, k = Var("x"), Var("k")
+    bounds = {id(x): (0, 7), id(k): (0, 7)}
+    e = simplify(((x ^ 5) * 8 + k) // 8, bounds)
+    assert _ops(e) == ["bitxor"]
+    assert simplify(((x & 3) + 4) // 8, bounds).value == 0
+    assert simplify(x ^ 0, bounds) is x
+    from tilecore.ir.expr import BinOp, const
+    assert simplify(BinOp("bitxor", const(6), const(3), x.dtype), bounds).value == 5
+
+
+def test_xor_takes_a_disjoint_constant_out():
+    # the k steps of a swizzled operand read chunk (K + y) ^ m: the constant leaves the XOR
+    # (one shared per-thread y ^ m), as an immediate when m cannot reach K's bits
+    tx = Var("tx")
+    bounds = {id(tx): (0, 127)}
+    T = np.arange(128)
+    y = (tx // 32) * 4 + (tx % 32) // 16  # bits 0 and 2-3: bit 1 is free for K = 2
+    cases = [((y + 2) ^ (tx % 8), "bitxor", 2),  # m reaches bit 1: (y ^ m) ^ 2
+             ((tx % 8 + 8) ^ (tx // 16), "add", 8),  # m < 8: 8 + ((tx % 8) ^ m)
+             ((tx % 4 + 2) ^ (tx // 32), None, None)]  # K = 2 overlaps y's bits: kept
+    for e, top, k in cases:
+        got = simplify(e, bounds)
+        np.testing.assert_array_equal(evaluate(got, {id(tx): T}), evaluate(e, {id(tx): T}))
+        if top is None:
+            assert got.op == "bitxor" and linear(got.a)[1] == 2
+        else:
+            assert got.op == top and linear(got)[1] == (k if top == "add" else 0)
+            if top == "bitxor":
+                assert got.b.value == k and linear(got.a.a)[1] == 0
+
+
 def test_padded_and_row_major():
     p = Padded(4, 6, 2)
     assert p.size == 32 and p.contiguous(2) and not p.contiguous(4)

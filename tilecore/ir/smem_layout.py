@@ -22,13 +22,21 @@ computes the same numbers with NumPy (tests, the bank-conflict model, future des
 - `IndexMapped` (`tilecore.ir.index_layout`): a user's `T.Layout` index map that no layout
   above equals, read through its own expressions and a tabulated NumPy table.
 
-The IR has bitwise operators (`^ & >>`, which index maps use), but the lowering's range-aware
-simplifier reasons about divisions and remainders, not about them, so `Swizzled.offset` writes the
-XOR bit by bit on the chunk index `c`: chunk bit i becomes `((c // 2**i) % 2 + (c // 2**(shift
-+ i)) % 2) % 2` (the parity of the sum of two bits is their XOR). Every term is a division or
-remainder by a power of two of a non-negative value, which C compilers turn into shifts and
-masks, and which the simplifier folds (a chunk-aligned column plus k < chunk keeps the same
-chunk expression, so vector accesses stay provably contiguous).
+The IR has bitwise operators (`^ & >>`, which index maps use); the lowering's range-aware
+simplifier reasons about divisions and remainders and treats a bit operation as an opaque atom
+it can bound (`tilecore.lower.indexing`), never look into. So `Swizzled.offset` keeps the XOR
+to one atom whose operands are divisions and remainders: when a row holds a power of two of
+chunks and the two XORed fields fall one in the column's chunk and one in the row (every
+panel of a canonical 32/64/128-byte layout, and the planner's swizzles of rows of 128 bytes or
+more), it is `row * cols + (c ^ f) *
+chunk + col % chunk` with `c = col // chunk` and `f` the row's field. The simplifier folds `c`
+(a constant in an unrolled fragment store), `f` (one per-thread term) and `col % chunk` (a
+chunk-aligned column plus k < chunk gives k, so vector accesses stay provably contiguous), and
+each access costs one XOR: FlashAttention's 8 fragment-store chunks of O_shared, written as
+sums of per-bit terms, each became a long-lived register sum and spilled at 128 registers.
+Other shapes write the XOR bit by bit on the chunk index `c`: chunk bit i becomes
+`((c // 2**i) % 2 + (c // 2**(shift + i)) % 2) % 2` (the parity of the sum of two bits is
+their XOR), every term a division or remainder by a power of two of a non-negative value.
 """
 
 from __future__ import annotations
@@ -181,8 +189,26 @@ class Swizzled(SharedLayout):
             src, k = (binop("div", lin, self.chunk) if self.base else lin), j
         return binop("mod", binop("div", src, 1 << k) if k else src, 2)
 
+    def _row_chunk_fields(self) -> int | None:
+        """log2(chunks per row) when the XORed fields split cleanly: a row holds a power of two
+        of chunks, the low field [0, bits) of the chunk index lies in the column's chunk and the
+        high one [shift, shift + bits) in the row. None otherwise."""
+        cpr = self.cols // self.chunk
+        if cpr & (cpr - 1):
+            return None
+        low = cpr.bit_length() - 1
+        return low if self.bits <= low <= self.shift else None
+
     def offset(self, row: Expr, col: Expr) -> Expr:
         row, col = _int(row), _int(col)
+        low = self._row_chunk_fields()
+        if low is not None:
+            # one XOR of the column's chunk with the row's field (the module doc says why)
+            c = binop("div", col, self.chunk) if self.base else col
+            field = binop("div", row, 1 << (self.shift - low)) if self.shift > low else row
+            m = binop("mod", field, 1 << self.bits)
+            within = binop("mod", col, self.chunk) if self.base else const(0)
+            return row * self.cols + binop("bitxor", c, m) * self.chunk + within
         delta: Expr = const(0)
         for i in range(self.bits):
             z = self._bit(row, col, i)

@@ -53,6 +53,18 @@ def _atom_range(atom, bounds: dict):
         if atom.op == "mod":
             return (0, c - 1) if hi is None or hi >= c else (lo, hi)
         return lo // c, None if hi is None else hi // c
+    if isinstance(atom, BinOp) and atom.op in ("bitxor", "bitor", "bitand"):
+        # non-negative operands below 2**k give a result below 2**k (a swizzle's chunk XOR)
+        ranges = []
+        for x in (atom.a, atom.b):
+            lin = linear(x)
+            r = None if lin is None else _range(lin[0], lin[1], bounds)
+            if r is None or r[0] is None or r[0] < 0 or r[1] is None:
+                return None
+            ranges.append(r)
+        if atom.op == "bitand":
+            return 0, min(ranges[0][1], ranges[1][1])
+        return 0, (1 << max(r[1] for r in ranges).bit_length()) - 1
     return None
 
 
@@ -149,6 +161,45 @@ def _compare(e: BinOp, bounds: dict) -> bool | None:
     return True if lo is not None and lo >= 0 else (False if hi is not None and hi < 0 else None)
 
 
+def _bits(terms: dict, const: int, bounds: dict) -> list[int] | None:
+    """The bit masks an affine form's parts can set (the constant's first), or None unless
+    every part is a non-negative atom times a power of two and the masks are pairwise
+    disjoint: then the sum is their OR (no carries), so an XOR distributes over it."""
+    masks = [const] if const else []
+    for atom, c in terms.items():
+        r = _atom_range(atom, bounds)
+        if r is None or r[0] is None or r[0] < 0 or r[1] is None or c <= 0 or c & (c - 1):
+            return None
+        masks.append(((1 << r[1].bit_length()) - 1) * c)
+    seen = 0
+    for m in masks:
+        if seen & m:
+            return None
+        seen |= m
+    return masks
+
+
+def _xor_constant_out(n: BinOp, bounds: dict) -> Expr | None:
+    """`(K + y) ^ m` with K's bits apart from y's: `(y ^ m) ^ K`, or `K + (y ^ m)` when m's bits
+    are apart from K's too. A swizzle's chunk XOR at unrolled k steps (`K` the step's chunk)
+    then shares one per-thread `y ^ m`, and a constant that no XOR touches becomes an
+    immediate offset, instead of a distinct per-thread value per step."""
+    for x, m in ((n.a, n.b), (n.b, n.a)):
+        lin = linear(x)
+        if lin is None or not lin[0] or lin[1] <= 0:
+            continue
+        masks = _bits(lin[0], lin[1], bounds)
+        mr = _atom_range(m, bounds) if not isinstance(m, Const) else (int(m.value), int(m.value))
+        if masks is None or mr is None or mr[0] is None or mr[0] < 0 or mr[1] is None:
+            continue
+        k = lin[1]
+        inner = BinOp("bitxor", _build(lin[0], 0, n.dtype), m, n.dtype)
+        if not k & ((1 << mr[1].bit_length()) - 1):
+            return _build({inner: 1}, k, n.dtype)
+        return BinOp("bitxor", inner, Const(k, n.dtype), n.dtype)
+    return None
+
+
 # simplify's answers per composite expression, one table per bounds (as sorted items): the
 # lowering simplifies each register's index expressions, which share most of their subtrees
 # (the thread's row and column parts, a layout's swizzle) with the other registers' and with the
@@ -187,6 +238,15 @@ def simplify(e, bounds: dict):
             decided = _compare(n, bounds)
             if decided is not None:
                 return Const(decided, n.dtype)
+        if isinstance(n, BinOp) and n.op == "bitxor" and n.dtype.is_int:
+            for x, y in ((n.a, n.b), (n.b, n.a)):
+                if isinstance(x, Const) and isinstance(y, Const):
+                    return Const(S.binop("bitxor", int(x.value), int(y.value), n.dtype), n.dtype)
+                if isinstance(x, Const) and x.value == 0:
+                    return y
+            out = _xor_constant_out(n, bounds)
+            if out is not None:
+                return out
         if isinstance(n, BinOp) and n.op == "and":
             for x, y in ((n.a, n.b), (n.b, n.a)):
                 if isinstance(x, Const) and x.value is True:
