@@ -208,7 +208,10 @@ BENCHMARK_CONFIGS = benchmark_configs()
 
 def _benchmark_kernel(i: int) -> tuple[str, str, str]:
     _, example_name, kwargs = BENCHMARK_CONFIGS[i]
-    kernel = tilecore.compile(example(example_name).program(**kwargs), target="cuda:sm_90a")
+    kwargs = dict(kwargs)
+    pass_configs = kwargs.pop("pass_configs", None)  # for the compiler, as benchmarks/gpu.py does
+    kernel = tilecore.compile(example(example_name).program(**kwargs), target="cuda:sm_90a",
+                              pass_configs=pass_configs)
     return kernel.artifact.rendered.entry, kernel.get_kernel_source(), "sm_90a"
 
 
