@@ -76,7 +76,19 @@ FA_CONFIGS = [dict(block_M=64, block_N=64, num_stages=1, threads=128),
               # four warps of 32 query rows each (FlashAttention-2's sm_80 shape for d = 128):
               # each warp's K and V reads from shared memory serve twice the rows (253
               # registers under nvcc for sm_80, no spills; block_N = 64 spills)
-              dict(block_M=128, block_N=32, num_stages=2, threads=128)]
+              dict(block_M=128, block_N=32, num_stages=2, threads=128),
+              # 64 keys per tile: half the per-tile rescale and row statistics per key; fits in
+              # 255 registers once the row sum precedes the P V gemm (TileLang's order) and each
+              # V load is issued just before its mmas (tilecore/lower/gemm.py)
+              dict(block_M=128, block_N=64, num_stages=2, threads=128),
+              # the same two with exp2.approx / __fdividef (FlashAttention-2 builds with
+              # --use_fast_math; exp2.approx's relative error, 2^-22 in the PTX ISA, is far
+              # below the fp16 output's rounding): on the mma.sync path IEEE exp2f's subnormal
+              # handling costs 36 FSETP + 72 FMUL per 128x32 tile (BENCHMARKS.md, issue 9)
+              dict(block_M=128, block_N=32, num_stages=2, threads=128,
+                   pass_configs={"tl.enable_fast_math": True}),
+              dict(block_M=128, block_N=64, num_stages=2, threads=128,
+                   pass_configs={"tl.enable_fast_math": True})]
 ROW_CONFIGS = [dict(block_M=1, threads=256), dict(block_M=1, threads=512), dict(block_M=1, threads=128),
                dict(block_M=1, threads=1024), dict(block_M=2, threads=512)]
 TOP_K = 3

@@ -200,11 +200,14 @@ def program(batch=1, heads=8, seq_len=1024, dim=64, is_causal=False, block_M=64,
                     acc_o[i, j] *= scores_scale[i]
                 for i, j in T.Parallel(block_M, block_N):
                     acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i] * scale)
-                T.copy(acc_s, acc_s_cast)
-                T.gemm(acc_s_cast, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
+                # the row sums before P V (TileLang's example_mha_fwd order): the float32
+                # scores die at the cast instead of living through the gemm beside P and the
+                # output accumulators (sm_80 128x64 d=128: 64 fewer live registers there)
                 T.reduce_sum(acc_s, scores_sum, dim=1)
                 for i in T.Parallel(block_M):
                     logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
+                T.copy(acc_s, acc_s_cast)
+                T.gemm(acc_s_cast, V_shared, acc_o, policy=T.GemmWarpPolicy.FullRow)
         if return_lse:
             lse = T.alloc_fragment((block_M,), accum)
             for i in T.Parallel(block_M):

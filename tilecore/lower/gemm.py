@@ -228,10 +228,29 @@ def _mma_gemm(ctx: LowerCtx, g: Gemm, plan: MmaPlan, clay: MmaLayout) -> Stmt:
     A, B = _Operand(ctx, g, "A", plan, pre), _Operand(ctx, g, "B", plan, pre)
     aregs = ctx.new_regs("A_frag", mt * A.spec.elems, A.spec.dtype)
     bregs = ctx.new_regs("B_frag", nt * B.spec.elems, B.spec.dtype)
+
+    def mmas(tiles, by_tile: bool) -> list[Stmt]:
+        """The mmas of n tiles `tiles`: n-major when `by_tile` (right after their B load)."""
+        order = ([(mi, ni) for ni in tiles for mi in range(mt)] if by_tile
+                 else [(mi, ni) for mi in range(mt) for ni in tiles])
+        return [IntrinsicCall(mma, (OperandRef(cregs, const(clay.reg(mi, ni, 0))),
+                                    OperandRef(aregs, const(mi * A.spec.elems)),
+                                    OperandRef(bregs, const(ni * B.spec.elems)),
+                                    OperandRef(cregs, const(clay.reg(mi, ni, 0)))), g.loc)
+                for mi, ni in order]
+
     for kk in range(K // ik):
         for mi in range(mt):
             out.extend(_load_operand(ctx, A, aregs, mi * A.spec.elems, lane,
                                      warp_m * WM + mi * im, const(kk * ik)))
+        # A read from the accumulator-shaped fragment it already lives in (FlashAttention's
+        # P V: P in registers): the whole tile's accumulators and P are live here, so each B
+        # load is followed by the mmas that read it instead of all of a k step's B fragments
+        # first (32 registers at 128x64 d=128, 128 threads, 64 once ptxas hoisted the next
+        # step's; causal on sm_90a's ptxas: an 88-byte spill -> none). The mma order only changes which
+        # independent accumulator tiles go first: each tile's k order is the same.
+        interleave = A.mem is None and A.regs_frag is not None
+        groups: list[tuple[list[Stmt], list[int]]] = []
         ni = 0
         while ni < nt:
             col0 = warp_n * WN + ni * in_
@@ -241,17 +260,19 @@ def _mma_gemm(ctx: LowerCtx, g: Gemm, plan: MmaPlan, clay: MmaLayout) -> Stmt:
                     pair = _with_loader(ctx, B, B.pair_loader, B.pair_map, bregs, ni * B.spec.elems,
                                         lane, const(kk * ik), col0)
                     if pair is not None:
-                        out.extend(pair)
+                        groups.append((pair, [ni, ni + 1]))
                         ni += 2
                         continue
-            out.extend(_load_operand(ctx, B, bregs, ni * B.spec.elems, lane, const(kk * ik), col0))
+            groups.append((_load_operand(ctx, B, bregs, ni * B.spec.elems, lane, const(kk * ik), col0), [ni]))
             ni += 1
-        for mi in range(mt):
-            for ni in range(nt):
-                base = const(clay.reg(mi, ni, 0))
-                out.append(IntrinsicCall(mma, (
-                    OperandRef(cregs, base), OperandRef(aregs, const(mi * A.spec.elems)),
-                    OperandRef(bregs, const(ni * B.spec.elems)), OperandRef(cregs, base)), g.loc))
+        if interleave:
+            for loads, tiles in groups:
+                out.extend(loads)
+                out.extend(mmas(tiles, True))
+        else:
+            for loads, _ in groups:
+                out.extend(loads)
+            out.extend(mmas(range(nt), False))
     return SeqStmt(tuple(pre + out), g.loc)
 
 

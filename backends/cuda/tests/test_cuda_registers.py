@@ -208,7 +208,10 @@ BENCHMARK_CONFIGS = benchmark_configs()
 
 def _benchmark_kernel(i: int) -> tuple[str, str, str]:
     _, example_name, kwargs = BENCHMARK_CONFIGS[i]
-    kernel = tilecore.compile(example(example_name).program(**kwargs), target="cuda:sm_90a")
+    kwargs = dict(kwargs)
+    pass_configs = kwargs.pop("pass_configs", None)  # for the compiler, as benchmarks/gpu.py does
+    kernel = tilecore.compile(example(example_name).program(**kwargs), target="cuda:sm_90a",
+                              pass_configs=pass_configs)
     return kernel.artifact.rendered.entry, kernel.get_kernel_source(), "sm_90a"
 
 
@@ -262,6 +265,23 @@ def test_swizzled_loader_addresses_share_one_base_per_operand():
     assert addresses and all(re.fullmatch(r"\(*tilecore_smem_off\w*( \^ \d+u\))?( \+ \d+u\))?\)?", a)
                              for a in addresses), addresses
     res = build.cubin_resources(build.compile_cuda(src, "sm_80", compiler="nvcc", use_cache=False))
+    assert res["frame_bytes"] == 0, res
+
+
+@needs_nvcc
+def test_flash_attention_128x64_on_the_mma_sync_path_fits_in_registers():
+    """FlashAttention b8 h16 s2048 d128 causal, 128x64 blocks, 2 stages, 128 threads lowered for
+    sm_80 (mma.sync), compiled for the H200 (sm_90a's ptxas): the row sum before the P V gemm
+    (TileLang's order) and each V load issued just before its mmas (P is in registers) leave
+    no stack frame (128 bytes before both)."""
+    func = example("flash_attention").program(batch=8, heads=16, seq_len=2048, dim=128, is_causal=True,
+                                              block_M=128, block_N=64, num_stages=2, threads=128)
+    src = tilecore.compile(func, target="cuda:sm_80").get_kernel_source()
+    # P V: one B load, then the four mmas (2 m tiles x 2 n tiles) that read it
+    pv = src[src.rindex("asm volatile(", 0, src.index("ldmatrix.sync.aligned.m8n8.x4.trans")):]
+    kinds = re.findall(r'asm volatile\("(ldmatrix|mma)', pv)[:4 * 8 * 5]  # 4 k steps, 8 loads each
+    assert kinds == ["ldmatrix", "mma", "mma", "mma", "mma"] * 32, kinds[:12]
+    res = build.cubin_resources(build.compile_cuda(src, "sm_90a", compiler="nvcc", use_cache=False))
     assert res["frame_bytes"] == 0, res
 
 
