@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from tilecore import dtypes as dt
 from tilecore.ir.expr import BinOp, Cast, Const, Load, Select, Unary, Var
+from tilecore.ir.thread_level import ThreadIndex
 from tilecore.semantics import int_compute_dtype
 
 Interval = tuple[int, int]
@@ -84,6 +85,8 @@ def _interval(e, ranges: dict, memo: dict) -> Interval | None:
         return (int(e.value), int(e.value)) if e.dtype.is_int else None
     if isinstance(e, Var):
         return ranges.get(id(e)) or _width_range(e.dtype)
+    if isinstance(e, ThreadIndex):  # `T.get_thread_binding(d)`: see `thread_key`
+        return ranges.get(thread_key(e.dim)) or _width_range(e.dtype)
     if isinstance(e, Load):
         return _dtype_range(e.buffer.dtype)
     if isinstance(e, Cast):
@@ -117,11 +120,19 @@ def fast_result(e: BinOp, ranges: dict, memo: dict) -> Interval | None:
     return r if r is not None and _within(a, w) and _within(b, w) and _within(r, w) else None
 
 
-def bind(ranges: dict, memo: dict, var: Var, r: Interval | None) -> None:
+def thread_key(dim: int) -> tuple:
+    """The key under which `ranges` holds the range of the thread index along `dim` (a
+    `ThreadIndex` is a value, not a bound variable, so it has no `id(Var)` of its own)."""
+    return ("thread", dim)
+
+
+def bind(ranges: dict, memo: dict, var, r: Interval | None) -> None:
     """Record that `var` takes values in `r` (None: unknown). A variable bound twice (a loop
-    body the pipeliner duplicated) gets the union; answers computed before are forgotten."""
+    body the pipeliner duplicated) gets the union; answers computed before are forgotten.
+    `var` may also be a `thread_key`."""
     if r is None:
         return
-    old = ranges.get(id(var))
-    ranges[id(var)] = r if old is None else (min(old[0], r[0]), max(old[1], r[1]))
+    key = var if isinstance(var, tuple) else id(var)
+    old = ranges.get(key)
+    ranges[key] = r if old is None else (min(old[0], r[0]), max(old[1], r[1]))
     memo.clear()

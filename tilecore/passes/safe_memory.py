@@ -68,6 +68,13 @@ def _ranges(body) -> dict:
                 k = const_int(g)
                 if k is not None and k >= 1:
                     ranges.bind(rmap, memo, v, (0, k - 1))
+            # thread indices (`T.get_thread_binding`) of constant block shapes: a thread-level
+            # kernel's `B[tx]` then needs no guard (a guard would put its warp shuffles, which
+            # every lane must execute, inside a thread-varying branch)
+            for d, t in enumerate(n.threads):
+                k = const_int(t)
+                if k is not None and k >= 1:
+                    ranges.bind(rmap, memo, ranges.thread_key(d), (0, k - 1))
         elif isinstance(n, For):
             lo, hi = const_int(n.start), const_int(n.stop)
             if lo is not None and hi is not None and n.step == 1 and hi > lo:
